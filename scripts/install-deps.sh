@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that Ringmaster's build, tests and demo need.
+# Idempotent: packages already installed are skipped, and apt is not touched
+# when nothing is missing. Run as root (or through sudo).
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git
+  # libraries (see docs/architecture.md for who uses what)
+  libboost-dev libboost-system-dev nlohmann-json3-dev libyaml-cpp-dev
+  libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libssl-dev libargon2-dev libcpp-httplib-dev
+  # tools the tests and demo call
+  curl procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,272 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ringmaster::agent {
+namespace {
+
+constexpr size_t kShipChunk = 1 << 20;
+constexpr int kLongPollSeconds = 20;
+constexpr const char* kAgentVersion = "0.1.0";
+
+std::string Key(int64_t task_id, int attempt) { return fmt::format("{}.{}", task_id, attempt); }
+
+// The environment every task starts from; the server's variables go on top.
+std::map<std::string, std::string> BaseEnv() {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}) {
+    if (const char* v = getenv(name)) env[name] = v;
+  }
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  return env;
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
+    : options_(std::move(options)), executor_(std::move(executor)), api_(options_.server_url, options_.token) {
+  inventory_ = DetectNode();
+  if (!options_.node_name.empty()) inventory_.name = options_.node_name;
+  if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
+  if (options_.memory_bytes > 0) inventory_.memory_bytes = options_.memory_bytes;
+}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Start() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [key, meta] : executor_->Recover()) {
+      LocalTask t;
+      try {
+        auto j = nlohmann::json::parse(meta);
+        t.task_id = j.at("task_id");
+        t.attempt = j.at("attempt");
+      } catch (...) {
+        executor_->Release(key);
+        continue;
+      }
+      spdlog::info("agent: re-adopting task {} (attempt {})", t.task_id, t.attempt);
+      tasks_[key] = t;
+    }
+  }
+  running_ = true;
+  sync_thread_ = std::thread([this] { SyncLoop(); });
+  tick_thread_ = std::thread([this] { TickLoop(); });
+}
+
+void Agent::Stop() {
+  if (!running_.exchange(false)) return;
+  cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
+  if (tick_thread_.joinable()) tick_thread_.join();
+}
+
+void Agent::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, d, [this] { return !running_; });
+}
+
+bool Agent::Register() {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : inventory_.gpus) {
+    gpus.push_back({{"index", g.index}, {"model", g.model}, {"memory_bytes", g.memory_bytes}, {"uuid", g.uuid}});
+  }
+  nlohmann::json body = {{"name", inventory_.name},
+                         {"cpu_milli", inventory_.cpu_milli},
+                         {"memory_bytes", inventory_.memory_bytes},
+                         {"gpus", gpus},
+                         {"agent_version", kAgentVersion}};
+  auto res = api_.Post("/api/v1/agent/register", body);
+  if (!res.ok()) {
+    spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
+    return false;
+  }
+  node_id_ = res->at("node_id").get<int64_t>();
+  spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
+               node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
+  return true;
+}
+
+void Agent::SyncLoop() {
+  uint64_t index = 0;
+  auto backoff = std::chrono::milliseconds(250);
+  while (running_) {
+    if (node_id_ == 0 && !Register()) {
+      SleepFor(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+      continue;
+    }
+    auto res = api_.Get(fmt::format("/api/v1/agent/nodes/{}/assignments?index={}&wait={}", node_id_.load(),
+                                    index, kLongPollSeconds),
+                        {std::chrono::seconds(kLongPollSeconds + 10)});
+    if (!res.ok()) {
+      if (res.status().code() == StatusCode::kNotFound) node_id_ = 0;  // server forgot us: register again
+      spdlog::debug("agent: assignments: {}", res.status().ToString());
+      index = 0;
+      SleepFor(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+      continue;
+    }
+    backoff = std::chrono::milliseconds(250);
+    index = res->value("index", uint64_t{0});
+    Reconcile(res->at("tasks"));
+  }
+}
+
+void Agent::Reconcile(const nlohmann::json& assignments) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::set<std::string> wanted;
+  for (const auto& a : assignments) {
+    int64_t task_id = a.at("task_id");
+    int attempt = a.at("attempt");
+    std::string key = Key(task_id, attempt);
+    wanted.insert(key);
+    if (released_.count(key)) continue;
+    bool stop = a.at("desired") == "stop";
+    auto grace = std::chrono::milliseconds(a.value("stop_grace_ms", 5000));
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) {
+      LocalTask t;
+      t.task_id = task_id;
+      t.attempt = attempt;
+      if (stop) {
+        t.exit = TaskExit{-1, 0, "stopped before it started"};
+      } else {
+        TaskLaunch launch;
+        launch.key = key;
+        launch.argv = a.at("argv").get<std::vector<std::string>>();
+        launch.env = BaseEnv();
+        for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
+        launch.working_dir = a.value("working_dir", "");
+        launch.meta_json = nlohmann::json{{"task_id", task_id}, {"attempt", attempt}}.dump();
+        Status st = executor_->Start(launch);
+        if (!st.ok()) {
+          spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
+          t.exit = TaskExit{-1, 0, st.message()};
+        } else {
+          spdlog::info("agent: started task {} (job {} rank {})", key, a.value("job_id", 0), a.value("rank", 0));
+        }
+      }
+      tasks_[key] = t;
+    } else if (stop && !it->second.stop_sent && !it->second.exit) {
+      it->second.stop_sent = true;
+      (void)executor_->Stop(key, grace);
+    }
+  }
+  // Tasks the server no longer lists are not wanted: stop them.
+  for (auto& [key, t] : tasks_) {
+    if (!wanted.count(key) && !t.exit && !t.stop_sent) {
+      spdlog::info("agent: stopping task {}: the server no longer assigns it here", key);
+      t.stop_sent = true;
+      (void)executor_->Stop(key, std::chrono::seconds(5));
+    }
+  }
+}
+
+void Agent::TickLoop() {
+  auto last_heartbeat = std::chrono::steady_clock::time_point{};
+  while (running_) {
+    Tick();
+    if (std::chrono::steady_clock::now() - last_heartbeat >= options_.heartbeat_interval && node_id_ != 0) {
+      Heartbeat();
+      last_heartbeat = std::chrono::steady_clock::now();
+    }
+    SleepFor(options_.tick_interval);
+  }
+}
+
+void Agent::Tick() {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [k, t] : tasks_) keys.push_back(k);
+  }
+  for (const auto& key : keys) {
+    LocalTask t;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = tasks_.find(key);
+      if (it == tasks_.end()) continue;
+      t = it->second;
+    }
+    if (!t.exit) t.exit = executor_->Poll(key);
+    bool all_shipped = node_id_ != 0 && ShipLogs(key, t);
+    bool stale = false, done = false;
+    if (node_id_ != 0 && !t.reported_running && !t.exit) {
+      t.reported_running = Report(t, "running", &stale);
+      if (stale) {
+        (void)executor_->Stop(key, std::chrono::seconds(5));
+        t.stop_sent = true;
+      }
+    }
+    if (t.exit && all_shipped) done = Report(t, "exited", &stale) || stale;
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) continue;
+    t.stop_sent = t.stop_sent || it->second.stop_sent;  // Reconcile may have asked meanwhile
+    if (done) {
+      executor_->Release(key);
+      released_.insert(key);
+      tasks_.erase(it);
+    } else {
+      it->second = t;
+    }
+  }
+}
+
+bool Agent::ShipLogs(const std::string& key, LocalTask& t) {
+  std::string path = executor_->LogPath(key);
+  for (int rounds = 0; rounds < 8; ++rounds) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;  // nothing written yet
+    std::string buf(kShipChunk, '\0');
+    ssize_t n = pread(fd, buf.data(), buf.size(), t.shipped);
+    off_t size = lseek(fd, 0, SEEK_END);
+    close(fd);
+    if (n < 0) return false;
+    if (n == 0) return t.shipped >= size;
+    buf.resize(static_cast<size_t>(n));
+    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/logs?attempt={}&offset={}", t.task_id,
+                                         t.attempt, t.shipped),
+                             buf, "application/octet-stream");
+    if (!res.ok()) {
+      if (res.status().code() == StatusCode::kFailedPrecondition) return true;  // stale attempt: drop
+      return false;
+    }
+    int64_t server_size = res->value("size", int64_t{0});
+    t.shipped = std::min<int64_t>(server_size, size);
+    if (t.shipped >= size) return true;
+  }
+  return false;
+}
+
+bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
+  nlohmann::json body = {{"node_id", node_id_.load()}, {"attempt", t.attempt}, {"state", state}};
+  if (t.exit) {
+    body["exit_code"] = t.exit->exit_code;
+    body["signal"] = t.exit->signal;
+    body["message"] = t.exit->message;
+  }
+  auto res = api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", t.task_id), body);
+  if (res.ok()) return true;
+  auto code = res.status().code();
+  if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound) {
+    *stale = true;
+    spdlog::info("agent: task {}.{} is stale: {}", t.task_id, t.attempt, res.status().message());
+  }
+  return false;
+}
+
+void Agent::Heartbeat() {
+  nlohmann::json body = {{"cpu_util", usage_.CpuUtil()}, {"memory_used_bytes", UsageSampler::MemoryUsedBytes()}};
+  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body);
+  if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
+}
+
+}  // namespace ringmaster::agent

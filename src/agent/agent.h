@@ -1,0 +1,87 @@
+// Agent: runs on every node. It registers the node with the server, sends a
+// heartbeat with utilisation, long-polls for the tasks the server wants on
+// this node and reconciles them with what runs (start new ones, stop those
+// the server wants stopped or no longer knows), ships each task's output to
+// the server by byte offset (safe to resend), and reports starts and exits —
+// an exit only after the task's last log byte is shipped. Tasks keep running
+// when the agent stops or dies; the next agent on the node re-adopts them.
+// Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/executor.h"
+#include "agent/node_info.h"
+#include "client/api_client.h"
+
+namespace ringmaster::agent {
+
+struct AgentOptions {
+  std::string server_url;
+  std::string token;
+  std::string data_dir;          // task directories live under data_dir/tasks
+  std::string node_name;         // "" = hostname
+  int64_t cpu_milli = 0;         // 0 = detect
+  int64_t memory_bytes = 0;      // 0 = detect
+  std::chrono::milliseconds heartbeat_interval{2000};
+  std::chrono::milliseconds tick_interval{200};
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, std::unique_ptr<Executor> executor);
+  ~Agent();
+
+  void Start();
+  // Stops the agent's threads; tasks keep running.
+  void Stop();
+
+ private:
+  struct LocalTask {
+    int64_t task_id = 0;
+    int attempt = 0;
+    std::optional<TaskExit> exit;
+    bool stop_sent = false;
+    bool reported_running = false;
+    int64_t shipped = 0;  // bytes of the log the server has
+  };
+
+  void SyncLoop();
+  void TickLoop();
+  bool Register();
+  void Reconcile(const nlohmann::json& assignments);
+  void Tick();
+  // Ships new log bytes; true when the server has all of them.
+  bool ShipLogs(const std::string& key, LocalTask& t);
+  // Reports `state` ("running"/"exited"). false: try again later.
+  // Sets *stale when the server no longer wants this attempt.
+  bool Report(const LocalTask& t, const char* state, bool* stale);
+  void Heartbeat();
+  void SleepFor(std::chrono::milliseconds d);
+
+  const AgentOptions options_;
+  const std::unique_ptr<Executor> executor_;
+  const client::ApiClient api_;
+  NodeInventory inventory_;
+  UsageSampler usage_;
+
+  std::atomic<bool> running_{false};
+  std::atomic<int64_t> node_id_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, LocalTask> tasks_;  // GUARDED_BY(mu_)
+  std::set<std::string> released_;          // GUARDED_BY(mu_): reported and forgotten
+  std::thread sync_thread_, tick_thread_;
+};
+
+}  // namespace ringmaster::agent

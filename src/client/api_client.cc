@@ -1,0 +1,135 @@
+#include "client/api_client.h"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+namespace ringmaster::client {
+namespace {
+
+constexpr std::chrono::seconds kConnectTimeout{5};
+
+StatusCode CodeFromName(const std::string& name, int http_status) {
+  static const std::pair<const char*, StatusCode> kNames[] = {
+      {"InvalidArgument", StatusCode::kInvalidArgument},
+      {"NotFound", StatusCode::kNotFound},
+      {"AlreadyExists", StatusCode::kAlreadyExists},
+      {"PermissionDenied", StatusCode::kPermissionDenied},
+      {"Unauthenticated", StatusCode::kUnauthenticated},
+      {"FailedPrecondition", StatusCode::kFailedPrecondition},
+      {"ResourceExhausted", StatusCode::kResourceExhausted},
+      {"Unavailable", StatusCode::kUnavailable},
+      {"DeadlineExceeded", StatusCode::kDeadlineExceeded},
+      {"Aborted", StatusCode::kAborted},
+  };
+  for (const auto& [n, c] : kNames) {
+    if (name == n) return c;
+  }
+  if (http_status == 401) return StatusCode::kUnauthenticated;
+  if (http_status == 403) return StatusCode::kPermissionDenied;
+  if (http_status == 404) return StatusCode::kNotFound;
+  if (http_status >= 400 && http_status < 500) return StatusCode::kInvalidArgument;
+  return StatusCode::kInternal;
+}
+
+Status FromHttpError(int http_status, const std::string& body) {
+  try {
+    auto j = nlohmann::json::parse(body);
+    const auto& e = j.at("error");
+    return Status(CodeFromName(e.value("code", ""), http_status), e.value("message", body));
+  } catch (...) {
+    return Status(CodeFromName("", http_status), fmt::format("HTTP {}: {}", http_status, body));
+  }
+}
+
+std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const std::string& token,
+                                            const CallOptions& opts) {
+  auto c = std::make_unique<httplib::Client>(url);
+  c->set_connection_timeout(kConnectTimeout);
+  c->set_read_timeout(opts.read_timeout);
+  c->set_write_timeout(std::chrono::seconds(30));
+  c->set_keep_alive(false);
+  if (!token.empty()) c->set_bearer_token_auth(token);
+  return c;
+}
+
+StatusOr<nlohmann::json> Finish(const httplib::Result& res, const std::string& url) {
+  if (!res) {
+    return Unavailable(fmt::format("cannot reach the server at {}: {}", url, httplib::to_string(res.error())));
+  }
+  if (res->status >= 300) return FromHttpError(res->status, res->body);
+  if (res->body.empty()) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(res->body);
+  } catch (const std::exception& e) {
+    return Internal(fmt::format("server sent invalid JSON: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+ApiClient::ApiClient(std::string server_url, std::string token)
+    : server_url_(std::move(server_url)), token_(std::move(token)) {
+  while (!server_url_.empty() && server_url_.back() == '/') server_url_.pop_back();
+}
+
+StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, CallOptions opts) const {
+  auto c = MakeClient(server_url_, token_, opts);
+  return Finish(c->Get(path), server_url_);
+}
+
+StatusOr<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body,
+                                         CallOptions opts) const {
+  return PostText(path, body.dump(), "application/json", opts);
+}
+
+StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std::string& body,
+                                             const std::string& content_type, CallOptions opts) const {
+  auto c = MakeClient(server_url_, token_, opts);
+  return Finish(c->Post(path, body, content_type), server_url_);
+}
+
+StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
+  auto c = MakeClient(server_url_, token_, {});
+  return Finish(c->Delete(path), server_url_);
+}
+
+Status ApiClient::Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
+                         CallOptions opts) const {
+  auto c = MakeClient(server_url_, token_, opts);
+  // Streams must not be gzip-buffered: ask for the bytes as they are.
+  httplib::Headers headers = {{"Accept-Encoding", "identity"}};
+  int status = 0;
+  std::string error_body;
+  auto res = c->Get(
+      path, headers,
+      [&](const httplib::Response& r) {
+        status = r.status;
+        return true;
+      },
+      [&](const char* data, size_t len) {
+        if (status >= 300) {
+          error_body.append(data, len);
+          return true;
+        }
+        return on_data(data, len);
+      });
+  if (status >= 300) return FromHttpError(status, error_body);
+  if (!res && res.error() != httplib::Error::Canceled) {
+    return Unavailable(
+        fmt::format("stream from {} broke: {}", server_url_, httplib::to_string(res.error())));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ApiClient::Login(const std::string& server_url, const std::string& user,
+                                       const std::string& password, const std::string& token_name) {
+  auto c = MakeClient(server_url, "", {});
+  c->set_basic_auth(user, password);
+  RM_ASSIGN_OR_RETURN(nlohmann::json r, Finish(c->Post("/api/v1/tokens", nlohmann::json{{"name", token_name}}.dump(),
+                                                       "application/json"),
+                                               server_url));
+  return r.at("token").get<std::string>();
+}
+
+}  // namespace ringmaster::client

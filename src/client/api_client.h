@@ -1,0 +1,48 @@
+// ApiClient: the one HTTP client of Ringmaster's REST API, used by the CLI
+// and by agents (which are privileged API clients). Every call has a connect
+// and a read deadline; HTTP errors come back as Status with the server's
+// code and message. Thread-safe: each call opens its own connection.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ringmaster::client {
+
+struct CallOptions {
+  std::chrono::milliseconds read_timeout{30'000};
+};
+
+class ApiClient {
+ public:
+  // server_url: "http://127.0.0.1:8080". token: bearer token ("" = none).
+  ApiClient(std::string server_url, std::string token);
+
+  StatusOr<nlohmann::json> Get(const std::string& path, CallOptions opts = {}) const;
+  StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
+                                CallOptions opts = {}) const;
+  StatusOr<nlohmann::json> PostText(const std::string& path, const std::string& body,
+                                    const std::string& content_type, CallOptions opts = {}) const;
+  StatusOr<nlohmann::json> Delete(const std::string& path) const;
+  // Streams a response body to `on_data` as it arrives; on_data returns false to stop.
+  // The read timeout bounds the silence between two pieces, not the whole stream.
+  Status Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
+                CallOptions opts = {}) const;
+
+  const std::string& server_url() const { return server_url_; }
+
+  // Exchanges a user's password for a new API token (HTTP Basic on POST /api/v1/tokens).
+  static StatusOr<std::string> Login(const std::string& server_url, const std::string& user,
+                                     const std::string& password, const std::string& token_name);
+
+ private:
+  std::string server_url_;
+  std::string token_;
+};
+
+}  // namespace ringmaster::client

@@ -1,0 +1,405 @@
+#include "server/job_service.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "scheduler/scheduler.h"
+
+namespace ringmaster::server {
+
+using store::Desired;
+using store::IsTerminal;
+using store::Job;
+using store::State;
+using store::StateName;
+using store::Task;
+
+namespace {
+
+std::string ExitReason(const TaskReport& r) {
+  if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
+  if (r.signal != 0) {
+    const char* name = sigabbrev_np(r.signal);
+    return fmt::format("killed by signal {}{}", r.signal, name ? fmt::format(" (SIG{})", name) : "");
+  }
+  return fmt::format("exit code {}", r.exit_code);
+}
+
+}  // namespace
+
+JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      // Versions start from the clock so that an agent's index from before a
+      // server restart never matches: it gets a fresh list at once.
+      version_base_(static_cast<uint64_t>(clock->NowMs())) {}
+
+JobService::~JobService() { Stop(); }
+
+void JobService::Start() { loop_ = std::thread([this] { Loop(); }); }
+
+void JobService::Stop() {
+  {
+    std::lock_guard<std::mutex> l(loop_mu_);
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+  std::lock_guard<std::mutex> l(mu_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+void JobService::Wake() {
+  {
+    std::lock_guard<std::mutex> l(loop_mu_);
+    wake_ = true;
+  }
+  loop_cv_.notify_all();
+}
+
+void JobService::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(loop_mu_);
+      loop_cv_.wait_for(l, options_.schedule_interval, [this] { return wake_ || stopping_; });
+      if (stopping_) return;
+      wake_ = false;
+    }
+    Status st = ScheduleOnce();
+    if (!st.ok()) spdlog::error("scheduler: {}", st.ToString());
+  }
+}
+
+void JobService::BumpNodeLocked(int64_t node_id) {
+  auto [it, inserted] = node_versions_.try_emplace(node_id, version_base_);
+  ++it->second;
+  changed_.notify_all();
+}
+
+bool JobService::NodeReady(const store::Node& node) const {
+  return clock_->NowMs() - node.last_heartbeat_ms <= options_.node_timeout_ms;
+}
+
+Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
+  const int64_t now = clock_->NowMs();
+  store::Event ev{0, job.id, 0, -1, now, StateName(job.state), StateName(to), reason};
+  job.state = to;
+  job.reason = reason;
+  job.updated_ms = now;
+  if (to == State::kRunning && job.started_ms == 0) job.started_ms = now;
+  if (IsTerminal(to)) job.finished_ms = now;
+  RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+  return store_->AddEvent(ev);
+}
+
+Status JobService::SetTaskState(Task& task, State to, const std::string& reason) {
+  const int64_t now = clock_->NowMs();
+  store::Event ev{0, task.job_id, task.id, task.rank, now, StateName(task.state), StateName(to), reason};
+  task.state = to;
+  task.reason = reason;
+  if (to == State::kRunning) task.started_ms = now;
+  if (IsTerminal(to)) task.finished_ms = now;
+  RM_RETURN_IF_ERROR(store_->UpdateTask(task));
+  return store_->AddEvent(ev);
+}
+
+StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec) {
+  std::lock_guard<std::mutex> l(mu_);
+  const int64_t now = clock_->NowMs();
+  Job job;
+  job.user_id = user.id;
+  job.name = spec.name;
+  job.kind = spec.kind;
+  job.state = State::kPending;
+  job.reason = "waiting for the scheduler";
+  job.spec_json = JobSpecToJson(spec).dump();
+  job.priority = spec.priority;
+  job.replicas = spec.replicas;
+  job.max_restarts = spec.max_restarts;
+  job.created_ms = job.updated_ms = now;
+  Task tmpl;
+  tmpl.state = State::kPending;
+  tmpl.reason = "waiting for the scheduler";
+  tmpl.cpu_milli = spec.cpu_milli;
+  tmpl.memory_bytes = spec.memory_bytes;
+  tmpl.gpus = spec.gpus;
+  tmpl.created_ms = now;
+  int64_t id = 0;
+  RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+    RM_ASSIGN_OR_RETURN(id, store_->CreateJob(job, tmpl));
+    return store_->AddEvent({0, id, 0, -1, now, "", "PENDING", "submitted by " + user.name});
+  }));
+  spdlog::info("job {} ({}) submitted by {}: {} x {}", id, spec.name, user.name, spec.replicas, spec.kind);
+  Wake();
+  return id;
+}
+
+Status JobService::Cancel(int64_t job_id, const std::string& by) {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(job_id));
+  if (IsTerminal(job.state)) {
+    return FailedPrecondition(fmt::format("job {} already ended: {}", job_id, StateName(job.state)));
+  }
+  if (job.stop_state == State::kCancelled) return Status::Ok();
+  RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+    job.stop_state = State::kCancelled;
+    job.stop_reason = "cancelled by " + by;
+    job.updated_ms = clock_->NowMs();
+    RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+    RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job_id));
+    for (Task& t : tasks) {
+      if (t.state == State::kPending) {
+        RM_RETURN_IF_ERROR(SetTaskState(t, State::kCancelled, job.stop_reason));
+      } else if (!IsTerminal(t.state) && t.desired != Desired::kStop) {
+        t.desired = Desired::kStop;
+        RM_RETURN_IF_ERROR(store_->UpdateTask(t));
+        BumpNodeLocked(t.node_id);
+      }
+    }
+    return SettleJobLocked(job_id);
+  }));
+  Wake();
+  return Status::Ok();
+}
+
+Status JobService::SettleJobLocked(int64_t job_id) {
+  RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(job_id));
+  if (IsTerminal(job.state)) return Status::Ok();
+  RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job_id));
+
+  // A failed task stops the whole gang (and restarts it if restarts are left).
+  if (!job.stop_state) {
+    for (const Task& t : tasks) {
+      if (t.state != State::kFailed) continue;
+      std::string what = fmt::format("rank {} failed: {}", t.rank, t.reason);
+      if (job.restarts < job.max_restarts) {
+        job.stop_state = State::kPending;
+        job.stop_reason = fmt::format("restart {} of {} after {}", job.restarts + 1, job.max_restarts, what);
+      } else {
+        job.stop_state = State::kFailed;
+        job.stop_reason = what;
+      }
+      RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+      break;
+    }
+  }
+  if (job.stop_state) {
+    for (Task& t : tasks) {
+      if (!IsTerminal(t.state) && t.desired != Desired::kStop) {
+        if (t.state == State::kPending) {
+          RM_RETURN_IF_ERROR(SetTaskState(t, State::kCancelled, job.stop_reason));
+          continue;
+        }
+        t.desired = Desired::kStop;
+        RM_RETURN_IF_ERROR(store_->UpdateTask(t));
+        BumpNodeLocked(t.node_id);
+      }
+    }
+  }
+
+  bool all_ended = std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return IsTerminal(t.state); });
+  if (!all_ended) return Status::Ok();
+
+  if (!job.stop_state) {
+    return SetJobState(job, State::kSucceeded, fmt::format("all {} tasks succeeded", tasks.size()));
+  }
+  State final_state = *job.stop_state;
+  std::string reason = job.stop_reason;
+  job.stop_state.reset();
+  job.stop_reason.clear();
+  if (final_state != State::kPending) return SetJobState(job, final_state, reason);
+
+  // Restart the gang: every task goes back to PENDING for a new attempt.
+  job.restarts++;
+  for (Task& t : tasks) {
+    t.node_id = 0;
+    t.desired = Desired::kRun;
+    t.exit_code.reset();
+    RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
+  }
+  return SetJobState(job, State::kPending, reason);
+}
+
+StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
+  std::lock_guard<std::mutex> l(mu_);
+  store::Node node = node_in;
+  node.registered_ms = node.last_heartbeat_ms = clock_->NowMs();
+  RM_ASSIGN_OR_RETURN(int64_t id, store_->UpsertNode(node));
+  spdlog::info("node {} registered as {}", node.name, id);
+  BumpNodeLocked(id);
+  Wake();
+  return id;
+}
+
+Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes) {
+  RM_ASSIGN_OR_RETURN(store::Node before, store_->GetNode(node_id));
+  RM_RETURN_IF_ERROR(store_->UpdateNodeStatus(node_id, clock_->NowMs(), cpu_util, memory_used_bytes));
+  if (!NodeReady(before)) Wake();  // it is back: there may be work for it
+  return Status::Ok();
+}
+
+StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index, std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> l(mu_);
+  RM_RETURN_IF_ERROR(store_->GetNode(node_id).status());
+  auto current = [&] {
+    auto it = node_versions_.find(node_id);
+    return it == node_versions_.end() ? version_base_ : it->second;
+  };
+  if (index == current()) {
+    changed_.wait_for(l, wait, [&] { return current() != index || closed_; });
+  }
+  RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
+  nlohmann::json tasks = nlohmann::json::array();
+  std::map<int64_t, Job> jobs;
+  for (const Task& t : placed) {
+    if (t.node_id != node_id) continue;
+    if (!jobs.count(t.job_id)) {
+      RM_ASSIGN_OR_RETURN(jobs[t.job_id], store_->GetJob(t.job_id));
+    }
+    const Job& job = jobs[t.job_id];
+    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
+    std::map<std::string, std::string> env = spec.env;
+    env["RINGMASTER_JOB_ID"] = std::to_string(job.id);
+    env["RINGMASTER_JOB_NAME"] = job.name;
+    env["RINGMASTER_TASK_ID"] = std::to_string(t.id);
+    env["RINGMASTER_RANK"] = std::to_string(t.rank);
+    env["RINGMASTER_REPLICAS"] = std::to_string(job.replicas);
+    env["RINGMASTER_ATTEMPT"] = std::to_string(t.attempt);
+    env["RANK"] = std::to_string(t.rank);
+    env["WORLD_SIZE"] = std::to_string(job.replicas);
+    tasks.push_back({{"task_id", t.id},
+                     {"job_id", t.job_id},
+                     {"rank", t.rank},
+                     {"attempt", t.attempt},
+                     {"desired", t.desired == Desired::kStop ? "stop" : "run"},
+                     {"argv", spec.command},
+                     {"env", env},
+                     {"working_dir", spec.working_dir},
+                     {"stop_grace_ms", options_.stop_grace_ms}});
+  }
+  return nlohmann::json{{"index", current()}, {"tasks", tasks}};
+}
+
+Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(Task task, store_->GetTask(task_id));
+  if (task.node_id != r.node_id || task.attempt != r.attempt) {
+    return FailedPrecondition(fmt::format("task {} attempt {} is not assigned to node {} (current: attempt {} on node {})",
+                                          task_id, r.attempt, r.node_id, task.attempt, task.node_id));
+  }
+  if (IsTerminal(task.state)) {
+    if (r.state == "exited") return Status::Ok();  // a repeated report
+    return FailedPrecondition(fmt::format("task {} already ended: {}", task_id, StateName(task.state)));
+  }
+  if (r.state == "running") {
+    if (task.state != State::kScheduled) return Status::Ok();
+    return store_->InTransaction([&]() -> Status {
+      RM_RETURN_IF_ERROR(SetTaskState(task, State::kRunning, "started"));
+      RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(task.job_id));
+      if (job.state == State::kScheduled) {
+        RM_RETURN_IF_ERROR(SetJobState(job, State::kRunning, fmt::format("rank {} started", task.rank)));
+      }
+      return Status::Ok();
+    });
+  }
+  if (r.state != "exited") return InvalidArgument("state: must be \"running\" or \"exited\", got \"" + r.state + "\"");
+
+  Status st = store_->InTransaction([&]() -> Status {
+    RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(task.job_id));
+    std::string what = ExitReason(r);
+    if (r.exit_code >= 0) task.exit_code = r.exit_code;
+    if (task.desired == Desired::kStop) {
+      RM_RETURN_IF_ERROR(SetTaskState(task, State::kCancelled,
+                                      fmt::format("{} ({})", job.stop_reason.empty() ? "stopped" : job.stop_reason, what)));
+    } else if (r.exit_code == 0 && r.signal == 0 && r.message.empty()) {
+      RM_RETURN_IF_ERROR(SetTaskState(task, State::kSucceeded, what));
+    } else {
+      RM_RETURN_IF_ERROR(SetTaskState(task, State::kFailed, what));
+    }
+    return SettleJobLocked(task.job_id);
+  });
+  Wake();
+  return st;
+}
+
+Status JobService::ScheduleOnce() {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
+  RM_ASSIGN_OR_RETURN(auto active, store_->ListActiveJobs());
+
+  std::vector<scheduler::NodeState> snapshot;
+  std::map<int64_t, std::string> node_names;
+  for (const auto& n : nodes) {
+    scheduler::NodeState s;
+    s.id = n.id;
+    s.name = n.name;
+    s.ready = NodeReady(n);
+    s.capacity = {n.cpu_milli, n.memory_bytes, n.gpu_count};
+    s.gpu_model = n.gpu_model;
+    for (const Task& t : placed) {
+      if (t.node_id != n.id) continue;
+      s.allocated.cpu_milli += t.cpu_milli;
+      s.allocated.memory_bytes += t.memory_bytes;
+      s.allocated.gpus += t.gpus;
+    }
+    node_names[n.id] = n.name;
+    snapshot.push_back(std::move(s));
+  }
+
+  std::vector<Job> pending;
+  for (const Job& j : active) {
+    if (j.state == State::kPending && !j.stop_state) pending.push_back(j);
+  }
+  // Priority first, then submission order.
+  std::stable_sort(pending.begin(), pending.end(), [](const Job& a, const Job& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+  });
+  std::vector<scheduler::JobRequest> queue;
+  std::map<int64_t, Job*> by_id;
+  for (Job& j : pending) {
+    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
+    queue.push_back({j.id, j.replicas, {spec.cpu_milli, spec.memory_bytes, spec.gpus}, spec.gpu_type});
+    by_id[j.id] = &j;
+  }
+  if (queue.empty()) return Status::Ok();
+
+  scheduler::Plan plan = scheduler::Schedule(snapshot, queue);
+  for (const auto& p : plan.placements) {
+    Job& job = *by_id[p.job_id];
+    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+      RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job.id));
+      std::set<int64_t> touched;
+      std::string where;
+      for (size_t i = 0; i < tasks.size() && i < p.node_ids.size(); ++i) {
+        Task& t = tasks[i];
+        t.node_id = p.node_ids[i];
+        t.attempt += 1;
+        t.desired = Desired::kRun;
+        RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
+        touched.insert(t.node_id);
+      }
+      for (int64_t n : touched) {
+        where += (where.empty() ? "" : ", ") + node_names[n];
+        BumpNodeLocked(n);
+      }
+      return SetJobState(job, State::kScheduled, "placed on " + where);
+    }));
+    spdlog::info("job {} scheduled", job.id);
+  }
+  for (const auto& [job_id, reason] : plan.pending_reasons) {
+    Job& job = *by_id[job_id];
+    if (job.reason == reason) continue;
+    job.reason = reason;
+    job.updated_ms = clock_->NowMs();
+    RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ringmaster::server

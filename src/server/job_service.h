@@ -1,0 +1,92 @@
+// JobService: the server's control plane. It owns the job and task state
+// machine (PENDING -> SCHEDULED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED,
+// every transition an event with a reason and a time), runs the scheduler
+// (a pure function, scheduler/) over the MetaStore's snapshot, and speaks the
+// agent protocol: node registration and heartbeats, assignments by long-poll,
+// and task reports fenced by (node, attempt).
+//
+// A job with a failed or cancelled task is stopped as a whole: the other
+// tasks are told to stop, and the job takes its final state (or restarts,
+// within max_restarts) only once every task has ended — no half-alive jobs.
+// Thread-safe: one mutex serialises state changes; Assignments waits outside it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "server/job_spec.h"
+#include "store/meta_store.h"
+
+namespace ringmaster::server {
+
+struct JobServiceOptions {
+  int64_t node_timeout_ms = 10'000;  // a node without heartbeat this long gets no new work
+  int64_t stop_grace_ms = 5'000;     // SIGTERM .. SIGKILL
+  std::chrono::milliseconds schedule_interval{1000};
+};
+
+struct TaskReport {
+  int64_t node_id = 0;
+  int attempt = 0;
+  std::string state;  // "running" | "exited"
+  int exit_code = -1;
+  int signal = 0;
+  std::string message;
+};
+
+class JobService {
+ public:
+  JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options = {});
+  ~JobService();
+
+  // Starts / stops the background scheduler loop.
+  void Start();
+  void Stop();
+
+  StatusOr<int64_t> Submit(const store::User& user, const JobSpec& spec);
+  Status Cancel(int64_t job_id, const std::string& by);
+
+  StatusOr<int64_t> RegisterNode(const store::Node& node);
+  Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes);
+  // The tasks this node should run or stop. Returns at once if `index` is not
+  // the node's current one, else waits up to `wait` for a change.
+  StatusOr<nlohmann::json> Assignments(int64_t node_id, uint64_t index, std::chrono::milliseconds wait);
+  Status ReportTask(int64_t task_id, const TaskReport& report);
+
+  // One scheduling pass; the loop calls it, tests call it directly.
+  Status ScheduleOnce();
+  bool NodeReady(const store::Node& node) const;
+
+ private:
+  Status SetJobState(store::Job& job, store::State to, const std::string& reason);
+  Status SetTaskState(store::Task& task, store::State to, const std::string& reason);
+  // After a task ended: stop the rest if it failed; finish or restart the job once all ended.
+  Status SettleJobLocked(int64_t job_id);
+  void BumpNodeLocked(int64_t node_id);
+  void Wake();
+  void Loop();
+
+  store::MetaStore* const store_;
+  Clock* const clock_;
+  const JobServiceOptions options_;
+
+  std::mutex mu_;  // serialises every state change
+  std::condition_variable changed_;                 // node versions moved
+  std::map<int64_t, uint64_t> node_versions_;       // GUARDED_BY(mu_)
+  bool closed_ = false;                             // GUARDED_BY(mu_): Stop() ends long-polls
+  const uint64_t version_base_;
+
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool wake_ = false;          // GUARDED_BY(loop_mu_)
+  bool stopping_ = false;      // GUARDED_BY(loop_mu_)
+  std::thread loop_;
+};
+
+}  // namespace ringmaster::server

@@ -1,0 +1,43 @@
+// JobSpec: what a user submits (docs/jobspec.md), parsed from YAML or JSON
+// and validated strictly: unknown fields and bad values are refused with an
+// InvalidArgument whose message starts with the field's path, e.g.
+// `resources.memory: "lots" is not a size`. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ringmaster::server {
+
+struct JobSpec {
+  std::string name;
+  std::string kind = "train";         // dev | train | distributed
+  std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}
+  std::map<std::string, std::string> env;
+  std::string image;                  // for container executors; unused by the process executor
+  int64_t cpu_milli = 1000;
+  int64_t memory_bytes = 512LL << 20;
+  int gpus = 0;
+  std::string gpu_type;
+  int replicas = 1;
+  int max_restarts = 0;
+  int priority = 0;
+  std::string working_dir;            // absolute; "" = the task's own scratch directory
+};
+
+constexpr int kMaxReplicas = 1024;
+constexpr int kMaxRestarts = 100;
+constexpr int kMaxPriority = 1000;
+
+StatusOr<JobSpec> ParseJobSpec(const std::string& text);
+nlohmann::json JobSpecToJson(const JobSpec& spec);
+// For specs already validated and stored by the server.
+JobSpec JobSpecFromJson(const nlohmann::json& j);
+
+}  // namespace ringmaster::server

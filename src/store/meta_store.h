@@ -1,0 +1,163 @@
+// MetaStore: durable metadata of the platform — users, API tokens, nodes,
+// jobs, tasks and the event log of every state transition. The server is
+// its only writer. Backends: SQLite (embedded default); PostgreSQL later,
+// behind the same interface and the same contract tests.
+// Thread-safety: implementations are safe to call from many threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ringmaster::store {
+
+enum class Role { kAdmin, kUser };
+const char* RoleName(Role r);
+std::optional<Role> ParseRole(const std::string& s);
+
+// Job and task lifecycle: PENDING -> SCHEDULED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED.
+enum class State { kPending, kScheduled, kRunning, kSucceeded, kFailed, kCancelled };
+const char* StateName(State s);
+std::optional<State> ParseState(const std::string& s);
+bool IsTerminal(State s);
+
+struct User {
+  int64_t id = 0;
+  std::string name;
+  Role role = Role::kUser;
+  std::string password_hash;  // empty: token-only user
+  int64_t created_ms = 0;
+};
+
+struct Token {
+  int64_t id = 0;
+  int64_t user_id = 0;
+  std::string name;
+  std::string hash;  // sha256 hex of the secret
+  int64_t created_ms = 0;
+};
+
+struct Node {
+  int64_t id = 0;
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  int gpu_count = 0;
+  std::string gpus_json = "[]";  // [{"index":0,"model":"...","memory_bytes":N}]
+  std::string gpu_model;         // model of its GPUs ("" if none)
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+  double cpu_util = 0;            // 0..1, whole node
+  int64_t memory_used_bytes = 0;  // whole node
+  std::string agent_version;
+};
+
+struct Job {
+  int64_t id = 0;
+  int64_t user_id = 0;
+  std::string name;
+  std::string kind;
+  State state = State::kPending;
+  std::string reason;     // why it is in `state` (pending reason, failure, ...)
+  std::string spec_json;  // normalised JobSpec
+  int priority = 0;
+  int replicas = 1;
+  int max_restarts = 0;
+  int restarts = 0;
+  // A job being stopped (cancel, a failed task, a restart) keeps its state
+  // until every task has ended; then it moves to `stop_state`.
+  std::optional<State> stop_state;  // kCancelled, kFailed, or kPending (= restart)
+  std::string stop_reason;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+};
+
+enum class Desired { kRun, kStop };
+
+struct Task {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int rank = 0;
+  State state = State::kPending;
+  std::string reason;
+  int64_t node_id = 0;  // 0 = unplaced
+  int attempt = 0;      // 1 on first placement; fences reports of older attempts
+  Desired desired = Desired::kRun;
+  std::optional<int> exit_code;
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+  int gpus = 0;
+  int64_t created_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+};
+
+struct Event {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int64_t task_id = 0;  // 0 for job-level events
+  int rank = -1;
+  int64_t ts_ms = 0;
+  std::string from_state;
+  std::string to_state;
+  std::string reason;
+};
+
+class MetaStore {
+ public:
+  virtual ~MetaStore() = default;
+
+  // Runs `fn` atomically: every write inside commits together or not at all.
+  // Nested calls join the outer transaction.
+  virtual Status InTransaction(const std::function<Status()>& fn) = 0;
+
+  virtual StatusOr<int64_t> CreateUser(const User& user) = 0;
+  virtual StatusOr<User> GetUser(int64_t id) = 0;
+  virtual StatusOr<User> GetUserByName(const std::string& name) = 0;
+  virtual StatusOr<std::vector<User>> ListUsers() = 0;
+  virtual StatusOr<int64_t> CountUsers() = 0;
+
+  virtual StatusOr<int64_t> CreateToken(const Token& token) = 0;
+  virtual StatusOr<Token> GetTokenByHash(const std::string& hash) = 0;
+  virtual StatusOr<std::vector<Token>> ListTokens(int64_t user_id) = 0;
+  virtual Status DeleteToken(int64_t user_id, int64_t token_id) = 0;
+
+  // Inserts or, when a node of that name exists, updates its inventory.
+  virtual StatusOr<int64_t> UpsertNode(const Node& node) = 0;
+  virtual Status UpdateNodeStatus(int64_t id, int64_t heartbeat_ms, double cpu_util,
+                                  int64_t memory_used_bytes) = 0;
+  virtual StatusOr<Node> GetNode(int64_t id) = 0;
+  virtual StatusOr<std::vector<Node>> ListNodes() = 0;
+
+  // Creates the job and its `job.replicas` tasks (PENDING); returns the job id.
+  virtual StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) = 0;
+  virtual StatusOr<Job> GetJob(int64_t id) = 0;
+  // user_id 0 = all users. Newest first.
+  virtual StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) = 0;
+  // Jobs not in a terminal state, oldest first.
+  virtual StatusOr<std::vector<Job>> ListActiveJobs() = 0;
+  virtual Status UpdateJob(const Job& job) = 0;
+  virtual Status DeleteJob(int64_t id) = 0;
+
+  virtual StatusOr<Task> GetTask(int64_t id) = 0;
+  virtual StatusOr<std::vector<Task>> ListTasks(int64_t job_id) = 0;
+  // Tasks holding resources on some node: SCHEDULED or RUNNING.
+  virtual StatusOr<std::vector<Task>> ListPlacedTasks() = 0;
+  virtual Status UpdateTask(const Task& task) = 0;
+
+  virtual Status AddEvent(const Event& event) = 0;
+  virtual StatusOr<std::vector<Event>> ListEvents(int64_t job_id) = 0;
+};
+
+// Opens (creating if needed) the SQLite database at `path` and applies any
+// pending schema migrations.
+StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path);
+
+}  // namespace ringmaster::store

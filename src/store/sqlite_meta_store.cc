@@ -1,0 +1,622 @@
+// SQLite backend of MetaStore. One connection in WAL mode with
+// synchronous=FULL: an acknowledged write survives a crash of the process
+// and of the machine. One mutex serialises access to the connection.
+#include <sqlite3.h>
+
+#include <mutex>
+
+#include "store/meta_store.h"
+
+namespace ringmaster::store {
+namespace {
+
+// Schema migrations, applied in order; never edit a released one, append.
+const char* const kMigrations[] = {
+    // 1: initial schema
+    R"sql(
+CREATE TABLE users (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL,
+  password_hash TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL);
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY,
+  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE nodes (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  cpu_milli INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  gpus_json TEXT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  registered_ms INTEGER NOT NULL,
+  last_heartbeat_ms INTEGER NOT NULL,
+  cpu_util REAL NOT NULL DEFAULT 0,
+  memory_used_bytes INTEGER NOT NULL DEFAULT 0,
+  agent_version TEXT NOT NULL DEFAULT '');
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  user_id INTEGER NOT NULL REFERENCES users(id),
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  replicas INTEGER NOT NULL,
+  max_restarts INTEGER NOT NULL,
+  restarts INTEGER NOT NULL,
+  stop_state TEXT NOT NULL,
+  stop_reason TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL);
+CREATE INDEX jobs_by_user ON jobs(user_id, id);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  node_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  desired TEXT NOT NULL,
+  exit_code INTEGER,
+  cpu_milli INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  gpus INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  UNIQUE(job_id, rank));
+CREATE INDEX tasks_by_state ON tasks(state);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  task_id INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  ts_ms INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL);
+CREATE INDEX events_by_job ON events(job_id, id);
+)sql",
+};
+
+// RAII prepared statement with positional binding.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool valid() const { return stmt_ != nullptr; }
+  Stmt& Bind(int64_t v) {
+    sqlite3_bind_int64(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
+  Stmt& Bind(double v) {
+    sqlite3_bind_double(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(const std::string& v) {
+    sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(const char* v) { return Bind(std::string(v)); }
+  Stmt& Bind(std::optional<int> v) {
+    if (v) return Bind(*v);
+    sqlite3_bind_null(stmt_, ++idx_);
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int idx_ = 0;
+};
+
+constexpr const char* kUserCols = "id, name, role, password_hash, created_ms";
+constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms";
+constexpr const char* kNodeCols =
+    "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version";
+constexpr const char* kJobCols =
+    "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
+    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms";
+constexpr const char* kTaskCols =
+    "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
+    "memory_bytes, gpus, created_ms, started_ms, finished_ms";
+constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
+
+User ReadUser(const Stmt& s) {
+  User u;
+  u.id = s.Int(0);
+  u.name = s.Text(1);
+  u.role = ParseRole(s.Text(2)).value_or(Role::kUser);
+  u.password_hash = s.Text(3);
+  u.created_ms = s.Int(4);
+  return u;
+}
+
+Token ReadToken(const Stmt& s) {
+  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4)};
+}
+
+Node ReadNode(const Stmt& s) {
+  Node n;
+  n.id = s.Int(0);
+  n.name = s.Text(1);
+  n.cpu_milli = s.Int(2);
+  n.memory_bytes = s.Int(3);
+  n.gpu_count = static_cast<int>(s.Int(4));
+  n.gpus_json = s.Text(5);
+  n.gpu_model = s.Text(6);
+  n.registered_ms = s.Int(7);
+  n.last_heartbeat_ms = s.Int(8);
+  n.cpu_util = s.Real(9);
+  n.memory_used_bytes = s.Int(10);
+  n.agent_version = s.Text(11);
+  return n;
+}
+
+Job ReadJob(const Stmt& s) {
+  Job j;
+  j.id = s.Int(0);
+  j.user_id = s.Int(1);
+  j.name = s.Text(2);
+  j.kind = s.Text(3);
+  j.state = ParseState(s.Text(4)).value_or(State::kFailed);
+  j.reason = s.Text(5);
+  j.spec_json = s.Text(6);
+  j.priority = static_cast<int>(s.Int(7));
+  j.replicas = static_cast<int>(s.Int(8));
+  j.max_restarts = static_cast<int>(s.Int(9));
+  j.restarts = static_cast<int>(s.Int(10));
+  j.stop_state = ParseState(s.Text(11));
+  j.stop_reason = s.Text(12);
+  j.created_ms = s.Int(13);
+  j.updated_ms = s.Int(14);
+  j.started_ms = s.Int(15);
+  j.finished_ms = s.Int(16);
+  return j;
+}
+
+Task ReadTask(const Stmt& s) {
+  Task t;
+  t.id = s.Int(0);
+  t.job_id = s.Int(1);
+  t.rank = static_cast<int>(s.Int(2));
+  t.state = ParseState(s.Text(3)).value_or(State::kFailed);
+  t.reason = s.Text(4);
+  t.node_id = s.Int(5);
+  t.attempt = static_cast<int>(s.Int(6));
+  t.desired = s.Text(7) == "stop" ? Desired::kStop : Desired::kRun;
+  if (!s.IsNull(8)) t.exit_code = static_cast<int>(s.Int(8));
+  t.cpu_milli = s.Int(9);
+  t.memory_bytes = s.Int(10);
+  t.gpus = static_cast<int>(s.Int(11));
+  t.created_ms = s.Int(12);
+  t.started_ms = s.Int(13);
+  t.finished_ms = s.Int(14);
+  return t;
+}
+
+Event ReadEvent(const Stmt& s) {
+  Event e;
+  e.id = s.Int(0);
+  e.job_id = s.Int(1);
+  e.task_id = s.Int(2);
+  e.rank = static_cast<int>(s.Int(3));
+  e.ts_ms = s.Int(4);
+  e.from_state = s.Text(5);
+  e.to_state = s.Text(6);
+  e.reason = s.Text(7);
+  return e;
+}
+
+class SqliteMetaStore final : public MetaStore {
+ public:
+  explicit SqliteMetaStore(sqlite3* db) : db_(db) {}
+  ~SqliteMetaStore() override { sqlite3_close_v2(db_); }
+
+  Status Init() {
+    RM_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+    RM_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
+    sqlite3_busy_timeout(db_, 5000);
+    RM_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
+    int64_t version = 0;
+    {
+      Stmt s(db_, "SELECT MAX(version) FROM schema_version");
+      if (s.valid() && s.Step() == SQLITE_ROW) version = s.Int(0);
+    }
+    const int64_t target = static_cast<int64_t>(std::size(kMigrations));
+    if (version > target) {
+      return FailedPrecondition("database schema version " + std::to_string(version) +
+                                " is newer than this binary supports (" +
+                                std::to_string(target) + ")");
+    }
+    for (int64_t v = version; v < target; ++v) {
+      RM_RETURN_IF_ERROR(InTransaction([&]() -> Status {
+        RM_RETURN_IF_ERROR(Exec(kMigrations[v]));
+        return Exec("INSERT INTO schema_version(version) VALUES (" + std::to_string(v + 1) + ")");
+      }));
+    }
+    return Status::Ok();
+  }
+
+  Status InTransaction(const std::function<Status()>& fn) override {
+    std::unique_lock<std::recursive_mutex> lock(mu_);
+    if (tx_depth_ > 0) {
+      ++tx_depth_;
+      Status st = fn();
+      --tx_depth_;
+      return st;
+    }
+    RM_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
+    ++tx_depth_;
+    Status st = fn();
+    --tx_depth_;
+    if (!st.ok()) {
+      (void)ExecLocked("ROLLBACK");
+      return st;
+    }
+    Status commit = ExecLocked("COMMIT");
+    if (!commit.ok()) (void)ExecLocked("ROLLBACK");
+    return commit;
+  }
+
+  StatusOr<int64_t> CreateUser(const User& u) override {
+    Lock l(mu_);
+    Stmt s(db_, "INSERT INTO users(name, role, password_hash, created_ms) VALUES (?,?,?,?)");
+    s.Bind(u.name).Bind(RoleName(u.role)).Bind(u.password_hash).Bind(u.created_ms);
+    int rc = s.Step();
+    if (rc == SQLITE_CONSTRAINT) return AlreadyExists("user \"" + u.name + "\" already exists");
+    RM_RETURN_IF_ERROR(Check(rc, "insert user"));
+    return sqlite3_last_insert_rowid(db_);
+  }
+
+  StatusOr<User> GetUser(int64_t id) override {
+    return One<User>(std::string("SELECT ") + kUserCols + " FROM users WHERE id=?", ReadUser,
+                     "user " + std::to_string(id), id);
+  }
+
+  StatusOr<User> GetUserByName(const std::string& name) override {
+    return One<User>(std::string("SELECT ") + kUserCols + " FROM users WHERE name=?", ReadUser,
+                     "user \"" + name + "\"", name);
+  }
+
+  StatusOr<std::vector<User>> ListUsers() override {
+    return Many<User>(std::string("SELECT ") + kUserCols + " FROM users ORDER BY id", ReadUser);
+  }
+
+  StatusOr<int64_t> CountUsers() override {
+    Lock l(mu_);
+    Stmt s(db_, "SELECT COUNT(*) FROM users");
+    if (s.Step() != SQLITE_ROW) return Internal(Err("count users"));
+    return s.Int(0);
+  }
+
+  StatusOr<int64_t> CreateToken(const Token& t) override {
+    Lock l(mu_);
+    Stmt s(db_, "INSERT INTO tokens(user_id, name, hash, created_ms) VALUES (?,?,?,?)");
+    s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "insert token"));
+    return sqlite3_last_insert_rowid(db_);
+  }
+
+  StatusOr<Token> GetTokenByHash(const std::string& hash) override {
+    return One<Token>(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE hash=?", ReadToken,
+                      "token", hash);
+  }
+
+  StatusOr<std::vector<Token>> ListTokens(int64_t user_id) override {
+    return Many<Token>(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE user_id=? ORDER BY id",
+                       ReadToken, user_id);
+  }
+
+  Status DeleteToken(int64_t user_id, int64_t token_id) override {
+    Lock l(mu_);
+    Stmt s(db_, "DELETE FROM tokens WHERE id=? AND user_id=?");
+    s.Bind(token_id).Bind(user_id);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "delete token"));
+    if (sqlite3_changes(db_) == 0) return NotFound("token " + std::to_string(token_id) + " not found");
+    return Status::Ok();
+  }
+
+  StatusOr<int64_t> UpsertNode(const Node& n) override {
+    Lock l(mu_);
+    Stmt s(db_,
+           "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
+           "registered_ms, last_heartbeat_ms, agent_version) VALUES (?,?,?,?,?,?,?,?,?) "
+           "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
+           "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
+           "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
+           "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
+           "agent_version=excluded.agent_version RETURNING id");
+    s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
+        .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version);
+    if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
+    return s.Int(0);
+  }
+
+  Status UpdateNodeStatus(int64_t id, int64_t hb, double cpu, int64_t mem) override {
+    Lock l(mu_);
+    Stmt s(db_, "UPDATE nodes SET last_heartbeat_ms=?, cpu_util=?, memory_used_bytes=? WHERE id=?");
+    s.Bind(hb).Bind(cpu).Bind(mem).Bind(id);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "update node"));
+    if (sqlite3_changes(db_) == 0) return NotFound("node " + std::to_string(id) + " not registered");
+    return Status::Ok();
+  }
+
+  StatusOr<Node> GetNode(int64_t id) override {
+    return One<Node>(std::string("SELECT ") + kNodeCols + " FROM nodes WHERE id=?", ReadNode,
+                     "node " + std::to_string(id), id);
+  }
+
+  StatusOr<std::vector<Node>> ListNodes() override {
+    return Many<Node>(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY id", ReadNode);
+  }
+
+  StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {
+    int64_t id = 0;
+    Status st = InTransaction([&]() -> Status {
+      Stmt s(db_,
+             "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
+             "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
+             "finished_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      BindJob(s, j);
+      RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
+      id = sqlite3_last_insert_rowid(db_);
+      for (int r = 0; r < j.replicas; ++r) {
+        Task t = tmpl;
+        t.job_id = id;
+        t.rank = r;
+        Stmt ts(db_,
+                "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
+                "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+        BindTaskBody(ts, t);
+        RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
+      }
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return id;
+  }
+
+  StatusOr<Job> GetJob(int64_t id) override {
+    return One<Job>(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id=?", ReadJob,
+                    "job " + std::to_string(id), id);
+  }
+
+  StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) override {
+    if (user_id == 0) {
+      return Many<Job>(std::string("SELECT ") + kJobCols + " FROM jobs ORDER BY id DESC LIMIT ?",
+                       ReadJob, limit);
+    }
+    return Many<Job>(
+        std::string("SELECT ") + kJobCols + " FROM jobs WHERE user_id=? ORDER BY id DESC LIMIT ?",
+        ReadJob, user_id, limit);
+  }
+
+  StatusOr<std::vector<Job>> ListActiveJobs() override {
+    return Many<Job>(std::string("SELECT ") + kJobCols +
+                         " FROM jobs WHERE state IN ('PENDING','SCHEDULED','RUNNING') ORDER BY id",
+                     ReadJob);
+  }
+
+  Status UpdateJob(const Job& j) override {
+    Lock l(mu_);
+    Stmt s(db_,
+           "UPDATE jobs SET user_id=?, name=?, kind=?, state=?, reason=?, spec_json=?, priority=?, "
+           "replicas=?, max_restarts=?, restarts=?, stop_state=?, stop_reason=?, created_ms=?, "
+           "updated_ms=?, started_ms=?, finished_ms=? WHERE id=?");
+    BindJob(s, j);
+    s.Bind(j.id);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "update job"));
+    if (sqlite3_changes(db_) == 0) return NotFound("job " + std::to_string(j.id) + " not found");
+    return Status::Ok();
+  }
+
+  Status DeleteJob(int64_t id) override {
+    Lock l(mu_);
+    Stmt s(db_, "DELETE FROM jobs WHERE id=?");
+    s.Bind(id);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "delete job"));
+    if (sqlite3_changes(db_) == 0) return NotFound("job " + std::to_string(id) + " not found");
+    return Status::Ok();
+  }
+
+  StatusOr<Task> GetTask(int64_t id) override {
+    return One<Task>(std::string("SELECT ") + kTaskCols + " FROM tasks WHERE id=?", ReadTask,
+                     "task " + std::to_string(id), id);
+  }
+
+  StatusOr<std::vector<Task>> ListTasks(int64_t job_id) override {
+    return Many<Task>(std::string("SELECT ") + kTaskCols + " FROM tasks WHERE job_id=? ORDER BY rank",
+                      ReadTask, job_id);
+  }
+
+  StatusOr<std::vector<Task>> ListPlacedTasks() override {
+    return Many<Task>(std::string("SELECT ") + kTaskCols +
+                          " FROM tasks WHERE state IN ('SCHEDULED','RUNNING') ORDER BY id",
+                      ReadTask);
+  }
+
+  Status UpdateTask(const Task& t) override {
+    Lock l(mu_);
+    Stmt s(db_,
+           "UPDATE tasks SET job_id=?, rank=?, state=?, reason=?, node_id=?, attempt=?, desired=?, "
+           "exit_code=?, cpu_milli=?, memory_bytes=?, gpus=?, created_ms=?, started_ms=?, "
+           "finished_ms=? WHERE id=?");
+    BindTaskBody(s, t);
+    s.Bind(t.id);
+    RM_RETURN_IF_ERROR(Check(s.Step(), "update task"));
+    if (sqlite3_changes(db_) == 0) return NotFound("task " + std::to_string(t.id) + " not found");
+    return Status::Ok();
+  }
+
+  Status AddEvent(const Event& e) override {
+    Lock l(mu_);
+    Stmt s(db_,
+           "INSERT INTO events(job_id, task_id, rank, ts_ms, from_state, to_state, reason) "
+           "VALUES (?,?,?,?,?,?,?)");
+    s.Bind(e.job_id).Bind(e.task_id).Bind(e.rank).Bind(e.ts_ms).Bind(e.from_state).Bind(e.to_state)
+        .Bind(e.reason);
+    return Check(s.Step(), "insert event");
+  }
+
+  StatusOr<std::vector<Event>> ListEvents(int64_t job_id) override {
+    return Many<Event>(std::string("SELECT ") + kEventCols + " FROM events WHERE job_id=? ORDER BY id",
+                       ReadEvent, job_id);
+  }
+
+ private:
+  using Lock = std::lock_guard<std::recursive_mutex>;
+
+  static void BindJob(Stmt& s, const Job& j) {
+    s.Bind(j.user_id).Bind(j.name).Bind(j.kind).Bind(StateName(j.state)).Bind(j.reason)
+        .Bind(j.spec_json).Bind(j.priority).Bind(j.replicas).Bind(j.max_restarts).Bind(j.restarts)
+        .Bind(j.stop_state ? StateName(*j.stop_state) : "").Bind(j.stop_reason).Bind(j.created_ms)
+        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms);
+  }
+
+  static void BindTaskBody(Stmt& s, const Task& t) {
+    s.Bind(t.job_id).Bind(t.rank).Bind(StateName(t.state)).Bind(t.reason).Bind(t.node_id)
+        .Bind(t.attempt).Bind(t.desired == Desired::kStop ? "stop" : "run").Bind(t.exit_code)
+        .Bind(t.cpu_milli).Bind(t.memory_bytes).Bind(t.gpus).Bind(t.created_ms).Bind(t.started_ms)
+        .Bind(t.finished_ms);
+  }
+
+  std::string Err(const std::string& what) { return what + ": " + sqlite3_errmsg(db_); }
+
+  Status Check(int rc, const std::string& what) {
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW || rc == SQLITE_OK) return Status::Ok();
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return Unavailable(Err(what));
+    return Internal(Err(what));
+  }
+
+  Status Exec(const std::string& sql) {
+    Lock l(mu_);
+    return ExecLocked(sql);
+  }
+
+  Status ExecLocked(const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      return Internal("sqlite: " + msg);
+    }
+    return Status::Ok();
+  }
+
+  template <typename... Args>
+  static void BindAll(Stmt& s, Args&&... args) {
+    (s.Bind(args), ...);
+  }
+
+  template <typename T, typename Reader, typename... Args>
+  StatusOr<T> One(const std::string& sql, Reader read, const std::string& what, Args&&... args) {
+    Lock l(mu_);
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return Internal(Err("prepare"));
+    BindAll(s, std::forward<Args>(args)...);
+    int rc = s.Step();
+    if (rc == SQLITE_ROW) return read(s);
+    if (rc == SQLITE_DONE) return NotFound(what + " not found");
+    return Internal(Err("query " + what));
+  }
+
+  template <typename T, typename Reader, typename... Args>
+  StatusOr<std::vector<T>> Many(const std::string& sql, Reader read, Args&&... args) {
+    Lock l(mu_);
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return Internal(Err("prepare"));
+    BindAll(s, std::forward<Args>(args)...);
+    std::vector<T> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(read(s));
+    if (rc != SQLITE_DONE) return Internal(Err("query"));
+    return out;
+  }
+
+  sqlite3* db_;
+  std::recursive_mutex mu_;
+  int tx_depth_ = 0;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+const char* RoleName(Role r) { return r == Role::kAdmin ? "admin" : "user"; }
+
+std::optional<Role> ParseRole(const std::string& s) {
+  if (s == "admin") return Role::kAdmin;
+  if (s == "user") return Role::kUser;
+  return std::nullopt;
+}
+
+const char* StateName(State s) {
+  switch (s) {
+    case State::kPending: return "PENDING";
+    case State::kScheduled: return "SCHEDULED";
+    case State::kRunning: return "RUNNING";
+    case State::kSucceeded: return "SUCCEEDED";
+    case State::kFailed: return "FAILED";
+    case State::kCancelled: return "CANCELLED";
+  }
+  return "?";
+}
+
+std::optional<State> ParseState(const std::string& s) {
+  for (State st : {State::kPending, State::kScheduled, State::kRunning, State::kSucceeded,
+                   State::kFailed, State::kCancelled}) {
+    if (s == StateName(st)) return st;
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(State s) {
+  return s == State::kSucceeded || s == State::kFailed || s == State::kCancelled;
+}
+
+StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    return Unavailable("open " + path + ": " + msg);
+  }
+  auto store = std::make_unique<SqliteMetaStore>(db);
+  RM_RETURN_IF_ERROR(store->Init().Annotate("migrating " + path));
+  return std::unique_ptr<MetaStore>(std::move(store));
+}
+
+}  // namespace ringmaster::store
