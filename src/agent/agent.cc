@@ -63,6 +63,7 @@ void Agent::Start() {
 void Agent::Stop() {
   if (!running_.exchange(false)) return;
   cv_.notify_all();
+  api_.Cancel();  // ends the long-poll now instead of when it times out
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
 }

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +72,37 @@ std::optional<TaskExit> ReadExit(const std::string& dir) {
 void WriteExit(const std::string& dir, const TaskExit& e) {
   nlohmann::json j = {{"exit_code", e.exit_code}, {"signal", e.signal}, {"message", e.message}};
   (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump());
+}
+
+// Kills and reaps every descendant the shim still has. The shim is a child
+// subreaper, so descendants whose parent died (daemons, `cmd &`, even ones
+// that left the process group with setsid) were reparented to it.
+void KillAndReapDescendants() {
+  for (int round = 0; round < 200; ++round) {
+    bool any = false;
+    if (DIR* proc = opendir("/proc")) {
+      while (dirent* d = readdir(proc)) {
+        pid_t pid = static_cast<pid_t>(atoi(d->d_name));
+        if (pid <= 0) continue;
+        std::ifstream stat(std::string("/proc/") + d->d_name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        auto rp = line.rfind(')');
+        if (rp == std::string::npos) continue;
+        char state = 0;
+        int ppid = 0;
+        if (sscanf(line.c_str() + rp + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid()) {
+          kill(pid, SIGKILL);
+          any = true;
+        }
+      }
+      closedir(proc);
+    }
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (!any) return;
+    usleep(10'000);
+  }
 }
 
 }  // namespace
@@ -199,6 +232,7 @@ int RunShim(const std::string& dir) {
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   (void)WriteFileAtomic(dir + "/" + kShimPidFile, std::to_string(getpid()));
 
   nlohmann::json spec;
@@ -274,7 +308,9 @@ int RunShim(const std::string& dir) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  kill(-child, SIGKILL);  // the main process ended: no stray descendants outlive the task
+  // The main process ended: no stray descendant outlives the task.
+  kill(-child, SIGKILL);
+  KillAndReapDescendants();
   TaskExit e;
   e.message = start_error;
   if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);

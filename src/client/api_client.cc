@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <mutex>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace ringmaster::client {
@@ -68,13 +71,51 @@ StatusOr<nlohmann::json> Finish(const httplib::Result& res, const std::string& u
 
 }  // namespace
 
+struct ApiClient::InFlight {
+  std::mutex mu;
+  std::set<httplib::Client*> clients;  // GUARDED_BY(mu)
+  bool cancelled = false;              // GUARDED_BY(mu)
+};
+
+namespace {
+
+// Registers a client for Cancel() for the length of one call.
+class Registration {
+ public:
+  Registration(ApiClient::InFlight* f, httplib::Client* c) : f_(f), c_(c) {
+    std::lock_guard<std::mutex> l(f_->mu);
+    ok_ = !f_->cancelled;
+    if (ok_) f_->clients.insert(c_);
+  }
+  ~Registration() {
+    std::lock_guard<std::mutex> l(f_->mu);
+    f_->clients.erase(c_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  ApiClient::InFlight* f_;
+  httplib::Client* c_;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+void ApiClient::Cancel() const {
+  std::lock_guard<std::mutex> l(in_flight_->mu);
+  in_flight_->cancelled = true;
+  for (httplib::Client* c : in_flight_->clients) c->stop();
+}
+
 ApiClient::ApiClient(std::string server_url, std::string token)
-    : server_url_(std::move(server_url)), token_(std::move(token)) {
+    : server_url_(std::move(server_url)), token_(std::move(token)), in_flight_(std::make_shared<InFlight>()) {
   while (!server_url_.empty() && server_url_.back() == '/') server_url_.pop_back();
 }
 
 StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, CallOptions opts) const {
   auto c = MakeClient(server_url_, token_, opts);
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Get(path), server_url_);
 }
 
@@ -86,11 +127,15 @@ StatusOr<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann
 StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std::string& body,
                                              const std::string& content_type, CallOptions opts) const {
   auto c = MakeClient(server_url_, token_, opts);
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Post(path, body, content_type), server_url_);
 }
 
 StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
   auto c = MakeClient(server_url_, token_, {});
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Delete(path), server_url_);
 }
 
@@ -99,6 +144,8 @@ Status ApiClient::Stream(const std::string& path, const std::function<bool(const
   auto c = MakeClient(server_url_, token_, opts);
   // Streams must not be gzip-buffered: ask for the bytes as they are.
   httplib::Headers headers = {{"Accept-Encoding", "identity"}};
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
   int status = 0;
   std::string error_body;
   auto res = c->Get(

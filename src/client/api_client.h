@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,12 @@ class ApiClient {
 
   const std::string& server_url() const { return server_url_; }
 
+  // Aborts every call in flight (their sockets are shut down) and makes later
+  // calls fail with Aborted at once. For shutting down from another thread.
+  void Cancel() const;
+
+  struct InFlight;  // calls in progress, shared by copies of this client
+
   // Exchanges a user's password for a new API token (HTTP Basic on POST /api/v1/tokens).
   static StatusOr<std::string> Login(const std::string& server_url, const std::string& user,
                                      const std::string& password, const std::string& token_name);
@@ -43,6 +50,7 @@ class ApiClient {
  private:
   std::string server_url_;
   std::string token_;
+  std::shared_ptr<InFlight> in_flight_;
 };
 
 }  // namespace ringmaster::client

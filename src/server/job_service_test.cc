@@ -1,0 +1,219 @@
+// The job state machine, deterministic: a FakeClock, real SQLite, agents
+// played by direct calls. No threads, no sleeps.
+#include "server/job_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace ringmaster::server {
+namespace {
+
+using store::State;
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_jobsvc_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = std::move(store::OpenSqliteMetaStore((dir_ / "meta.db").string()).value());
+    user_.name = "ada";
+    user_.id = *store_->CreateUser(user_);
+    svc_ = std::make_unique<JobService>(store_.get(), &clock_);
+  }
+  void TearDown() override {
+    svc_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  int64_t AddNode(const std::string& name, int64_t cpu_milli, int gpus = 0) {
+    store::Node n;
+    n.name = name;
+    n.cpu_milli = cpu_milli;
+    n.memory_bytes = 8LL << 30;
+    n.gpu_count = gpus;
+    return *svc_->RegisterNode(n);
+  }
+
+  int64_t Submit(const std::string& yaml) {
+    auto spec = ParseJobSpec(yaml);
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    return *svc_->Submit(user_, *spec);
+  }
+
+  store::Job Job(int64_t id) { return *store_->GetJob(id); }
+  std::vector<store::Task> Tasks(int64_t id) { return *store_->ListTasks(id); }
+
+  Status Report(const store::Task& t, const std::string& state, int exit_code = -1, int signal = 0) {
+    TaskReport r;
+    r.node_id = t.node_id;
+    r.attempt = t.attempt;
+    r.state = state;
+    r.exit_code = exit_code;
+    r.signal = signal;
+    return svc_->ReportTask(t.id, r);
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  std::unique_ptr<store::MetaStore> store_;
+  store::User user_;
+  std::unique_ptr<JobService> svc_;
+};
+
+TEST_F(JobServiceTest, AGangRunsToSuccessWithAnEventPerTransition) {
+  int64_t node = AddNode("vm", 2000);
+  int64_t id = Submit("command: echo hi\nreplicas: 2\nresources: {cpu: 1}\n");
+  EXPECT_EQ(Job(id).state, State::kPending);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).state, State::kScheduled);
+  auto tasks = Tasks(id);
+  for (const auto& t : tasks) {
+    EXPECT_EQ(t.state, State::kScheduled);
+    EXPECT_EQ(t.node_id, node);
+    EXPECT_EQ(t.attempt, 1);
+  }
+  // The agent's view: both tasks assigned to run.
+  auto a = svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ((*a)["tasks"].size(), 2u);
+  EXPECT_EQ((*a)["tasks"][1]["env"]["RINGMASTER_RANK"], "1");
+  EXPECT_EQ((*a)["tasks"][1]["env"]["WORLD_SIZE"], "2");
+  EXPECT_EQ((*a)["tasks"][0]["desired"], "run");
+
+  clock_.AdvanceMs(100);
+  ASSERT_TRUE(Report(tasks[0], "running").ok());
+  EXPECT_EQ(Job(id).state, State::kRunning);
+  ASSERT_TRUE(Report(tasks[1], "running").ok());
+  ASSERT_TRUE(Report(tasks[0], "exited", 0).ok());
+  EXPECT_EQ(Job(id).state, State::kRunning);  // rank 1 still runs
+  ASSERT_TRUE(Report(tasks[1], "exited", 0).ok());
+  EXPECT_EQ(Job(id).state, State::kSucceeded);
+  EXPECT_EQ(Job(id).reason, "all 2 tasks succeeded");
+
+  auto events = *store_->ListEvents(id);
+  // submit, 2 x scheduled + job scheduled, 2 x running + job running, 2 x succeeded + job succeeded
+  EXPECT_EQ(events.size(), 10u);
+  EXPECT_EQ(events.back().to_state, "SUCCEEDED");
+  EXPECT_EQ(Job(id).started_ms, Job(id).created_ms + 100);
+}
+
+TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {
+  int64_t node = AddNode("vm", 2000);
+  int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto tasks = Tasks(id);
+  ASSERT_TRUE(Report(tasks[0], "running").ok());
+  ASSERT_TRUE(Report(tasks[1], "running").ok());
+  ASSERT_TRUE(Report(tasks[1], "exited", 3).ok());
+  // Not final yet: rank 0 is being stopped.
+  EXPECT_EQ(Job(id).state, State::kRunning);
+  EXPECT_EQ(Job(id).stop_reason, "rank 1 failed: exit code 3");
+  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  ASSERT_EQ(a["tasks"].size(), 1u);
+  EXPECT_EQ(a["tasks"][0]["desired"], "stop");
+  ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(id).state, State::kFailed);
+  EXPECT_EQ(Job(id).reason, "rank 1 failed: exit code 3");
+  EXPECT_EQ(Tasks(id)[0].state, State::kCancelled);
+  EXPECT_EQ(Tasks(id)[1].exit_code, 3);
+}
+
+TEST_F(JobServiceTest, RestartsTheWholeGangWithinMaxRestarts) {
+  AddNode("vm", 2000);
+  int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\nmax_restarts: 1\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto tasks = Tasks(id);
+  ASSERT_TRUE(Report(tasks[0], "exited", 1).ok());
+  ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(id).state, State::kPending);
+  EXPECT_EQ(Job(id).restarts, 1);
+  EXPECT_EQ(Job(id).reason, "restart 1 of 1 after rank 0 failed: exit code 1");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  tasks = Tasks(id);
+  EXPECT_EQ(tasks[0].attempt, 2);
+  // A report for the old attempt is fenced off.
+  store::Task old = tasks[0];
+  old.attempt = 1;
+  EXPECT_EQ(Report(old, "running").code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Report(tasks[0], "exited", 1).ok());
+  ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 9).ok());
+  EXPECT_EQ(Job(id).state, State::kFailed);  // no restarts left
+}
+
+TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {
+  int64_t node = AddNode("vm", 2000);
+  int64_t id = Submit("command: sleep 600\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
+  EXPECT_EQ(Job(id).state, State::kRunning);
+  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  EXPECT_EQ(a["tasks"][0]["desired"], "stop");
+  ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(id).state, State::kCancelled);
+  EXPECT_EQ(Job(id).reason, "cancelled by ada");
+  EXPECT_EQ(svc_->Cancel(id, "ada").code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobServiceTest, CancellingAPendingJobEndsItAtOnce) {
+  AddNode("vm", 1000);
+  int64_t id = Submit("command: x\nresources: {cpu: 8}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
+  EXPECT_EQ(Job(id).state, State::kCancelled);
+  EXPECT_EQ(Tasks(id)[0].state, State::kCancelled);
+}
+
+TEST_F(JobServiceTest, AJobTooBigForAnyNodeStaysPendingWithAReasonNamingTheResource) {
+  AddNode("vm", 2000);
+  int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1, gpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).state, State::kPending);
+  EXPECT_EQ(Job(id).reason,
+            "needs 2 x {cpu 1, memory 512Mi, gpu 1}; it cannot fit this cluster even when idle: "
+            "node vm has 0 gpus in total, needs 1");
+}
+
+TEST_F(JobServiceTest, NodesWithoutHeartbeatGetNoWorkUntilTheyReturn) {
+  int64_t node = AddNode("vm", 2000);
+  clock_.AdvanceMs(60'000);
+  int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).state, State::kPending);
+  EXPECT_NE(Job(id).reason.find("node vm is not ready"), std::string::npos) << Job(id).reason;
+  ASSERT_TRUE(svc_->Heartbeat(node, 0.1, 1 << 30).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).state, State::kScheduled);
+}
+
+TEST_F(JobServiceTest, ACommandThatCannotStartFailsWithItsMessage) {
+  AddNode("vm", 2000);
+  int64_t id = Submit("command: [/no/such]\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  store::Task t = Tasks(id)[0];
+  TaskReport r{t.node_id, t.attempt, "exited", -1, 0, "cannot run \"/no/such\": No such file or directory"};
+  ASSERT_TRUE(svc_->ReportTask(t.id, r).ok());
+  EXPECT_EQ(Job(id).state, State::kFailed);
+  EXPECT_EQ(Job(id).reason, "rank 0 failed: could not start: cannot run \"/no/such\": No such file or directory");
+}
+
+TEST_F(JobServiceTest, AssignmentsReturnAtOnceForAStaleIndexAndWaitOtherwise) {
+  int64_t node = AddNode("vm", 2000);
+  auto first = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  uint64_t index = first["index"];
+  EXPECT_NE(index, 0u);
+  Submit("command: x\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  // The placement moved the node's index, so this does not wait.
+  auto second = *svc_->Assignments(node, index, std::chrono::milliseconds(60'000));
+  EXPECT_NE(second["index"], index);
+  EXPECT_EQ(second["tasks"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace ringmaster::server
