@@ -12,7 +12,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libssl-dev libargon2-dev libcpp-httplib-dev
   # tools the tests and demo call
-  curl procps psmisc
+  curl jq procps psmisc
 )
 
 missing=()

@@ -57,7 +57,7 @@ cleanup() {
 trap cleanup EXIT
 
 # job_field ID FIELD: one top-level field of `show --json`.
-job_field() { rmc show "$1" --json | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
+job_field() { rmc show "$1" --json | jq -r ".$2"; }
 
 # wait_state ID STATE [SECONDS]: waits (a hang guard, not a timing check) for a state.
 wait_state() {
