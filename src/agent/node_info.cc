@@ -36,9 +36,9 @@ using NvmlShutdownFn = int (*)();
 
 }  // namespace
 
-std::vector<GpuInfo> DetectGpus() {
+std::vector<GpuInfo> DetectGpus(const std::string& library) {
   std::vector<GpuInfo> gpus;
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return gpus;
   auto init = reinterpret_cast<NvmlInitFn>(dlsym(lib, "nvmlInit_v2"));
   auto count = reinterpret_cast<NvmlCountFn>(dlsym(lib, "nvmlDeviceGetCount_v2"));

@@ -25,8 +25,9 @@ struct NodeInventory {
 };
 
 NodeInventory DetectNode();
-// Empty when libnvidia-ml is absent or reports no devices.
-std::vector<GpuInfo> DetectGpus();
+// Empty when the NVML library is absent or reports no devices. `library` is
+// the NVIDIA driver's by default; tests pass a fake with the same ABI.
+std::vector<GpuInfo> DetectGpus(const std::string& library = "libnvidia-ml.so.1");
 
 // CPU utilisation (0..1) between consecutive calls, from /proc/stat.
 class UsageSampler {

@@ -342,9 +342,7 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_, "DELETE FROM tokens WHERE id=? AND user_id=?");
     s.Bind(token_id).Bind(user_id);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "delete token"));
-    if (sqlite3_changes(db_) == 0) return NotFound("token " + std::to_string(token_id) + " not found");
-    return Status::Ok();
+    return StepOne(s, "token " + std::to_string(token_id));
   }
 
   StatusOr<int64_t> UpsertNode(const Node& n) override {
@@ -367,9 +365,7 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_, "UPDATE nodes SET last_heartbeat_ms=?, cpu_util=?, memory_used_bytes=? WHERE id=?");
     s.Bind(hb).Bind(cpu).Bind(mem).Bind(id);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "update node"));
-    if (sqlite3_changes(db_) == 0) return NotFound("node " + std::to_string(id) + " not registered");
-    return Status::Ok();
+    return StepOne(s, "node " + std::to_string(id));
   }
 
   StatusOr<Node> GetNode(int64_t id) override {
@@ -437,18 +433,14 @@ class SqliteMetaStore final : public MetaStore {
            "updated_ms=?, started_ms=?, finished_ms=? WHERE id=?");
     BindJob(s, j);
     s.Bind(j.id);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "update job"));
-    if (sqlite3_changes(db_) == 0) return NotFound("job " + std::to_string(j.id) + " not found");
-    return Status::Ok();
+    return StepOne(s, "job " + std::to_string(j.id));
   }
 
   Status DeleteJob(int64_t id) override {
     Lock l(mu_);
     Stmt s(db_, "DELETE FROM jobs WHERE id=?");
     s.Bind(id);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "delete job"));
-    if (sqlite3_changes(db_) == 0) return NotFound("job " + std::to_string(id) + " not found");
-    return Status::Ok();
+    return StepOne(s, "job " + std::to_string(id));
   }
 
   StatusOr<Task> GetTask(int64_t id) override {
@@ -475,9 +467,7 @@ class SqliteMetaStore final : public MetaStore {
            "finished_ms=? WHERE id=?");
     BindTaskBody(s, t);
     s.Bind(t.id);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "update task"));
-    if (sqlite3_changes(db_) == 0) return NotFound("task " + std::to_string(t.id) + " not found");
-    return Status::Ok();
+    return StepOne(s, "task " + std::to_string(t.id));
   }
 
   Status AddEvent(const Event& e) override {
@@ -510,6 +500,13 @@ class SqliteMetaStore final : public MetaStore {
         .Bind(t.attempt).Bind(t.desired == Desired::kStop ? "stop" : "run").Bind(t.exit_code)
         .Bind(t.cpu_milli).Bind(t.memory_bytes).Bind(t.gpus).Bind(t.created_ms).Bind(t.started_ms)
         .Bind(t.finished_ms);
+  }
+
+  // Steps a write that must touch a row: NotFound("<what> not found") if it touched none.
+  Status StepOne(Stmt& s, const std::string& what) {
+    RM_RETURN_IF_ERROR(Check(s.Step(), what));
+    if (sqlite3_changes(db_) == 0) return NotFound(what + " not found");
+    return Status::Ok();
   }
 
   std::string Err(const std::string& what) { return what + ": " + sqlite3_errmsg(db_); }
