@@ -89,6 +89,15 @@ bool BoolParam(const httplib::Request& req, const std::string& name) {
   return v.empty() || v == "1" || v == "true" || v == "yes";
 }
 
+// A path id (matched by \d+); nullopt when it overflows int64.
+std::optional<int64_t> ParseId(const std::string& text) {
+  try {
+    return std::stoll(text);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 json UserJson(const store::User& u) {
   return {{"id", u.id}, {"name", u.name}, {"role", store::RoleName(u.role)}, {"created_at", FormatTimeUtc(u.created_ms)}};
 }
@@ -190,10 +199,11 @@ void Server::Routes() {
   // A job the caller may see: its owner's or, for admins, anyone's. Others
   // get NotFound, so job ids of other users are not even confirmed to exist.
   auto visible_job = [this](const std::string& id_text, const store::User& user) -> StatusOr<store::Job> {
-    int64_t id = std::stoll(id_text);
-    auto job = store_->GetJob(id);
+    auto id = ParseId(id_text);
+    if (!id) return NotFound(fmt::format("job {} not found", id_text));
+    auto job = store_->GetJob(*id);
     if (!job.ok() || (job->user_id != user.id && user.role != Role::kAdmin)) {
-      return NotFound(fmt::format("job {} not found", id));
+      return NotFound(fmt::format("job {} not found", *id));
     }
     return job;
   };
@@ -504,9 +514,10 @@ void Server::Routes() {
 
   route("DELETE", R"(/api/v1/tokens/(\d+))", Access::kUser,
         [this](const httplib::Request& req, const store::User& u) -> StatusOr<Reply> {
-          int64_t id = std::stoll(req.matches[1]);
-          RM_RETURN_IF_ERROR(store_->DeleteToken(u.id, id));
-          return Reply{200, {{"id", id}, {"deleted", true}}};
+          auto id = ParseId(req.matches[1]);
+          if (!id) return NotFound("token not found");
+          RM_RETURN_IF_ERROR(store_->DeleteToken(u.id, *id));
+          return Reply{200, {{"id", *id}, {"deleted", true}}};
         });
 
   // ---- agent protocol (admin tokens only)
@@ -533,7 +544,7 @@ void Server::Routes() {
   route("POST", R"(/api/v1/agent/nodes/(\d+)/heartbeat)", Access::kAdmin,
         [this](const httplib::Request& req, const store::User&) -> StatusOr<Reply> {
           RM_ASSIGN_OR_RETURN(json b, ParseBody(req));
-          RM_RETURN_IF_ERROR(jobs_->Heartbeat(std::stoll(req.matches[1]), b.value("cpu_util", 0.0),
+          RM_RETURN_IF_ERROR(jobs_->Heartbeat(ParseId(req.matches[1]).value_or(0), b.value("cpu_util", 0.0),
                                               b.value("memory_used_bytes", int64_t{0})));
           return Reply{200, json::object()};
         });
@@ -543,7 +554,7 @@ void Server::Routes() {
           RM_ASSIGN_OR_RETURN(int64_t index, IntParam(req, "index", 0));
           RM_ASSIGN_OR_RETURN(int64_t wait, IntParam(req, "wait", 0));
           wait = std::clamp<int64_t>(wait, 0, 25);
-          RM_ASSIGN_OR_RETURN(json out, jobs_->Assignments(std::stoll(req.matches[1]), static_cast<uint64_t>(index),
+          RM_ASSIGN_OR_RETURN(json out, jobs_->Assignments(ParseId(req.matches[1]).value_or(0), static_cast<uint64_t>(index),
                                                            std::chrono::seconds(wait)));
           return Reply{200, out};
         });
@@ -558,7 +569,7 @@ void Server::Routes() {
           r.exit_code = b.value("exit_code", -1);
           r.signal = b.value("signal", 0);
           r.message = b.value("message", "");
-          RM_RETURN_IF_ERROR(jobs_->ReportTask(std::stoll(req.matches[1]), r));
+          RM_RETURN_IF_ERROR(jobs_->ReportTask(ParseId(req.matches[1]).value_or(0), r));
           return Reply{200, json::object()};
         });
 
@@ -566,7 +577,7 @@ void Server::Routes() {
         [this](const httplib::Request& req, const store::User&) -> StatusOr<Reply> {
           RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", 0));
           RM_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0));
-          RM_ASSIGN_OR_RETURN(store::Task task, store_->GetTask(std::stoll(req.matches[1])));
+          RM_ASSIGN_OR_RETURN(store::Task task, store_->GetTask(ParseId(req.matches[1]).value_or(0)));
           if (task.attempt != attempt) {
             return FailedPrecondition(fmt::format("task {} is on attempt {}, not {}", task.id, task.attempt, attempt));
           }

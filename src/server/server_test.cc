@@ -149,6 +149,9 @@ TEST_F(ServerTest, BadQueryParametersAreNamed) {
   auto r = Call("GET", "/api/v1/jobs?limit=lots", admin_);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(ErrorMessage(r), "limit: \"lots\" is not an integer");
+  EXPECT_EQ(Call("GET", "/api/v1/jobs/99999999999999999999", admin_)->status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/jobs/99999999999999999999/logs", admin_)->status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/jobs/12345", admin_)->status, 404);
 }
 
 TEST_F(ServerTest, PasswordLoginIssuesAWorkingToken) {
