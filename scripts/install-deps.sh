@@ -11,6 +11,8 @@ PACKAGES=(
   libboost-dev libboost-system-dev nlohmann-json3-dev libyaml-cpp-dev
   libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libssl-dev libargon2-dev libcpp-httplib-dev
+  # anchors the ringcomm benchmark measures against
+  libgloo-dev openmpi-bin libopenmpi-dev
   # tools the tests and demo call
   curl jq procps psmisc
 )
