@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps configure build test test-unit test-integration test-e2e demo clean
+.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize bench demo clean
 
 all: build
 
@@ -29,6 +29,21 @@ test-integration: build
 
 test-e2e: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L e2e
+
+# ringcomm's tests under AddressSanitizer (+UBSan) and ThreadSanitizer.
+# Not in CI (slow); run before changing src/comm.
+SANITIZE_ENV = RINGCOMM_TEST_BIG_COUNT=20011
+test-sanitize: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE=address
+	cmake --build build-asan -j $(JOBS) --target comm_test
+	$(SANITIZE_ENV) ASAN_OPTIONS=detect_leaks=1 build-asan/src/comm/comm_test
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS) --target comm_test
+	$(SANITIZE_ENV) TSAN_OPTIONS=halt_on_error=1 build-tsan/src/comm/comm_test
+
+# The ringcomm benchmark against Gloo and MPI (see docs/performance.md).
+bench: build
+	$(BUILD)/bench/ringcomm-bench --op allreduce --ranks 2 --sizes 1M:64M --transport tcp,shm --compare gloo,mpi --check
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build

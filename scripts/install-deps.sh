@@ -14,7 +14,7 @@ PACKAGES=(
   # anchors the ringcomm benchmark measures against
   libgloo-dev openmpi-bin libopenmpi-dev
   # tools the tests and demo call
-  curl jq procps psmisc
+  curl jq procps psmisc iproute2 bc
 )
 
 missing=()
