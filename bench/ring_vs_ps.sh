@@ -75,10 +75,17 @@ run() {  # run N ALGORITHM -> prints the median time in ms
     workers+=($!)
     PIDS+=($!)
   done
-  for w in "${workers[@]}"; do wait "$w"; done
+  local failed=0
+  for w in "${workers[@]}"; do wait "$w" || failed=1; done
   kill "$store"; wait "$store" 2>/dev/null || true
-  awk '/^RESULT/ { printf "%.1f", $6 / 1000 }' "$out"
+  local ms
+  ms=$(awk '/^RESULT/ { printf "%.1f", $6 / 1000 }' "$out")
   rm -f "$out"
+  if [ "$failed" = 1 ] || [ -z "$ms" ]; then
+    echo "ring_vs_ps: the $algo run on $n hosts failed" >&2
+    exit 1
+  fi
+  echo "$ms"
 }
 
 echo "one $SIZE all-reduce (float32 sum), one rank per emulated host, each link $RATE both ways; median of $ITERS"

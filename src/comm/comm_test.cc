@@ -348,6 +348,38 @@ TEST_P(FaultTest, SigkilledRankIsNamedByEverySurvivor) {
 INSTANTIATE_TEST_SUITE_P(Transports, FaultTest, ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
+// Frames split at every byte boundary, interleaved across many lanes: each
+// part must keep its own partial header (a shared one was a real bug, found
+// by bench/ring_vs_ps.sh at 8 hosts).
+TEST(Framing, HeadersSplitAcrossReadsOnManyLanes) {
+  for (TransportKind t : {TransportKind::kTcp, TransportKind::kShm}) {
+    Options o = TestOptions(t);
+    o.max_io_bytes = 5;
+    auto results = RunThreads(4, o, [](Context& c) -> std::vector<std::string> {
+      std::vector<std::string> failures;
+      for (Algorithm a : {Algorithm::kParameterServer, Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+        // A barrier talks to some peers only, so the lanes' message numbers
+        // differ: a mixed-up header then no longer looks right by chance.
+        if (Status st = c.Barrier(); !st.ok()) failures.push_back(st.ToString());
+        std::vector<int32_t> v(3001);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(i) + c.rank();
+        Status st = c.AllReduce(v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, a);
+        if (!st.ok()) failures.push_back(st.ToString());
+        for (size_t i = 0; i < v.size() && st.ok(); ++i) {
+          if (v[i] != static_cast<int32_t>(4 * i + 6)) {
+            failures.push_back(fmt::format("{}: element {} is {}", AlgorithmName(a), i, v[i]));
+            break;
+          }
+        }
+      }
+      return failures;
+    });
+    for (const auto& r : results) {
+      for (const auto& f : r) ADD_FAILURE() << Name(t) << ": " << f;
+    }
+  }
+}
+
 TEST(Failures, AStalledRankMeansDeadlineExceededNamingAPeer) {
   Options o = TestOptions(TransportKind::kTcp);
   o.timeout = 500ms;

@@ -78,7 +78,8 @@ struct Context::Impl {
   struct Part {
     char* data = nullptr;
     size_t len = 0;
-    WireHeader hdr{};
+    WireHeader hdr{};  // sends: what goes out; receives: what is expected
+    WireHeader got{};  // receives: the header as it arrives (possibly in pieces)
     size_t hdr_done = 0, done = 0;
     bool complete = false;
   };
@@ -223,7 +224,7 @@ struct Context::Impl {
         iov[n++] = {reinterpret_cast<char*>(&p->hdr) + p->hdr_done, sizeof(WireHeader) - p->hdr_done};
       }
       if (p->len > p->done) iov[n++] = {p->data + p->done, p->len - p->done};
-      auto w = lane.pair->TryWrite(iov, n);
+      auto w = lane.pair->TryWrite(iov, Cap(iov, n));
       if (!w.ok()) return Break(StatusCode::kUnavailable, fmt::format("{} died: {}", Describe(peer), w.status().message()));
       size_t got = *w;
       if (got == 0) return Status::Ok();
@@ -244,8 +245,8 @@ struct Context::Impl {
       WireHeader expect = p->hdr;
       iovec iov[2];
       int n = 0;
-      // Receive the header over the expectation, then compare.
-      static thread_local WireHeader incoming;
+      // The header may arrive in pieces, so it is kept with its part.
+      WireHeader& incoming = p->got;
       if (p->hdr_done < sizeof(WireHeader)) {
         iov[n++] = {reinterpret_cast<char*>(&incoming) + p->hdr_done, sizeof(WireHeader) - p->hdr_done};
       } else if (p->len > p->done) {
@@ -256,7 +257,7 @@ struct Context::Impl {
         lane.recvs.pop_front();
         continue;
       }
-      auto r = lane.pair->TryRead(iov, n);
+      auto r = lane.pair->TryRead(iov, Cap(iov, n));
       if (!r.ok()) return Break(StatusCode::kUnavailable, fmt::format("{} died: {}", Describe(peer), r.status().message()));
       size_t got = *r;
       if (got == 0) return Status::Ok();
@@ -286,6 +287,20 @@ struct Context::Impl {
       lane.recvs.pop_front();
     }
     return Status::Ok();
+  }
+
+  // Fault injection for tests: move at most opt.max_io_bytes per call.
+  int Cap(iovec* iov, int n) const {
+    if (opt.max_io_bytes == 0) return n;
+    size_t left = opt.max_io_bytes;
+    for (int i = 0; i < n; ++i) {
+      if (iov[i].iov_len >= left) {
+        iov[i].iov_len = left;
+        return i + 1;
+      }
+      left -= iov[i].iov_len;
+    }
+    return n;
   }
 
   Status Progress(bool* moved) {

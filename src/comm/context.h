@@ -51,6 +51,7 @@ struct Options {
   int streams = 1;                    // TCP connections per peer; large messages are striped
   size_t small_bytes = 32 << 10;      // auto all-reduce: recursive doubling below this
   size_t shm_ring_bytes = 4 << 20;    // per ordered pair of ranks
+  size_t max_io_bytes = 0;            // tests: cap each pair read/write (0 = none) to split frames
 };
 
 class Work {
