@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ constexpr uint32_t kMagic = 0x52434d31;  // "RCM1"
 constexpr uint32_t kByeMagic = 0x52434d42;  // "RCMB": sent on a clean close
 constexpr size_t kStripeMin = 256 << 10; // messages at least this big are striped across streams
 constexpr int kRecvSlots = 4;            // reduce buffers in flight per ring
+constexpr int kSpinYields = 200;         // doorbell polls before a shm wait sleeps
 
 struct WireHeader {
   uint32_t magic;
@@ -399,6 +401,13 @@ struct Context::Impl {
     }
     bool tcp_pending = std::any_of(fds.begin(), fds.end(), [](const pollfd& p) { return p.events & (POLLIN | POLLOUT); });
     if (shm_pending && !tcp_pending) {
+      // Poll the doorbell briefly before sleeping: a futex wake-up costs a
+      // trip through the scheduler, far more than a small message takes.
+      // sched_yield keeps this fair when ranks outnumber cores.
+      for (int i = 0; i < kSpinYields; ++i) {
+        if (my_seg->Bell() != bell || aborted) return Status::Ok();
+        sched_yield();
+      }
       my_seg->WaitBell(bell, slice);
       return Status::Ok();
     }

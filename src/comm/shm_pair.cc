@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name
     shm_unlink(name.c_str());
     return ResourceExhausted(fmt::format("shm {}: cannot size to {} bytes: {}", name, bytes, std::strerror(e)));
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
     shm_unlink(name.c_str());
@@ -100,7 +100,7 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name) 
   if (fd < 0) return Unavailable(fmt::format("shm_open {}: {}", name, std::strerror(errno)));
   struct stat st;
   fstat(fd, &st);
-  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (base == MAP_FAILED) return Unavailable(fmt::format("mmap {}: {}", name, std::strerror(errno)));
   if (H(base)->magic != kMagic) {

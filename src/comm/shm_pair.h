@@ -4,6 +4,8 @@
 // moves bytes rings the other side's doorbell, so a blocked rank sleeps on
 // its own doorbell instead of spinning. Segments are unlinked once every
 // rank has mapped them, so nothing is left in /dev/shm after a crash.
+// Mappings are populated up front (MAP_POPULATE): faulting ring pages in on
+// first use cost ~5 us per KiB on the first pass through every ring.
 #pragma once
 
 #include <atomic>
