@@ -158,7 +158,7 @@ struct Context::Impl {
         msg = note->substr(bar + 1);
       }
     }
-    Fail(code, msg);
+    (void)Fail(code, msg);
     BreakLinks();
     return broken;
   }
@@ -339,7 +339,7 @@ struct Context::Impl {
         std::lock_guard<std::mutex> l(abort_mu);
         reason = abort_reason;
       }
-      Fail(StatusCode::kAborted, "aborted: " + reason);
+      (void)Fail(StatusCode::kAborted, "aborted: " + reason);
       BreakLinks();  // the others learn at once that this rank is gone from the collective
       return broken;
     }
@@ -358,19 +358,19 @@ struct Context::Impl {
         if (!shm) continue;
         bool pending = !lanes[peer][0].sends.empty() || !lanes[peer][0].recvs.empty();
         if (shm->PeerBroken()) return Break(StatusCode::kUnavailable, fmt::format("{} failed", Describe(peer)));
-        if (pending && (!shm->PeerAlive() || shm->PeerLeft())) {
-          // It may have sent what we wait for before it went: drain that first.
-          bool moved = false;
-          RM_RETURN_IF_ERROR(Progress(&moved));
-          if (moved) return Status::Ok();
-        }
-        if (pending && !shm->PeerAlive()) {
+        if (!pending) continue;
+        // Read the peer's state once: it may change between two reads.
+        const bool alive = shm->PeerAlive(), left = shm->PeerLeft();
+        if (alive && !left) continue;
+        // It may have sent what we wait for before it went: drain that first.
+        bool moved = false;
+        RM_RETURN_IF_ERROR(Progress(&moved));
+        if (moved) return Status::Ok();
+        if (!alive) {
           return Break(StatusCode::kUnavailable, fmt::format("{} died: its process is gone", Describe(peer)));
         }
-        if (pending && shm->PeerLeft()) {
-          return Break(StatusCode::kUnavailable,
-                       fmt::format("{} left the group while this rank still needed it", Describe(peer)));
-        }
+        return Break(StatusCode::kUnavailable,
+                     fmt::format("{} left the group while this rank still needed it", Describe(peer)));
       }
     }
     auto slice = std::min<std::chrono::milliseconds>(
