@@ -49,7 +49,7 @@ struct Options {
   int generation = 0;                 // keys live under "gen/<g>/" in the store
   size_t chunk_bytes = 256 << 10;     // pipeline granularity of ring algorithms
   int streams = 1;                    // TCP connections per peer; large messages are striped
-  size_t small_bytes = 32 << 10;      // auto all-reduce: recursive doubling below this
+  size_t small_bytes = 256 << 10;     // auto all-reduce: recursive doubling below this (measured crossover 512K-1M)
   size_t shm_ring_bytes = 4 << 20;    // per ordered pair of ranks
   size_t max_io_bytes = 0;            // tests: cap each pair read/write (0 = none) to split frames
 };

@@ -54,7 +54,14 @@ inline void LoopBf16(uint16_t* __restrict d, const uint16_t* __restrict s, size_
   for (size_t i = 0; i < n; ++i) d[i] = FToBf16(f(Bf16ToF(d[i]), Bf16ToF(s[i])));
 }
 
+// AVX2 and baseline clones, picked by an ifunc resolver at load time. Not
+// under ThreadSanitizer: the instrumented resolver runs during relocation,
+// before the TSan runtime is up, and crashes.
+#if defined(__SANITIZE_THREAD__)
+#define RM_CLONES
+#else
 #define RM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 
 #define RM_KERNELS(NAME, F)                                                                          \
   RM_CLONES void NAME##F32(void* d, const void* s, size_t n) { Loop((float*)d, (const float*)s, n, F{}); } \
