@@ -454,6 +454,23 @@ TEST(Arguments, BadArgumentsAreRefusedWithoutBreakingTheContext) {
   EXPECT_EQ(results[0][4], "2.000000");
 }
 
+TEST(Async, QueuedWorkRunsInOrderAndOverlapsTheCaller) {
+  auto results = RunThreads(3, TestOptions(TransportKind::kAuto), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> out;
+    std::vector<float> a(100000, 1.0f), b(100000, 2.0f), r(100000, 0.0f);
+    auto w1 = c.AllReduceAsync(a.data(), a.data(), a.size(), DataType::kFloat32, ReduceOp::kSum);
+    auto w2 = c.ReduceAsync(b.data(), r.data(), b.size(), DataType::kFloat32, ReduceOp::kMax, 0);
+    auto w3 = c.BarrierAsync();
+    auto w4 = c.ReduceScatterAsync(a.data(), b.data(), a.size() / 3, DataType::kFloat32, ReduceOp::kSum);
+    for (auto& w : {w1, w2, w3, w4}) out.push_back(w->Wait().ToString());
+    out.push_back(fmt::format("{} {} {}", a[0], c.rank() == 0 ? r[0] : 2.0f, b[0]));
+    return out;
+  });
+  for (const auto& r : results) {
+    EXPECT_EQ(r, (std::vector<std::string>{"Ok", "Ok", "Ok", "Ok", "3 2 9"}));
+  }
+}
+
 TEST(Setup, GenerationsFormSeparateGroupsOnOneStore) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
   // Generation 0 with 2 ranks, then generation 1 with 3: a grown elastic job.

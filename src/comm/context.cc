@@ -1117,6 +1117,14 @@ std::shared_ptr<Work> Context::AllGatherAsync(const void* in, void* out, size_t 
 std::shared_ptr<Work> Context::BroadcastAsync(void* buf, size_t count, DataType type, int root) {
   return Enqueue("broadcast", [=, this] { return BroadcastBody(buf, count, type, root); });
 }
+std::shared_ptr<Work> Context::ReduceAsync(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+                                           int root) {
+  return Enqueue("reduce", [=, this] { return ReduceBody(in, out, count, type, op, root); });
+}
+std::shared_ptr<Work> Context::BarrierAsync() {
+  return Enqueue("barrier", [this] { return impl_->Barrier(); });
+}
+
 std::shared_ptr<Work> Context::PostPointToPoint(const char* name, bool send, void* buf, size_t count, DataType type,
                                                 int peer) {
   auto work = std::make_shared<Work>();

@@ -103,6 +103,8 @@ class Context {
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t count, DataType type, ReduceOp op);
   std::shared_ptr<Work> AllGatherAsync(const void* in, void* out, size_t count, DataType type);
   std::shared_ptr<Work> BroadcastAsync(void* buf, size_t count, DataType type, int root);
+  std::shared_ptr<Work> ReduceAsync(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root);
+  std::shared_ptr<Work> BarrierAsync();
   // Point-to-point async work is posted at once and moves whenever any
   // operation of this Context makes progress, so an async Send followed by
   // a Recv works for any message size.
