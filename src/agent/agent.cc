@@ -1,6 +1,8 @@
 #include "agent/agent.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -26,6 +28,23 @@ std::map<std::string, std::string> BaseEnv() {
   return env;
 }
 
+// This host's IPv4 address as its hostname resolves; 127.0.0.1 if none.
+std::string HostAddress() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  std::string out = "127.0.0.1";
+  if (getaddrinfo(host, nullptr, &hints, &res) == 0 && res) {
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(res->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf)) out = buf;
+    freeaddrinfo(res);
+  }
+  return out;
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
@@ -34,6 +53,7 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
   if (options_.memory_bytes > 0) inventory_.memory_bytes = options_.memory_bytes;
+  address_ = options_.address.empty() ? HostAddress() : options_.address;
 }
 
 Agent::~Agent() { Stop(); }
@@ -82,7 +102,10 @@ bool Agent::Register() {
                          {"cpu_milli", inventory_.cpu_milli},
                          {"memory_bytes", inventory_.memory_bytes},
                          {"gpus", gpus},
-                         {"agent_version", kAgentVersion}};
+                         {"agent_version", kAgentVersion},
+                         {"address", address_},
+                         {"port_lo", options_.port_lo},
+                         {"port_hi", options_.port_hi}};
   auto res = api_.Post("/api/v1/agent/register", body);
   if (!res.ok()) {
     spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());

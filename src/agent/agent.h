@@ -33,6 +33,9 @@ struct AgentOptions {
   std::string node_name;         // "" = hostname
   int64_t cpu_milli = 0;         // 0 = detect
   int64_t memory_bytes = 0;      // 0 = detect
+  std::string address;           // how other nodes reach tasks here; "" = this host's IPv4 address
+  int port_lo = 41000;           // ports the platform may hand to tasks on this node
+  int port_hi = 41999;
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds tick_interval{200};
 };
@@ -73,6 +76,7 @@ class Agent {
   const std::unique_ptr<Executor> executor_;
   const client::ApiClient api_;
   NodeInventory inventory_;
+  std::string address_;
   UsageSampler usage_;
 
   std::atomic<bool> running_{false};

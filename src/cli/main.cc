@@ -118,6 +118,8 @@ struct NodeFlags {
   std::string name;
   std::string cpus;
   std::string memory;
+  std::string address;
+  std::string ports = "41000-41999";
 };
 
 agent::AgentOptions MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
@@ -131,6 +133,11 @@ agent::AgentOptions MakeAgentOptions(const NodeFlags& f, const std::string& serv
     auto c = ParseCpuMilli(f.cpus);
     if (!c || *c <= 0) Die("--cpus: \"" + f.cpus + "\" is not a CPU count (e.g. 4 or 0.5)");
     o.cpu_milli = *c;
+  }
+  o.address = f.address;
+  if (sscanf(f.ports.c_str(), "%d-%d", &o.port_lo, &o.port_hi) != 2 || o.port_lo < 1 || o.port_hi > 65535 ||
+      o.port_lo > o.port_hi) {
+    Die("--ports: \"" + f.ports + "\" is not a port range like 41000-41999");
   }
   if (!f.memory.empty()) {
     auto m = ParseBytes(f.memory);
@@ -159,7 +166,10 @@ int RunUp(const std::string& data_in, const std::string& host, int port, const N
   if (with_agent) {
     auto token = ReadFile(srv.admin_token_path());
     if (!token.ok()) Die("cannot read " + srv.admin_token_path() + ": delete the data dir or restore the file");
-    agent = MakeAgent(MakeAgentOptions(node, srv.url(), Trim(*token), data + "/agent"));
+    NodeFlags local = node;
+    // One machine: tasks meet where the server listens (unless it listens everywhere).
+    if (local.address.empty() && host != "0.0.0.0") local.address = host;
+    agent = MakeAgent(MakeAgentOptions(local, srv.url(), Trim(*token), data + "/agent"));
     agent->Start();
     std::cerr << fmt::format("ringmaster is up at {} with a local agent; data in {}\n"
                              "  try: ringmaster --data {} submit examples/hello.yaml\n",
@@ -297,6 +307,8 @@ int Main(int argc, char** argv) {
     cmd->add_option("--node-name", node.name, "node name (default: hostname)");
     cmd->add_option("--cpus", node.cpus, "CPUs to offer (default: all)");
     cmd->add_option("--memory", node.memory, "memory to offer, e.g. 8Gi (default: all)");
+    cmd->add_option("--address", node.address, "address other nodes reach tasks here at (default: this host's)");
+    cmd->add_option("--ports", node.ports, "ports the platform may give tasks here")->capture_default_str();
   };
   auto* up = app.add_subcommand("up", "run a server and a local agent (one machine, SQLite + local files)");
   up->add_option("--port", port, "HTTP port (0 = any free port)")->capture_default_str();

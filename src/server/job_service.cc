@@ -218,6 +218,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   job.restarts++;
   for (Task& t : tasks) {
     t.node_id = 0;
+    t.port = 0;
     t.desired = Desired::kRun;
     t.exit_code.reset();
     RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
@@ -256,6 +257,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   nlohmann::json tasks = nlohmann::json::array();
   std::map<int64_t, Job> jobs;
+  std::map<int64_t, std::vector<Task>> gangs;
   for (const Task& t : placed) {
     if (t.node_id != node_id) continue;
     if (!jobs.count(t.job_id)) {
@@ -263,15 +265,10 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
     }
     const Job& job = jobs[t.job_id];
     JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
-    std::map<std::string, std::string> env = spec.env;
-    env["RINGMASTER_JOB_ID"] = std::to_string(job.id);
-    env["RINGMASTER_JOB_NAME"] = job.name;
-    env["RINGMASTER_TASK_ID"] = std::to_string(t.id);
-    env["RINGMASTER_RANK"] = std::to_string(t.rank);
-    env["RINGMASTER_REPLICAS"] = std::to_string(job.replicas);
-    env["RINGMASTER_ATTEMPT"] = std::to_string(t.attempt);
-    env["RANK"] = std::to_string(t.rank);
-    env["WORLD_SIZE"] = std::to_string(job.replicas);
+    if (!gangs.count(t.job_id)) {
+      RM_ASSIGN_OR_RETURN(gangs[t.job_id], store_->ListTasks(t.job_id));
+    }
+    RM_ASSIGN_OR_RETURN(auto env, TaskEnvironment(job, spec, t, gangs[t.job_id]));
     tasks.push_back({{"task_id", t.id},
                      {"job_id", t.job_id},
                      {"rank", t.rank},
@@ -283,6 +280,65 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
                      {"stop_grace_ms", options_.stop_grace_ms}});
   }
   return nlohmann::json{{"index", current()}, {"tasks", tasks}};
+}
+
+StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const Job& job, const JobSpec& spec,
+                                                                      const Task& task,
+                                                                      const std::vector<Task>& gang) {
+  std::map<std::string, std::string> env = spec.env;
+  std::map<int64_t, store::Node> nodes;
+  for (const Task& t : gang) {
+    if (t.node_id && !nodes.count(t.node_id)) {
+      RM_ASSIGN_OR_RETURN(nodes[t.node_id], store_->GetNode(t.node_id));
+    }
+  }
+  auto addr = [&](const Task& t) {
+    auto it = nodes.find(t.node_id);
+    return it == nodes.end() || it->second.address.empty() ? std::string("127.0.0.1") : it->second.address;
+  };
+  // Ranks on this task's node, in rank order: LOCAL_RANK is the position among them.
+  int local_rank = 0, local_size = 0;
+  const Task* rank0 = &task;
+  nlohmann::json workers = nlohmann::json::array();
+  for (const Task& t : gang) {
+    if (t.rank == 0) rank0 = &t;
+    workers.push_back(fmt::format("{}:{}", addr(t), t.port));
+    if (t.node_id != task.node_id) continue;
+    if (t.rank < task.rank) ++local_rank;
+    ++local_size;
+  }
+  const std::string master_addr = addr(*rank0), master_port = std::to_string(rank0->port);
+  auto set = [&](const char* k, std::string v) { env[k] = std::move(v); };
+  set("RINGMASTER_JOB_ID", std::to_string(job.id));
+  set("RINGMASTER_JOB_NAME", job.name);
+  set("RINGMASTER_TASK_ID", std::to_string(task.id));
+  set("RINGMASTER_RANK", std::to_string(task.rank));
+  set("RINGMASTER_REPLICAS", std::to_string(job.replicas));
+  set("RINGMASTER_ATTEMPT", std::to_string(task.attempt));
+  set("RINGMASTER_ADDR", addr(task));
+  set("RINGMASTER_PORT", std::to_string(task.port));
+  // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
+  // each attempt of the gang forms a new generation.
+  set("RINGMASTER_STORE", master_addr + ":" + master_port);
+  set("RINGMASTER_GENERATION", std::to_string(job.restarts));
+  // torch.distributed (env:// init, torchrun conventions)
+  set("RANK", std::to_string(task.rank));
+  set("WORLD_SIZE", std::to_string(job.replicas));
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("LOCAL_WORLD_SIZE", std::to_string(local_size));
+  set("MASTER_ADDR", master_addr);
+  set("MASTER_PORT", master_port);
+  // TensorFlow MultiWorkerMirroredStrategy
+  set("TF_CONFIG", nlohmann::json{{"cluster", {{"worker", workers}}},
+                                  {"task", {{"type", "worker"}, {"index", task.rank}}}}
+                       .dump());
+  // MXNet (ps-lite): every task is a worker; rank 0's address is the scheduler's.
+  set("DMLC_ROLE", "worker");
+  set("DMLC_PS_ROOT_URI", master_addr);
+  set("DMLC_PS_ROOT_PORT", master_port);
+  set("DMLC_NUM_WORKER", std::to_string(job.replicas));
+  set("DMLC_NUM_SERVER", "0");
+  return env;
 }
 
 Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
@@ -370,6 +426,21 @@ Status JobService::ScheduleOnce() {
   if (queue.empty()) return Status::Ok();
 
   scheduler::Plan plan = scheduler::Schedule(snapshot, queue);
+  // Every placed task gets a port from its node's range (like Nomad's
+  // dynamic ports): the lowest one no placed task on that node holds.
+  std::map<int64_t, std::set<int>> used_ports;
+  for (const Task& t : placed) {
+    if (t.port > 0) used_ports[t.node_id].insert(t.port);
+  }
+  std::map<int64_t, const store::Node*> node_by_id;
+  for (const auto& n : nodes) node_by_id[n.id] = &n;
+  auto take_port = [&](int64_t node_id) -> int {
+    const store::Node* n = node_by_id[node_id];
+    for (int port = n->port_lo; port <= n->port_hi; ++port) {
+      if (port > 0 && used_ports[node_id].insert(port).second) return port;
+    }
+    return 0;
+  };
   for (const auto& p : plan.placements) {
     Job& job = *by_id[p.job_id];
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
@@ -381,6 +452,7 @@ Status JobService::ScheduleOnce() {
         t.node_id = p.node_ids[i];
         t.attempt += 1;
         t.desired = Desired::kRun;
+        t.port = take_port(t.node_id);
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
       }

@@ -69,6 +69,11 @@ class JobService {
   // After a task ended: stop the rest if it failed; finish or restart the job once all ended.
   Status SettleJobLocked(int64_t job_id);
   void BumpNodeLocked(int64_t node_id);
+  // Everything a task finds in its environment: the spec's env, then
+  // RINGMASTER_*, torch (RANK, LOCAL_RANK, MASTER_ADDR, ...), TF_CONFIG, DMLC_*.
+  StatusOr<std::map<std::string, std::string>> TaskEnvironment(const store::Job& job, const JobSpec& spec,
+                                                               const store::Task& task,
+                                                               const std::vector<store::Task>& gang);
   void Wake();
   void Loop();
 

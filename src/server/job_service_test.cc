@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 namespace ringmaster::server {
 namespace {
@@ -100,6 +101,67 @@ TEST_F(JobServiceTest, AGangRunsToSuccessWithAnEventPerTransition) {
   EXPECT_EQ(events.size(), 10u);
   EXPECT_EQ(events.back().to_state, "SUCCEEDED");
   EXPECT_EQ(Job(id).started_ms, Job(id).created_ms + 100);
+}
+
+TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
+  auto add = [&](const std::string& name, const std::string& addr, int lo, int hi) {
+    store::Node n;
+    n.name = name;
+    n.cpu_milli = 2000;
+    n.memory_bytes = 8LL << 30;
+    n.address = addr;
+    n.port_lo = lo;
+    n.port_hi = hi;
+    return *svc_->RegisterNode(n);
+  };
+  int64_t a = add("a", "10.0.0.1", 41000, 41009), b = add("b", "10.0.0.2", 42000, 42009);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: 4\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto tasks = Tasks(id);
+  std::map<int64_t, std::set<int>> ports;
+  for (const auto& t : tasks) {
+    ASSERT_GT(t.port, 0);
+    EXPECT_TRUE(ports[t.node_id].insert(t.port).second) << "port reused on a node";
+  }
+  EXPECT_EQ(ports[a].size() + ports[b].size(), 4u);
+  auto envs = [&](int64_t node) {
+    std::map<int, nlohmann::json> by_rank;
+    nlohmann::json assigned = svc_->Assignments(node, 0, std::chrono::milliseconds(0)).value();
+    for (const auto& x : assigned["tasks"]) by_rank[x["rank"].get<int>()] = x["env"];
+    return by_rank;
+  };
+  std::map<int, nlohmann::json> env;
+  for (auto& [r, e] : envs(a)) env[r] = e;
+  for (auto& [r, e] : envs(b)) env[r] = e;
+  ASSERT_EQ(env.size(), 4u);
+  const store::Task& r0 = tasks[0];
+  std::string master_addr = r0.node_id == a ? "10.0.0.1" : "10.0.0.2";
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& t : tasks) workers.push_back((t.node_id == a ? "10.0.0.1:" : "10.0.0.2:") + std::to_string(t.port));
+  for (int r = 0; r < 4; ++r) {
+    const auto& e = env[r];
+    const store::Task& t = tasks[r];
+    EXPECT_EQ(e["RANK"], std::to_string(r));
+    EXPECT_EQ(e["WORLD_SIZE"], "4");
+    EXPECT_EQ(e["MASTER_ADDR"], master_addr);
+    EXPECT_EQ(e["MASTER_PORT"], std::to_string(r0.port));
+    EXPECT_EQ(e["RINGMASTER_PORT"], std::to_string(t.port));
+    EXPECT_EQ(e["RINGMASTER_STORE"], master_addr + ":" + std::to_string(r0.port));
+    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "2");  // two per node (2 cpus each, 1 per task)
+    int local = 0;
+    for (int q = 0; q < r; ++q) local += tasks[q].node_id == t.node_id;
+    EXPECT_EQ(e["LOCAL_RANK"], std::to_string(local));
+    auto tf = nlohmann::json::parse(e["TF_CONFIG"].get<std::string>());
+    EXPECT_EQ(tf["cluster"]["worker"], workers);
+    EXPECT_EQ(tf["task"]["index"], r);
+    EXPECT_EQ(e["DMLC_PS_ROOT_URI"], master_addr);
+    EXPECT_EQ(e["DMLC_NUM_WORKER"], "4");
+  }
+  // Ports come back when the tasks end, and the next job gets them again.
+  for (const auto& t : tasks) ASSERT_TRUE(Report(t, "exited", 0).ok());
+  int64_t next = Submit("command: x\nreplicas: 4\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(next)) EXPECT_TRUE(ports[t.node_id].count(t.port)) << t.port;
 }
 
 TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {

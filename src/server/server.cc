@@ -274,6 +274,7 @@ void Server::Routes() {
                       {"reason", t.reason},
                       {"node", t.node_id ? names[t.node_id] : ""},
                       {"attempt", t.attempt},
+                      {"port", t.port},
                       {"started_at", FormatTimeUtc(t.started_ms)},
                       {"finished_at", FormatTimeUtc(t.finished_ms)}};
             x["exit_code"] = t.exit_code ? json(*t.exit_code) : json(nullptr);
@@ -425,7 +426,9 @@ void Server::Routes() {
                      {"gpus", json::parse(n.gpus_json)},
                      {"allocated", {{"cpu", FormatCpu(cpu)}, {"memory_bytes", mem}, {"gpus", gpus}, {"tasks", tasks}}},
                      {"usage", {{"cpu_util", n.cpu_util}, {"memory_used_bytes", n.memory_used_bytes}}},
-                     {"agent_version", n.agent_version}});
+                     {"agent_version", n.agent_version},
+                     {"address", n.address},
+                     {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""}});
     }
     return Reply{200, {{"nodes", out}}};
   });
@@ -533,10 +536,16 @@ void Server::Routes() {
       n.gpus_json = gpus.dump();
       if (!gpus.empty()) n.gpu_model = gpus[0].value("model", "");
       n.agent_version = b.value("agent_version", "");
+      n.address = b.value("address", "");
+      n.port_lo = b.value("port_lo", 0);
+      n.port_hi = b.value("port_hi", -1);
     } catch (const std::exception& e) {
       return InvalidArgument(std::string("register: ") + e.what());
     }
     if (n.name.empty()) return InvalidArgument("name: must not be empty");
+    if (n.port_hi >= n.port_lo && (n.port_lo < 1 || n.port_hi > 65535)) {
+      return InvalidArgument(fmt::format("port_lo, port_hi: [{}, {}] is not a range of TCP ports", n.port_lo, n.port_hi));
+    }
     RM_ASSIGN_OR_RETURN(int64_t id, jobs_->RegisterNode(n));
     return Reply{200, {{"node_id", id}}};
   });

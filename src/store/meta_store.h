@@ -55,6 +55,9 @@ struct Node {
   double cpu_util = 0;            // 0..1, whole node
   int64_t memory_used_bytes = 0;  // whole node
   std::string agent_version;
+  std::string address;  // where other nodes reach tasks on this one
+  int port_lo = 0;      // ports the platform may hand to tasks here: [port_lo, port_hi]
+  int port_hi = -1;
 };
 
 struct Job {
@@ -94,6 +97,7 @@ struct Task {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;
   int gpus = 0;
+  int port = 0;  // from its node's range while placed; 0 = none
   int64_t created_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;

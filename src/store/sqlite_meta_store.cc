@@ -88,6 +88,13 @@ CREATE TABLE events (
   reason TEXT NOT NULL);
 CREATE INDEX events_by_job ON events(job_id, id);
 )sql",
+    // 2: node addresses and port ranges; a port per placed task
+    R"sql(
+ALTER TABLE nodes ADD COLUMN address TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN port_lo INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN port_hi INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE tasks ADD COLUMN port INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -142,13 +149,13 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms";
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
-    "memory_bytes, gpus, created_ms, started_ms, finished_ms";
+    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port";
 constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
 
 User ReadUser(const Stmt& s) {
@@ -179,6 +186,9 @@ Node ReadNode(const Stmt& s) {
   n.cpu_util = s.Real(9);
   n.memory_used_bytes = s.Int(10);
   n.agent_version = s.Text(11);
+  n.address = s.Text(12);
+  n.port_lo = static_cast<int>(s.Int(13));
+  n.port_hi = static_cast<int>(s.Int(14));
   return n;
 }
 
@@ -221,6 +231,7 @@ Task ReadTask(const Stmt& s) {
   t.created_ms = s.Int(12);
   t.started_ms = s.Int(13);
   t.finished_ms = s.Int(14);
+  t.port = static_cast<int>(s.Int(15));
   return t;
 }
 
@@ -349,14 +360,17 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
-           "registered_ms, last_heartbeat_ms, agent_version) VALUES (?,?,?,?,?,?,?,?,?) "
+           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
            "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
            "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
            "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
            "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
-           "agent_version=excluded.agent_version RETURNING id");
+           "agent_version=excluded.agent_version, address=excluded.address, "
+           "port_lo=excluded.port_lo, port_hi=excluded.port_hi RETURNING id");
     s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
-        .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version);
+        .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
+        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi);
     if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
     return s.Int(0);
   }
@@ -393,8 +407,8 @@ class SqliteMetaStore final : public MetaStore {
         t.rank = r;
         Stmt ts(db_,
                 "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
-                "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
         BindTaskBody(ts, t);
         RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
       }
@@ -464,7 +478,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE tasks SET job_id=?, rank=?, state=?, reason=?, node_id=?, attempt=?, desired=?, "
            "exit_code=?, cpu_milli=?, memory_bytes=?, gpus=?, created_ms=?, started_ms=?, "
-           "finished_ms=? WHERE id=?");
+           "finished_ms=?, port=? WHERE id=?");
     BindTaskBody(s, t);
     s.Bind(t.id);
     return StepOne(s, "task " + std::to_string(t.id));
@@ -499,7 +513,7 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(t.job_id).Bind(t.rank).Bind(StateName(t.state)).Bind(t.reason).Bind(t.node_id)
         .Bind(t.attempt).Bind(t.desired == Desired::kStop ? "stop" : "run").Bind(t.exit_code)
         .Bind(t.cpu_milli).Bind(t.memory_bytes).Bind(t.gpus).Bind(t.created_ms).Bind(t.started_ms)
-        .Bind(t.finished_ms);
+        .Bind(t.finished_ms).Bind(t.port);
   }
 
   // Steps a write that must touch a row: NotFound("<what> not found") if it touched none.

@@ -9,7 +9,9 @@ write_spec "$DATA/ranks.yaml" <<'YAML'
 name: ranks
 kind: distributed
 replicas: 2
-command: echo "I am rank $RINGMASTER_RANK of $WORLD_SIZE"
+command: |
+  echo "I am rank $RINGMASTER_RANK of $WORLD_SIZE"
+  echo "local $LOCAL_RANK of $LOCAL_WORLD_SIZE master $MASTER_ADDR:$MASTER_PORT"
 resources: {cpu: 1, memory: 64Mi}
 YAML
 ID=$(rmc submit "$DATA/ranks.yaml")
@@ -21,7 +23,11 @@ grep -qx '\[0\] I am rank 0 of 2' <<<"$LOGS" || fail "rank 0 line missing: $LOGS
 grep -qx '\[1\] I am rank 1 of 2' <<<"$LOGS" || fail "rank 1 line missing: $LOGS"
 FOLLOWED=$(rmc logs -f "$ID" 2>/dev/null)
 [ "$(grep -c 'I am rank' <<<"$FOLLOWED")" = 2 ] || fail "logs -f of an ended job: $FOLLOWED"
-pass "2-replica job succeeded with both ranks' logs"
+for r in 0 1; do
+  grep -qx "\[$r\] local $r of 2 master 127.0.0.1:41[0-9][0-9][0-9]" <<<"$LOGS" || fail "rank $r environment: $LOGS"
+done
+[ "$(grep -o 'master .*' <<<"$LOGS" | sort -u | wc -l)" = 1 ] || fail "ranks disagree on the master: $LOGS"
+pass "2-replica job succeeded with both ranks' logs, local ranks and one MASTER_ADDR:MASTER_PORT from the node's ports"
 
 # 2. A failing command gives FAILED with the exit code in the reason; wait exits 1.
 ID=$(echo '{"name": "fails", "command": "echo about to fail; exit 7", "resources": {"cpu": 1}}' | rmc submit -)
