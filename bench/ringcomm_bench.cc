@@ -33,6 +33,7 @@
 
 #include "bench_util.h"
 #include "comm/context.h"
+#include "comm/environment.h"
 
 extern char** environ;
 
@@ -62,6 +63,7 @@ struct Flags {
   std::string address = "127.0.0.1";
   std::string gloo_dir;
   bool store_server = false;
+  bool from_env = false;
 };
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -83,6 +85,8 @@ Algorithm ParseAlgorithm(const std::string& s) {
 
 // ---- ringcomm worker
 
+int RunRingcomm(const Flags& f, comm::Context& c, size_t small_bytes);
+
 int RingcommWorker(const Flags& f) {
   auto store = comm::TcpStore::Connect(f.store_host, f.store_port, std::chrono::seconds(30));
   if (!store.ok()) {
@@ -103,7 +107,11 @@ int RingcommWorker(const Flags& f) {
     std::fprintf(stderr, "rank %d: %s\n", f.rank, ctx.status().ToString().c_str());
     return 2;
   }
-  comm::Context& c = **ctx;
+  return RunRingcomm(f, **ctx, o.small_bytes);
+}
+
+// The measurement loop of a ringcomm worker, on a formed group.
+int RunRingcomm(const Flags& f, comm::Context& c, size_t small_bytes) {
   DataType type = comm::ParseDataType(f.dtype).value_or(DataType::kFloat32);
   Algorithm algo = ParseAlgorithm(f.algorithms);
   std::vector<size_t> sizes;
@@ -112,27 +120,27 @@ int RingcommWorker(const Flags& f) {
   int bad = 0;
   for (size_t bytes : sizes) {
     size_t count = bytes / es;
-    std::vector<char> in(count * es), out(f.op == "allgather" ? count * es * f.ranks : count * es);
+    std::vector<char> in(count * es), out(f.op == "allgather" ? count * es * c.size() : count * es);
     std::vector<float> ref(count);
     if (type == DataType::kFloat32) {
-      for (size_t i = 0; i < count; ++i) reinterpret_cast<float*>(in.data())[i] = Input(f.rank, i);
+      for (size_t i = 0; i < count; ++i) reinterpret_cast<float*>(in.data())[i] = Input(c.rank(), i);
     }
     auto run = [&]() -> Status {
-      if (f.op == "allgather") return c.AllGather(in.data(), out.data(), count / f.ranks, type);
+      if (f.op == "allgather") return c.AllGather(in.data(), out.data(), count / c.size(), type);
       if (f.op == "broadcast") return c.Broadcast(in.data(), count, type, 0);
       return c.AllReduce(in.data(), out.data(), count, type, comm::ReduceOp::kSum, algo);
     };
     std::vector<double> times;
     for (int it = 0; it < f.warmup + f.iters; ++it) {
       if (Status st = c.Barrier(); !st.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", f.rank, st.ToString().c_str());
+        std::fprintf(stderr, "rank %d: %s\n", c.rank(), st.ToString().c_str());
         return 2;
       }
       auto t0 = std::chrono::steady_clock::now();
       Status st = run();
       auto t1 = std::chrono::steady_clock::now();
       if (!st.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", f.rank, st.ToString().c_str());
+        std::fprintf(stderr, "rank %d: %s\n", c.rank(), st.ToString().c_str());
         return 2;
       }
       if (it >= f.warmup) times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -140,19 +148,19 @@ int RingcommWorker(const Flags& f) {
     if (f.check && f.op == "allreduce" && type == DataType::kFloat32) {
       const float* got = reinterpret_cast<const float*>(out.data());
       for (size_t i = 0; i < count; ++i) {
-        if (got[i] != Expected(f.ranks, i)) {
-          std::fprintf(stderr, "ringcomm: rank %d: %zu bytes: element %zu is %f, expected %f\n", f.rank, bytes, i,
-                       got[i], Expected(f.ranks, i));
+        if (got[i] != Expected(c.size(), i)) {
+          std::fprintf(stderr, "ringcomm: rank %d: %zu bytes: element %zu is %f, expected %f\n", c.rank(), bytes, i,
+                       got[i], Expected(c.size(), i));
           bad = 1;
           break;
         }
       }
     }
     const char* name = f.algorithms == "auto"
-                           ? (bytes < o.small_bytes ? "recursive-doubling" : "ring")
+                           ? (bytes < small_bytes ? "recursive-doubling" : "ring")
                            : comm::AlgorithmName(algo);
     std::string label = fmt::format("{}/{}", name, f.transports);
-    if (f.rank == 0) PrintResult("ringcomm", label.c_str(), f.ranks, bytes, Median(times));
+    if (c.rank() == 0) PrintResult("ringcomm", label.c_str(), c.size(), bytes, Median(times));
   }
   return bad;
 }
@@ -460,6 +468,8 @@ int main(int argc, char** argv) {
   app.add_option("--address", f.address, "this rank's address for TCP (workers)")->group("");
   app.add_option("--gloo-dir", f.gloo_dir)->group("");
   app.add_flag("--store-server", f.store_server, "run a rendezvous store on --store-host:--store-port")->group("");
+  app.add_flag("--from-env", f.from_env,
+               "run as one rank of a Ringmaster distributed job: the group comes from the task's environment");
   CLI11_PARSE(app, argc, argv);
 
   if (f.store_server) {
@@ -471,6 +481,18 @@ int main(int argc, char** argv) {
     std::cout << "store on " << f.store_host << ":" << (*s)->port() << std::endl;
     pause();
     return 0;
+  }
+  if (f.from_env) {
+    ringmaster::comm::Options o;
+    o.transport = f.transports == "tcp" ? ringmaster::comm::TransportKind::kTcp
+                : f.transports == "shm" ? ringmaster::comm::TransportKind::kShm : ringmaster::comm::TransportKind::kAuto;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+    auto group = ringmaster::comm::JoinFromEnvironment(o);
+    if (!group.ok()) {
+      std::cerr << "ringcomm-bench: " << group.status().message() << "\n";
+      return 2;
+    }
+    return RunRingcomm(f, *group->context, o.small_bytes);
   }
   if (f.worker == "ringcomm") return RingcommWorker(f);
   if (f.worker == "gloo") return GlooWorker(f);

@@ -1,0 +1,59 @@
+#include "comm/environment.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace ringmaster::comm {
+namespace {
+
+StatusOr<std::string> Var(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return InvalidArgument(fmt::format("{}: not set (is this running as a Ringmaster task?)", name));
+  return std::string(v);
+}
+
+StatusOr<int> IntVar(const char* name) {
+  RM_ASSIGN_OR_RETURN(std::string v, Var(name));
+  try {
+    size_t pos;
+    int n = std::stoi(v, &pos);
+    if (pos == v.size()) return n;
+  } catch (...) {
+  }
+  return InvalidArgument(fmt::format("{}: \"{}\" is not an integer", name, v));
+}
+
+}  // namespace
+
+StatusOr<Group> JoinFromEnvironment(Options options) {
+  RM_ASSIGN_OR_RETURN(std::string store_addr, Var("RINGMASTER_STORE"));
+  RM_ASSIGN_OR_RETURN(int rank, IntVar("RANK"));
+  RM_ASSIGN_OR_RETURN(int size, IntVar("WORLD_SIZE"));
+  auto colon = store_addr.rfind(':');
+  int port = 0;
+  if (colon != std::string::npos) {
+    try {
+      port = std::stoi(store_addr.substr(colon + 1));
+    } catch (...) {
+    }
+  }
+  if (colon == std::string::npos || port <= 0 || port > 65535) {
+    return InvalidArgument(fmt::format("RINGMASTER_STORE: \"{}\" is not host:port", store_addr));
+  }
+  const std::string host = store_addr.substr(0, colon);
+  if (std::getenv("RINGMASTER_GENERATION")) {
+    RM_ASSIGN_OR_RETURN(options.generation, IntVar("RINGMASTER_GENERATION"));
+  }
+  if (const char* addr = std::getenv("RINGMASTER_ADDR"); addr && *addr) options.address = addr;
+
+  Group g;
+  if (rank == 0) {
+    RM_ASSIGN_OR_RETURN(g.server, TcpStoreServer::Start(host, port));
+  }
+  RM_ASSIGN_OR_RETURN(g.store, TcpStore::Connect(host, port, options.timeout));
+  RM_ASSIGN_OR_RETURN(g.context, Context::Create(g.store.get(), rank, size, options));
+  return g;
+}
+
+}  // namespace ringmaster::comm

@@ -1,0 +1,27 @@
+// Joining a ringcomm group from inside a Ringmaster task. The platform sets
+// RINGMASTER_STORE (host:port of rank 0's rendezvous store), RANK,
+// WORLD_SIZE, RINGMASTER_GENERATION (the job's restart count) and
+// RINGMASTER_ADDR (this task's node address); rank 0 serves the store on
+// its own port, every rank connects, and the Context forms under that
+// generation, so a restarted gang never meets a stale one.
+#pragma once
+
+#include <memory>
+
+#include "comm/context.h"
+#include "comm/store.h"
+
+namespace ringmaster::comm {
+
+struct Group {
+  // Declared in this order so the Context goes first, then the store, then the server.
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 only
+  std::unique_ptr<TcpStore> store;
+  std::unique_ptr<Context> context;
+};
+
+// `options` supplies everything but rank, size, generation and address.
+// InvalidArgument names the variable that is missing or malformed.
+StatusOr<Group> JoinFromEnvironment(Options options = {});
+
+}  // namespace ringmaster::comm
