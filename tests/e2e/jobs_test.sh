@@ -52,13 +52,13 @@ pass "cancel ended the job as CANCELLED within 10 s; no process left"
 
 # 4. More than any node has: PENDING, with a reason naming the resource.
 ID=$(echo '{"name": "huge", "command": "true", "resources": {"cpu": 1, "gpu": 2}}' | rmc submit -)
-sleep 1.5  # two scheduler passes
+wait_reason "$ID" 'gpus in total'
 [ "$(job_field "$ID" state)" = PENDING ] || fail "job $ID not PENDING"
 REASON=$(rmc show "$ID" | grep '^reason:')
 grep -q 'pending: needs 1 x {cpu 1, memory 512Mi, gpu 2}' <<<"$REASON" || fail "reason: $REASON"
 grep -q 'node .* has 0 gpus in total, needs 2' <<<"$REASON" || fail "reason does not name the gpus: $REASON"
 ID2=$(echo '{"name": "big-cpu", "command": "true", "resources": {"cpu": 64}}' | rmc submit -)
-sleep 1.5
+wait_reason "$ID2" 'cpus in total'
 rmc show "$ID2" | grep -q 'has 4 cpus in total, needs 64' || fail "cpu reason: $(rmc show "$ID2" | grep reason)"
 rmc cancel "$ID" > /dev/null 2>&1
 rmc cancel "$ID2" > /dev/null 2>&1

@@ -71,6 +71,17 @@ wait_state() {
   fail "job $id is $s, not $want, after ${limit}s"
 }
 
+# wait_reason ID REGEX [SECONDS]: waits (a hang guard) until the job's reason matches.
+wait_reason() {
+  local id=$1 want=$2 limit=${3:-30} r
+  for _ in $(seq 1 $((limit * 10))); do
+    r=$(job_field "$id" reason)
+    grep -Eq -- "$want" <<<"$r" && return 0
+    sleep 0.1
+  done
+  fail "job $id reason is '$r', not /$want/, after ${limit}s"
+}
+
 write_spec() {  # write_spec FILE <<EOF ... EOF
   cat > "$1"
 }
