@@ -443,6 +443,22 @@ Status JobService::ScheduleOnce() {
   };
   for (const auto& p : plan.placements) {
     Job& job = *by_id[p.job_id];
+    // Ports first: a gang whose node has no free port stays pending, whole.
+    std::vector<int> ports;
+    std::string no_port;
+    for (int64_t node_id : p.node_ids) {
+      const store::Node* n = node_by_id[node_id];
+      int port = take_port(node_id);
+      if (port == 0 && n->port_hi >= n->port_lo) {
+        no_port = fmt::format("node {} has no free port in {}-{}", n->name, n->port_lo, n->port_hi);
+      }
+      ports.push_back(port);
+    }
+    if (!no_port.empty()) {
+      for (size_t i = 0; i < ports.size(); ++i) used_ports[p.node_ids[i]].erase(ports[i]);
+      plan.pending_reasons[job.id] = "waiting for ports: " + no_port;
+      continue;
+    }
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
       RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job.id));
       std::set<int64_t> touched;
@@ -452,7 +468,7 @@ Status JobService::ScheduleOnce() {
         t.node_id = p.node_ids[i];
         t.attempt += 1;
         t.desired = Desired::kRun;
-        t.port = take_port(t.node_id);
+        t.port = ports[i];
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
       }

@@ -164,6 +164,27 @@ TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
   for (const auto& t : Tasks(next)) EXPECT_TRUE(ports[t.node_id].count(t.port)) << t.port;
 }
 
+TEST_F(JobServiceTest, AGangWithoutFreePortsStaysPendingWhole) {
+  store::Node n;
+  n.name = "small";
+  n.cpu_milli = 8000;
+  n.memory_bytes = 8LL << 30;
+  n.port_lo = 41000;
+  n.port_hi = 41002;  // three ports
+  ASSERT_TRUE(svc_->RegisterNode(n).ok());
+  int64_t first = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
+  int64_t second = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(first).state, State::kScheduled);
+  EXPECT_EQ(Job(second).state, State::kPending);
+  EXPECT_EQ(Job(second).reason, "waiting for ports: node small has no free port in 41000-41002");
+  for (const auto& t : Tasks(second)) EXPECT_EQ(t.port, 0);
+  // When the first gang ends its ports come back and the second one runs.
+  for (const auto& t : Tasks(first)) ASSERT_TRUE(Report(t, "exited", 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(second).state, State::kScheduled);
+}
+
 TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
