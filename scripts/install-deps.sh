@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libssl-dev libargon2-dev libcpp-httplib-dev
   # anchors the ringcomm benchmark measures against
   libgloo-dev openmpi-bin libopenmpi-dev
+  # the training runtime (src/train); OpenMP OpenBLAS is 7-10x faster here
+  libtorch-dev libopenblas0-openmp
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc
 )
