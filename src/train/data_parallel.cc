@@ -59,10 +59,15 @@ Status DataParallel::BroadcastParameters() {
 }
 
 void DataParallel::OnGradient(size_t bucket, size_t slot, const torch::Tensor& grad) {
+  if (accumulating_) return;  // it only adds to the local .grad() this time
   std::lock_guard<std::mutex> l(mu_);
   Bucket& b = buckets_[bucket];
   const torch::Tensor& p = b.params[slot];
-  b.flat.narrow(0, b.offsets[slot], p.numel()).copy_(grad.reshape({-1}));
+  torch::NoGradGuard no_grad;
+  auto dst = b.flat.narrow(0, b.offsets[slot], p.numel());
+  // What .grad() will hold once autograd adds this gradient to it.
+  if (p.grad().defined()) torch::add_out(dst, p.grad().reshape({-1}), grad.reshape({-1}));
+  else dst.copy_(grad.reshape({-1}));
   if (--b.pending == 0) Launch(b);
 }
 
@@ -73,6 +78,7 @@ void DataParallel::Launch(Bucket& b) {
 }
 
 Status DataParallel::FinishGradients() {
+  if (accumulating_) return FailedPrecondition("FinishGradients: still accumulating (call set_accumulating(false) first)");
   torch::NoGradGuard no_grad;
   for (Bucket& b : buckets_) {
     {

@@ -35,6 +35,10 @@ class DataParallel {
   Status BroadcastParameters();
   // After loss.backward(): every parameter's .grad() holds the average over ranks.
   Status FinishGradients();
+  // Gradient accumulation: while true, backward passes only add to the local
+  // .grad(); the backward after setting it false all-reduces the sum (scale
+  // the loss by 1/micro-batches, as with torch DDP's no_sync()).
+  void set_accumulating(bool accumulating) { accumulating_ = accumulating; }
 
   size_t bucket_count() const { return buckets_.size(); }
 
@@ -55,6 +59,7 @@ class DataParallel {
   comm::Context& context_;
   const DataParallelOptions options_;
   std::vector<Bucket> buckets_;
+  std::atomic<bool> accumulating_{false};
   std::mutex mu_;  // hooks may run on several autograd threads
 };
 

@@ -37,6 +37,7 @@ struct RunPlan {
   std::string ckpt_dir;     // "" = no checkpoints
   int every = 0;            // rank 0 checkpoints after every `every` steps
   bool resume = false;      // start from ckpt_dir/latest
+  int micro_batches = 1;    // gradient accumulation steps per optimizer step
 };
 
 // Trains `world` workers (threads) on the same global batches; returns rank 0's parameters.
@@ -78,11 +79,15 @@ std::vector<torch::Tensor> Train(int world, const Data& data, comm::DataType wir
       }
       const int per = 2 * kBatch / world;
       for (int s = first; s < plan.stop_at; ++s) {
-        auto begin = s * 2 * kBatch + r * per;
-        auto x = data.x.narrow(0, begin, per), y = data.y.narrow(0, begin, per);
         opt.zero_grad();
-        auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-        loss.backward();
+        const int micro = per / plan.micro_batches;
+        for (int m = 0; m < plan.micro_batches; ++m) {
+          auto begin = s * 2 * kBatch + r * per + m * micro;
+          auto x = data.x.narrow(0, begin, micro), y = data.y.narrow(0, begin, micro);
+          dp.set_accumulating(m + 1 < plan.micro_batches);
+          auto loss = torch::nn::functional::cross_entropy(model->forward(x), y) / plan.micro_batches;
+          loss.backward();
+        }
         if (Status st = dp.FinishGradients(); !st.ok()) {
           errors[r] = st.ToString();
           return;
@@ -134,6 +139,17 @@ void ExpectEquivalent() {
 TEST_F(DataParallelTest, TwoWorkersWithBatchBMatchOneWorkerWithBatch2BForTheMlp) { ExpectEquivalent<Mlp>(); }
 
 TEST_F(DataParallelTest, TwoWorkersWithBatchBMatchOneWorkerWithBatch2BForLeNet5) { ExpectEquivalent<LeNet5>(); }
+
+TEST_F(DataParallelTest, AccumulatingFourMicroBatchesMatchesOneBigBatch) {
+  Data data = MakeData();
+  auto one = Train<Mlp>(1, data);
+  RunPlan plan;
+  plan.micro_batches = 4;  // 2 workers x 4 micro-batches of 4 = one global batch of 32
+  auto accumulated = Train<Mlp>(2, data, comm::DataType::kFloat32, plan);
+  double d = MaxRelativeDifference(accumulated, one);
+  RecordProperty("max_relative_difference", std::to_string(d));
+  EXPECT_LE(d, 1e-4);
+}
 
 TEST_F(DataParallelTest, BFloat16GradientsKeepRanksIdenticalAndCloseToFloat32) {
   Data data = MakeData();
