@@ -85,6 +85,19 @@ Algorithm ParseAlgorithm(const std::string& s) {
 
 // ---- ringcomm worker
 
+// The ringcomm options the flags ask for (both worker modes use them).
+comm::Options OptionsFrom(const Flags& f) {
+  comm::Options o;
+  o.transport = f.transports == "tcp" ? comm::TransportKind::kTcp
+              : f.transports == "shm" ? comm::TransportKind::kShm : comm::TransportKind::kAuto;
+  o.streams = f.streams;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  std::vector<size_t> chunk;
+  ParseSizes(f.chunk, &chunk);
+  if (!chunk.empty()) o.chunk_bytes = chunk[0];
+  return o;
+}
+
 int RunRingcomm(const Flags& f, comm::Context& c, size_t small_bytes);
 
 int RingcommWorker(const Flags& f) {
@@ -93,15 +106,8 @@ int RingcommWorker(const Flags& f) {
     std::fprintf(stderr, "rank %d: %s\n", f.rank, store.status().ToString().c_str());
     return 2;
   }
-  comm::Options o;
-  o.transport = f.transports == "tcp" ? comm::TransportKind::kTcp
-              : f.transports == "shm" ? comm::TransportKind::kShm : comm::TransportKind::kAuto;
+  comm::Options o = OptionsFrom(f);
   o.address = f.address;
-  o.streams = f.streams;
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
-  std::vector<size_t> chunk;
-  ParseSizes(f.chunk, &chunk);
-  o.chunk_bytes = chunk.empty() ? o.chunk_bytes : chunk[0];
   auto ctx = comm::Context::Create(store->get(), f.rank, f.ranks, o);
   if (!ctx.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", f.rank, ctx.status().ToString().c_str());
@@ -483,10 +489,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (f.from_env) {
-    ringmaster::comm::Options o;
-    o.transport = f.transports == "tcp" ? ringmaster::comm::TransportKind::kTcp
-                : f.transports == "shm" ? ringmaster::comm::TransportKind::kShm : ringmaster::comm::TransportKind::kAuto;
-    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+    ringmaster::comm::Options o = OptionsFrom(f);
     auto group = ringmaster::comm::JoinFromEnvironment(o);
     if (!group.ok()) {
       std::cerr << "ringcomm-bench: " << group.status().message() << "\n";

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <mutex>
-#include <set>
 
 #include "agent/executor.h"
 

@@ -234,7 +234,6 @@ int Logs(const Connection& c, int64_t id, bool follow, int rank) {
   std::string path = fmt::format("/api/v1/jobs/{}/logs", id);
   std::string q = rank >= 0 ? fmt::format("rank={}", rank) : "";
   if (!follow) {
-    std::string out;
     Status st = api.Stream(path + (q.empty() ? "" : "?" + q), [&](const char* d, size_t n) {
       std::cout.write(d, static_cast<std::streamsize>(n));
       return true;

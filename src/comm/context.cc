@@ -698,11 +698,6 @@ Context::~Context() {
 
 std::string Context::Describe(int rank) const { return impl_->Describe(rank); }
 
-const char* Context::LinkKind(int peer) const {
-  if (peer == rank_ || impl_->lanes[peer].empty()) return "self";
-  return impl_->lanes[peer][0].pair->kind();
-}
-
 StatusOr<std::unique_ptr<Context>> Context::Create(Store* base_store, int rank, int size, const Options& options) {
   if (size < 1) return InvalidArgument(fmt::format("size: must be >= 1, got {}", size));
   if (rank < 0 || rank >= size) return InvalidArgument(fmt::format("rank: must be in [0, {}), got {}", size, rank));

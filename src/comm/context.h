@@ -79,8 +79,6 @@ class Context {
   int size() const { return size_; }
   // "rank 3 (host vm, pid 812)"
   std::string Describe(int rank) const;
-  // "tcp" or "shm" for the link to `peer`.
-  const char* LinkKind(int peer) const;
 
   // `in` may equal `out` (in place).
   Status AllReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,

@@ -145,7 +145,6 @@ Status Server::Start() {
   if (port_ <= 0) {
     return Unavailable(fmt::format("cannot listen on {}:{} (is another server using it?)", options_.host, options_.port));
   }
-  // Make sure no task ever inherits the listening socket.
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
   jobs_->Start();
   json info = {{"url", url()}, {"pid", getpid()}};
