@@ -220,7 +220,8 @@ void Agent::Tick() {
       t = it->second;
     }
     if (!t.exit) t.exit = executor_->Poll(key);
-    bool all_shipped = node_id_ != 0 && ShipLogs(key, t);
+    bool all_shipped = node_id_ != 0 && ShipFile(executor_->LogPath(key), "logs", t, &t.shipped);
+    all_shipped = node_id_ != 0 && ShipFile(executor_->MetricsPath(key), "metrics", t, &t.metrics_shipped) && all_shipped;
     bool stale = false, done = false;
     if (node_id_ != 0 && !t.reported_running && !t.exit) {
       t.reported_running = Report(t, "running", &stale);
@@ -244,28 +245,27 @@ void Agent::Tick() {
   }
 }
 
-bool Agent::ShipLogs(const std::string& key, LocalTask& t) {
-  std::string path = executor_->LogPath(key);
+bool Agent::ShipFile(const std::string& path, const char* what, const LocalTask& t, int64_t* shipped) {
   for (int rounds = 0; rounds < 8; ++rounds) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return true;  // nothing written yet
     std::string buf(kShipChunk, '\0');
-    ssize_t n = pread(fd, buf.data(), buf.size(), t.shipped);
+    ssize_t n = pread(fd, buf.data(), buf.size(), *shipped);
     off_t size = lseek(fd, 0, SEEK_END);
     close(fd);
     if (n < 0) return false;
-    if (n == 0) return t.shipped >= size;
+    if (n == 0) return *shipped >= size;
     buf.resize(static_cast<size_t>(n));
-    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/logs?attempt={}&offset={}", t.task_id,
-                                         t.attempt, t.shipped),
+    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", t.task_id, what,
+                                         t.attempt, *shipped),
                              buf, "application/octet-stream");
     if (!res.ok()) {
       if (res.status().code() == StatusCode::kFailedPrecondition) return true;  // stale attempt: drop
       return false;
     }
     int64_t server_size = res->value("size", int64_t{0});
-    t.shipped = std::min<int64_t>(server_size, size);
-    if (t.shipped >= size) return true;
+    *shipped = std::min<int64_t>(server_size, size);
+    if (*shipped >= size) return true;
   }
   return false;
 }

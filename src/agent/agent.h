@@ -56,7 +56,8 @@ class Agent {
     std::optional<TaskExit> exit;
     bool stop_sent = false;
     bool reported_running = false;
-    int64_t shipped = 0;  // bytes of the log the server has
+    int64_t shipped = 0;          // bytes of the log the server has
+    int64_t metrics_shipped = 0;  // bytes of the metrics file the server has
   };
 
   void SyncLoop();
@@ -65,7 +66,8 @@ class Agent {
   void Reconcile(const nlohmann::json& assignments);
   void Tick();
   // Ships new log bytes; true when the server has all of them.
-  bool ShipLogs(const std::string& key, LocalTask& t);
+  // Ships `path` from byte `*shipped` to /api/v1/agent/tasks/ID/`what`; true once all is shipped.
+  bool ShipFile(const std::string& path, const char* what, const LocalTask& t, int64_t* shipped);
   // Reports `state` ("running"/"exited"). false: try again later.
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);

@@ -39,6 +39,9 @@ class Executor {
   // nullopt while the task runs; its exit once it has ended.
   virtual std::optional<TaskExit> Poll(const std::string& key) = 0;
   virtual std::string LogPath(const std::string& key) const = 0;
+  // Where the task appends its metrics, one JSON object per line; the task
+  // finds this path in RINGMASTER_METRICS_FILE.
+  virtual std::string MetricsPath(const std::string& key) const = 0;
   // Tasks left by an earlier run of the agent (running or ended), with their meta_json.
   virtual std::map<std::string, std::string> Recover() = 0;
   // Forgets an ended task and deletes what it left on disk.

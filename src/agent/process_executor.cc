@@ -30,6 +30,7 @@ constexpr const char* kTaskPidFile = "task.pid";
 constexpr const char* kExitFile = "exit.json";
 constexpr const char* kStopFile = "stop";
 constexpr const char* kLogFile = "output.log";
+constexpr const char* kMetricsFile = "metrics.jsonl";
 
 pid_t ReadPid(const std::string& path) {
   auto text = ReadFile(path);
@@ -113,6 +114,9 @@ ProcessExecutor::ProcessExecutor(std::string state_dir, std::string shim_binary)
 std::string ProcessExecutor::TaskDir(const std::string& key) const { return state_dir_ + "/tasks/" + key; }
 
 std::string ProcessExecutor::LogPath(const std::string& key) const { return TaskDir(key) + "/" + kLogFile; }
+std::string ProcessExecutor::MetricsPath(const std::string& key) const {
+  return TaskDir(key) + "/" + kMetricsFile;
+}
 
 Status ProcessExecutor::Start(const TaskLaunch& launch) {
   const std::string dir = TaskDir(launch.key);
@@ -123,7 +127,9 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     workdir = dir + "/work";
     RM_RETURN_IF_ERROR(MakeDirs(workdir));
   }
-  nlohmann::json spec = {{"argv", launch.argv}, {"env", launch.env}, {"working_dir", workdir},
+  auto env = launch.env;
+  env["RINGMASTER_METRICS_FILE"] = MetricsPath(launch.key);
+  nlohmann::json spec = {{"argv", launch.argv}, {"env", env}, {"working_dir", workdir},
                          {"meta", launch.meta_json}};
   RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.dump(), 0600));
 

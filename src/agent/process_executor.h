@@ -22,6 +22,7 @@ class ProcessExecutor final : public Executor {
   Status Stop(const std::string& key, std::chrono::milliseconds grace) override;
   std::optional<TaskExit> Poll(const std::string& key) override;
   std::string LogPath(const std::string& key) const override;
+  std::string MetricsPath(const std::string& key) const override;
   std::map<std::string, std::string> Recover() override;
   void Release(const std::string& key) override;
 

@@ -415,6 +415,9 @@ int Main(int argc, char** argv) {
     else PrintJobs(r["jobs"]);
   } else if (*show) {
     json r = Must(api.Get(fmt::format("/api/v1/jobs/{}", job_id)));
+    // What the job reported (loss, accuracy, ...): the newest value of each metric.
+    auto metrics = api.Get(fmt::format("/api/v1/jobs/{}/metrics", job_id));
+    if (metrics.ok() && !(*metrics)["latest"].empty()) r["metrics"] = (*metrics)["latest"];
     if (as_json) std::cout << r.dump(2) << "\n";
     else PrintJob(r);
   } else if (*cancel) {

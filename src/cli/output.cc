@@ -1,5 +1,7 @@
 #include "cli/output.h"
 
+#include <algorithm>
+
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -69,6 +71,24 @@ void PrintJobs(const json& jobs) {
   PrintTable(rows);
 }
 
+// The job's latest metrics: the usual training ones first, then the rest.
+void PrintMetrics(const json& m) {
+  static const char* kFirst[] = {"step", "epoch", "loss", "accuracy", "samples_per_s"};
+  std::vector<std::string> order(std::begin(kFirst), std::end(kFirst));
+  for (const auto& [k, v] : m.items()) {
+    if (std::find(order.begin(), order.end(), k) == order.end() && k != "attempt" && k != "time_ms") order.push_back(k);
+  }
+  std::cout << "\nmetrics:\n";
+  for (const std::string& k : order) {
+    if (!m.contains(k)) continue;
+    const json& v = m[k];
+    std::string text = v.is_number_float() ? fmt::format("{:.4f}", v.get<double>())
+                       : v.is_string()     ? v.get<std::string>()
+                                           : v.dump();
+    std::cout << fmt::format("  {:<14} {}\n", k, text);
+  }
+}
+
 void PrintJob(const json& j) {
   std::cout << fmt::format("job {}  {}  ({}, {} replica{}, user {})\n", Str(j, "id"), Str(j, "name"), Str(j, "kind"),
                            Str(j, "replicas"), j.value("replicas", 1) == 1 ? "" : "s", Str(j, "user"));
@@ -86,6 +106,7 @@ void PrintJob(const json& j) {
     std::cout << fmt::format("request:  {} x {{cpu {}, memory {}, gpu {}}}\n", Str(j, "replicas"), Str(r, "cpu"),
                              FormatBytes(r.value("memory", int64_t{0})), Str(r, "gpu"));
   }
+  if (j.contains("metrics")) PrintMetrics(j["metrics"]);
   if (j.contains("tasks")) {
     std::cout << "\ntasks:\n";
     std::vector<std::vector<std::string>> rows = {{"RANK", "STATE", "NODE", "ATTEMPT", "EXIT", "REASON"}};

@@ -317,6 +317,13 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   set("RINGMASTER_ATTEMPT", std::to_string(task.attempt));
   set("RINGMASTER_ADDR", addr(task));
   set("RINGMASTER_PORT", std::to_string(task.port));
+  // The job's files (stable across restarts: a restarted gang resumes from its checkpoints).
+  if (!options_.files_dir.empty()) {
+    const std::string job_dir = fmt::format("{}/users/{}/jobs/{}", options_.files_dir, job.user_id, job.id);
+    set("RINGMASTER_CHECKPOINT_DIR", job_dir + "/checkpoints");
+    set("RINGMASTER_OUTPUT_DIR", job_dir + "/outputs");
+    set("RINGMASTER_DATASETS_DIR", options_.files_dir + "/datasets");
+  }
   // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
   // each attempt of the gang forms a new generation.
   set("RINGMASTER_STORE", master_addr + ":" + master_port);

@@ -29,6 +29,10 @@ struct JobServiceOptions {
   int64_t node_timeout_ms = 10'000;  // a node without heartbeat this long gets no new work
   int64_t stop_grace_ms = 5'000;     // SIGTERM .. SIGKILL
   std::chrono::milliseconds schedule_interval{1000};
+  // The file store's root (a local directory for now): every job gets
+  // <files_dir>/users/<user>/jobs/<id>/{checkpoints,outputs} and shares
+  // <files_dir>/datasets. The server sets it to <data>/files when empty.
+  std::string files_dir;
 };
 
 struct TaskReport {

@@ -114,6 +114,8 @@ Status Server::Bootstrap() {
   RM_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
   RM_ASSIGN_OR_RETURN(store_, store::OpenSqliteMetaStore(options_.data_dir + "/meta.db"));
   logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs");
+  metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics");
+  if (options_.jobs.files_dir.empty()) options_.jobs.files_dir = options_.data_dir + "/files";
   RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
   if (users == 0) {
     const int64_t now = RealClock::Get()->NowMs();
@@ -306,7 +308,38 @@ void Server::Routes() {
           }
           RM_RETURN_IF_ERROR(store_->DeleteJob(job.id));
           logs_->DeleteJob(job.id);
+          metrics_->DeleteJob(job.id);
           return Reply{200, {{"id", job.id}, {"deleted", true}}};
+        });
+
+  // ---- metrics: what a task appended to $RINGMASTER_METRICS_FILE, one JSON
+  // object per line, for one rank (default 0) across its attempts.
+  route("GET", R"(/api/v1/jobs/(\d+)/metrics)", Access::kUser,
+        [this, visible_job](const httplib::Request& req, const store::User& u) -> StatusOr<Reply> {
+          RM_ASSIGN_OR_RETURN(store::Job job, visible_job(req.matches[1], u));
+          RM_ASSIGN_OR_RETURN(int64_t rank, IntParam(req, "rank", 0));
+          RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 0));
+          if (rank < 0) return InvalidArgument("rank: must be >= 0");
+          if (limit < 0) return InvalidArgument("limit: must be >= 0");
+          json series = json::array();
+          for (const LogFile& f : metrics_->List(job.id)) {
+            if (f.rank != rank) continue;
+            std::ifstream in(f.path, std::ios::binary);
+            std::string line;
+            // Only whole lines: the last one may still be arriving.
+            while (std::getline(in, line) && !in.eof()) {
+              json rec = json::parse(line, nullptr, /*allow_exceptions=*/false);
+              if (!rec.is_object()) continue;  // a task's stray line is skipped, not an error
+              rec["attempt"] = f.attempt;
+              series.push_back(std::move(rec));
+            }
+          }
+          if (limit > 0 && series.size() > static_cast<size_t>(limit)) {
+            series.erase(series.begin(), series.end() - limit);
+          }
+          json latest = json::object();
+          for (const json& rec : series) latest.update(rec);  // the newest value of every field
+          return Reply{200, {{"job_id", job.id}, {"rank", rank}, {"latest", latest}, {"series", series}}};
         });
 
   // ---- logs: text, or with follow=1 a stream of NDJSON records until the job ends
@@ -581,17 +614,21 @@ void Server::Routes() {
           return Reply{200, json::object()};
         });
 
-  route("POST", R"(/api/v1/agent/tasks/(\d+)/logs)", Access::kAdmin,
-        [this](const httplib::Request& req, const store::User&) -> StatusOr<Reply> {
-          RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", 0));
-          RM_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0));
-          RM_ASSIGN_OR_RETURN(store::Task task, store_->GetTask(ParseId(req.matches[1]).value_or(0)));
-          if (task.attempt != attempt) {
-            return FailedPrecondition(fmt::format("task {} is on attempt {}, not {}", task.id, task.attempt, attempt));
-          }
-          RM_ASSIGN_OR_RETURN(int64_t size, logs_->Append(task.job_id, task.rank, static_cast<int>(attempt), offset, req.body));
-          return Reply{200, {{"size", size}}};
-        });
+  // Logs and metrics arrive the same way: bytes appended at an offset, for the task's current attempt.
+  auto append_for_task = [this](LogStore* to) {
+    return [this, to](const httplib::Request& req, const store::User&) -> StatusOr<Reply> {
+      RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", 0));
+      RM_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0));
+      RM_ASSIGN_OR_RETURN(store::Task task, store_->GetTask(ParseId(req.matches[1]).value_or(0)));
+      if (task.attempt != attempt) {
+        return FailedPrecondition(fmt::format("task {} is on attempt {}, not {}", task.id, task.attempt, attempt));
+      }
+      RM_ASSIGN_OR_RETURN(int64_t size, to->Append(task.job_id, task.rank, static_cast<int>(attempt), offset, req.body));
+      return Reply{200, {{"size", size}}};
+    };
+  };
+  route("POST", R"(/api/v1/agent/tasks/(\d+)/logs)", Access::kAdmin, append_for_task(logs_.get()));
+  route("POST", R"(/api/v1/agent/tasks/(\d+)/metrics)", Access::kAdmin, append_for_task(metrics_.get()));
 }
 
 }  // namespace ringmaster::server

@@ -50,9 +50,10 @@ class Server {
   Status Bootstrap();
   void Routes();
 
-  const ServerOptions options_;
+  ServerOptions options_;  // Bootstrap fills in defaults (the file store root)
   std::unique_ptr<store::MetaStore> store_;
   std::unique_ptr<LogStore> logs_;
+  std::unique_ptr<LogStore> metrics_;  // tasks' metrics lines, shipped like logs
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;

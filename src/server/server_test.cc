@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
@@ -109,6 +110,41 @@ TEST_F(ServerTest, UsersSeeOnlyTheirOwnJobsAndLogs) {
   EXPECT_EQ(json::parse(Call("GET", "/api/v1/jobs?all=1", admin_)->body)["jobs"].size(), 1u);
   // The job is still bob's to cancel.
   EXPECT_EQ(Call("POST", path + "/cancel", bob, "{}")->status, 202);
+}
+
+TEST_F(ServerTest, MetricsArriveByOffsetAndOnlyTheOwnerSeesThem) {
+  std::string bob = MakeUser("bob"), carol = MakeUser("carol");
+  int64_t id = SubmitAs(bob, "command: train\nresources: {cpu: 64}\n");
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  json task = json::parse(Call("GET", path, bob)->body)["tasks"][0];
+  const std::string ship = fmt::format("/api/v1/agent/tasks/{}/metrics?attempt={}&offset=", task["id"].get<int64_t>(),
+                                       task["attempt"].get<int>());
+  // Two records and half of a third; a resend of the first chunk is a no-op.
+  std::string chunk = R"({"step":1,"loss":2.5})" "\n" R"({"step":2,"loss":1.5,"accuracy":0.5})" "\n" R"({"step":3,)";
+  auto r = Call("POST", ship + "0", admin_, chunk, "application/octet-stream");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["size"], chunk.size());
+  EXPECT_EQ(json::parse(Call("POST", ship + "0", admin_, chunk, "application/octet-stream")->body)["size"], chunk.size());
+  EXPECT_EQ(Call("POST", ship + "0", bob, chunk, "application/octet-stream")->status, 403);
+  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/tasks/{}/metrics?attempt=99&offset=0", task["id"].get<int64_t>()),
+                 admin_, chunk, "application/octet-stream")->status, 409);
+
+  json m = json::parse(Call("GET", path + "/metrics", bob)->body);
+  ASSERT_EQ(m["series"].size(), 2u) << m.dump();  // the partial line is not a record yet
+  EXPECT_EQ(m["latest"]["step"], 2);
+  EXPECT_EQ(m["latest"]["loss"], 1.5);
+  EXPECT_EQ(m["latest"]["accuracy"], 0.5);
+  // The rest of the line arrives, then a line that is not JSON (skipped).
+  Call("POST", ship + std::to_string(chunk.size()), admin_, "\"loss\":0.9}\nnot json\n", "application/octet-stream");
+  m = json::parse(Call("GET", path + "/metrics", bob)->body);
+  EXPECT_EQ(m["series"].size(), 3u);
+  EXPECT_EQ(m["latest"]["loss"], 0.9);
+  EXPECT_EQ(m["latest"]["accuracy"], 0.5);  // the newest value of every metric
+  EXPECT_EQ(json::parse(Call("GET", path + "/metrics?limit=1", bob)->body)["series"].size(), 1u);
+  EXPECT_EQ(Call("GET", path + "/metrics?limit=-1", bob)->status, 400);
+
+  EXPECT_EQ(Call("GET", path + "/metrics", carol)->status, 404);
+  EXPECT_EQ(Call("GET", path + "/metrics", "")->status, 401);
 }
 
 TEST_F(ServerTest, OnlyAdminsManageUsersAndSpeakTheAgentProtocol) {
