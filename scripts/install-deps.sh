@@ -14,7 +14,11 @@ PACKAGES=(
   # anchors the ringcomm benchmark measures against
   libgloo-dev openmpi-bin libopenmpi-dev
   # the training runtime (src/train); OpenMP OpenBLAS is 7-10x faster here
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp zlib1g-dev
+  # the dataset the trainer and demo use (IDX files under /usr/share/datasets)
+  dataset-fashion-mnist
+  # the torch.distributed backend "ringmaster" and Python DDP (/usr/bin/python3)
+  python3-torch python3-dev pybind11-dev
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc
 )

@@ -3,6 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
 namespace ringmaster::train {
 
 struct MlpImpl : torch::nn::Module {
@@ -33,5 +38,70 @@ struct LeNet5Impl : torch::nn::Module {
   torch::nn::Linear f5, f6, out;
 };
 TORCH_MODULE(LeNet5);
+
+// A small ResNet (He et al. 2016) for 28x28 input: a 3x3 stem and three
+// stages of one basic block each (16, 32, 64 channels; stride 2 from the
+// second), global average pooling, a linear classifier. ~78k parameters.
+struct BasicBlockImpl : torch::nn::Module {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+        bn1(register_module("bn1", torch::nn::BatchNorm2d(out))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        bn2(register_module("bn2", torch::nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out) {
+      shortcut = register_module("shortcut", torch::nn::Sequential(
+          torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)), torch::nn::BatchNorm2d(out)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto y = bn2(conv2(torch::relu(bn1(conv1(x)))));
+    return torch::relu(y + (shortcut ? shortcut->forward(x) : x));
+  }
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::BatchNorm2d bn1, bn2;
+  torch::nn::Sequential shortcut{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+struct ResNetImpl : torch::nn::Module {
+  ResNetImpl()
+      : stem(register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)))),
+        bn(register_module("bn", torch::nn::BatchNorm2d(16))),
+        layer1(register_module("layer1", BasicBlock(16, 16, 1))),
+        layer2(register_module("layer2", BasicBlock(16, 32, 2))),
+        layer3(register_module("layer3", BasicBlock(32, 64, 2))),
+        fc(register_module("fc", torch::nn::Linear(64, 10))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(bn(stem(x)));
+    x = layer3(layer2(layer1(x)));
+    return fc(torch::adaptive_avg_pool2d(x, 1).flatten(1));
+  }
+  torch::nn::Conv2d stem;
+  torch::nn::BatchNorm2d bn;
+  BasicBlock layer1, layer2, layer3;
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(ResNet);
+
+// A built-in model by name: its module (for parameters, DataParallel and
+// checkpoints) and its forward function.
+struct Model {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(torch::Tensor)> forward;
+};
+
+inline const char* kModelNames = "mlp, lenet5, resnet";
+
+// nullopt if `name` is not one of kModelNames.
+inline std::optional<Model> MakeModel(const std::string& name) {
+  auto wrap = [](auto holder) {
+    auto ptr = holder.ptr();
+    return Model{ptr, [ptr](torch::Tensor x) { return ptr->forward(std::move(x)); }};
+  };
+  if (name == "mlp") return wrap(Mlp());
+  if (name == "lenet5") return wrap(LeNet5());
+  if (name == "resnet") return wrap(ResNet());
+  return std::nullopt;
+}
 
 }  // namespace ringmaster::train

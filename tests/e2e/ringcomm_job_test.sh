@@ -5,7 +5,8 @@
 # with 2 ranks and over shared memory with 3.
 source "$(dirname "$0")/lib.sh"
 BENCH=${RINGCOMM_BENCH:?set RINGCOMM_BENCH}
-start_up --cpus 4
+# Its own port range: other e2e tests run clusters on this host at the same time.
+start_up --cpus 4 --ports 42000-42099
 
 for case in "2 tcp" "3 shm"; do
   set -- $case

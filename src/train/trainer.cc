@@ -1,0 +1,401 @@
+#include "train/trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "comm/environment.h"
+#include "common/files.h"
+#include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/fashion_mnist.h"
+#include "train/models.h"
+#include "train/sampler.h"
+
+namespace ringmaster::train {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Seconds = std::chrono::duration<double>;
+
+namespace {
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// One line: torch's exceptions carry a backtrace after the first.
+int Fail(const Status& st) {
+  std::string msg = st.message();
+  msg = msg.substr(0, msg.find('\n'));
+  std::cerr << "ringmaster-train: " << msg << "\n";
+  return 1;
+}
+
+// One JSON object per line, appended with a single write so a reader never
+// sees half a record unless the process dies mid-write.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path) {
+    if (!path.empty()) fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ~MetricsWriter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  void Write(json record) {
+    if (fd_ < 0) return;
+    record["time_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    std::string line = record.dump() + "\n";
+    (void)!write(fd_, line.data(), line.size());
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+class Progress {
+ public:
+  Progress(std::string mode, bool enabled) : enabled_(enabled) {
+    bar_ = mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO));
+    enabled_ = enabled && mode != "none";
+  }
+  // Called every step; draws a bar on a terminal, else a line every 10%.
+  void Update(int epoch, int epochs, int64_t done, int64_t total, double loss, double samples_per_s) {
+    if (!enabled_ || total == 0) return;
+    const int tenth = static_cast<int>(10 * done / total);
+    if (!bar_ && (tenth == last_tenth_ || done == total)) return;
+    last_tenth_ = tenth;
+    const int width = 30, filled = static_cast<int>(width * done / total);
+    std::string line = fmt::format("epoch {}/{} [{}{}] {:3d}%  step {}/{}  loss {:.4f}  {:.0f} samples/s", epoch,
+                                   epochs, std::string(filled, '#'), std::string(width - filled, '.'),
+                                   static_cast<int>(100 * done / total), done, total, loss, samples_per_s);
+    if (bar_) {
+      std::cout << "\r" << line << std::flush;
+      if (done == total) std::cout << "\n";
+    } else {
+      std::cout << line << std::endl;
+    }
+  }
+  void StartEpoch() { last_tenth_ = 0; }
+
+ private:
+  bool enabled_, bar_ = false;
+  int last_tenth_ = 0;
+};
+
+// Sums `values` over the group (no-op alone).
+Status SumOverRanks(comm::Context* ctx, std::vector<double>& values) {
+  if (!ctx) return Status::Ok();
+  return ctx->AllReduce(values.data(), values.data(), values.size(), comm::DataType::kFloat64, comm::ReduceOp::kSum);
+}
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+
+// Each rank evaluates every world-th test sample; the sums are combined.
+StatusOr<Evaluation> Evaluate(Model& model, const Dataset& test, int rank, int world, comm::Context* ctx) {
+  torch::NoGradGuard no_grad;
+  model.module->eval();
+  auto idx = torch::arange(rank, test.size(), world, torch::kInt64);
+  std::vector<double> sums = {0, 0, 0};  // loss, correct, count
+  for (int64_t b = 0; b < idx.size(0); b += 1000) {
+    auto i = idx.slice(0, b, std::min<int64_t>(b + 1000, idx.size(0)));
+    auto x = test.images.index_select(0, i), y = test.labels.index_select(0, i);
+    auto out = model.forward(x);
+    sums[0] += torch::nn::functional::cross_entropy(out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+    sums[1] += out.argmax(1).eq(y).sum().item<double>();
+    sums[2] += static_cast<double>(i.size(0));
+  }
+  model.module->train();
+  RM_RETURN_IF_ERROR(SumOverRanks(ctx, sums));
+  return Evaluation{sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+// Rows of index,label,predicted,class,confidence for the whole split.
+StatusOr<double> WritePredictions(Model& model, const Dataset& data, const std::string& path) {
+  torch::NoGradGuard no_grad;
+  model.module->eval();
+  std::string csv = "index,label,predicted,class,confidence\n";
+  int64_t correct = 0;
+  for (int64_t b = 0; b < data.size(); b += 1000) {
+    const int64_t n = std::min<int64_t>(1000, data.size() - b);
+    auto probs = torch::softmax(model.forward(data.images.narrow(0, b, n)), 1);
+    auto [conf, pred] = probs.max(1);
+    auto p = pred.accessor<int64_t, 1>();
+    auto c = conf.accessor<float, 1>();
+    auto l = data.labels.narrow(0, b, n).contiguous();
+    auto la = l.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < n; ++i) {
+      correct += p[i] == la[i];
+      csv += fmt::format("{},{},{},{},{:.6f}\n", b + i, la[i], p[i], kFashionMnistClasses[p[i]], c[i]);
+    }
+  }
+  RM_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+  RM_RETURN_IF_ERROR(WriteFileAtomic(path, csv, 0644));
+  return static_cast<double>(correct) / static_cast<double>(data.size());
+}
+
+StatusOr<comm::DataType> WireType(const std::string& name) {
+  if (name == "float32") return comm::DataType::kFloat32;
+  if (name == "bfloat16") return comm::DataType::kBFloat16;
+  if (name == "float16") return comm::DataType::kFloat16;
+  return InvalidArgument(fmt::format("wire: '{}' is not one of float32, bfloat16, float16", name));
+}
+
+// The model name a checkpoint directory's latest checkpoint was trained with.
+StatusOr<std::string> CheckpointModel(const std::string& dir) {
+  auto latest = ReadFile(dir + "/latest");
+  if (!latest.ok()) return NotFound(fmt::format("checkpoint-dir: no checkpoint in {}", dir));
+  std::string name = *latest;
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  RM_ASSIGN_OR_RETURN(std::string meta, ReadFile(fmt::format("{}/{}/meta.json", dir, name)));
+  json m = json::parse(meta, nullptr, false);
+  if (!m.is_object()) return InvalidArgument(fmt::format("{}/{}/meta.json is not JSON", dir, name));
+  return m["extra"].value("model", std::string("lenet5"));
+}
+
+void ResolveDefaults(TrainerOptions& o) {
+  // Absolute paths: they are printed and reported for other programs to open.
+  auto absolute = [](std::string& p) {
+    if (!p.empty()) p = fs::absolute(p).lexically_normal().string();
+  };
+  if (o.data_dir.empty()) {
+    o.data_dir = EnvOr("RINGMASTER_DATASETS_DIR", EnvOr("HOME", "/tmp") + "/.cache/ringmaster/datasets") +
+                 "/fashion-mnist";
+  }
+  if (o.checkpoint_dir.empty()) o.checkpoint_dir = EnvOr("RINGMASTER_CHECKPOINT_DIR", "checkpoints");
+  if (o.output_dir.empty()) o.output_dir = EnvOr("RINGMASTER_OUTPUT_DIR", "outputs");
+  if (o.metrics_file.empty()) o.metrics_file = EnvOr("RINGMASTER_METRICS_FILE", "");
+  absolute(o.data_dir);
+  absolute(o.checkpoint_dir);
+  absolute(o.output_dir);
+  if (o.threads == 0) {
+    int local = std::max(1, std::atoi(EnvOr("LOCAL_WORLD_SIZE", "1").c_str()));
+    o.threads = std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
+  }
+}
+
+int Predict(TrainerOptions& o) {
+  auto model_name = CheckpointModel(o.checkpoint_dir);
+  if (!model_name.ok()) return Fail(model_name.status());
+  if (!o.model.empty() && o.model != *model_name) {
+    return Fail(InvalidArgument(fmt::format("model: the checkpoint in {} is a {}, not a {}", o.checkpoint_dir,
+                                            *model_name, o.model)));
+  }
+  auto model = MakeModel(*model_name);
+  if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' in the checkpoint is not one of {}", *model_name, kModelNames)));
+  torch::optim::SGD unused(model->module->parameters(), torch::optim::SGDOptions(0.1));
+  auto info = LoadLatestCheckpoint(o.checkpoint_dir, *model->module, unused);
+  if (!info.ok()) return Fail(info.status());
+  if (Status st = PrepareFashionMnist(o.source, o.data_dir); !st.ok()) return Fail(st);
+  auto data = LoadFashionMnist(o.data_dir, o.split);
+  if (!data.ok()) return Fail(data.status());
+  const std::string path = fmt::format("{}/predictions-{}.csv", o.output_dir, o.split);
+  auto acc = WritePredictions(*model, *data, path);
+  if (!acc.ok()) return Fail(acc.status());
+  std::cout << fmt::format("predicted {} {} samples with {} (step {}): accuracy {:.4f}\npredictions: {}\n",
+                           data->size(), o.split, info->path, info->step, *acc, path);
+  MetricsWriter(o.metrics_file).Write({{"predictions", path}, {"predict_accuracy", *acc}});
+  return 0;
+}
+
+int Train(TrainerOptions& o) {
+  auto wire = WireType(o.wire);
+  if (!wire.ok()) return Fail(wire.status());
+  // A distributed job: join the gang's ringcomm group.
+  std::optional<comm::Group> group;
+  int rank = 0, world = 1;
+  if (std::getenv("RINGMASTER_STORE") && std::atoi(EnvOr("WORLD_SIZE", "1").c_str()) > 1) {
+    comm::Options copts;
+    copts.timeout = std::chrono::seconds(120);  // covers the slowest rank's dataset load
+    auto g = comm::JoinFromEnvironment(copts);
+    if (!g.ok()) return Fail(g.status());
+    group = std::move(*g);
+    rank = group->context->rank();
+    world = group->context->size();
+  }
+  comm::Context* ctx = group ? group->context.get() : nullptr;
+  const bool lead = rank == 0;
+
+  if (Status st = PrepareFashionMnist(o.source, o.data_dir); !st.ok()) return Fail(st);
+  auto train = LoadFashionMnist(o.data_dir, "train");
+  if (!train.ok()) return Fail(train.status());
+  auto test = LoadFashionMnist(o.data_dir, "test");
+  if (!test.ok()) return Fail(test.status());
+
+  torch::manual_seed(o.seed);
+  auto model = MakeModel(o.model);
+  if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' is not one of {}", o.model, kModelNames)));
+  torch::optim::SGD opt(model->module->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+
+  // Resume from the latest checkpoint: every rank loads the same one.
+  int64_t step = 0, epoch = 0, batch = 0;
+  if (fs::exists(o.checkpoint_dir + "/latest")) {
+    auto saved = CheckpointModel(o.checkpoint_dir);
+    if (!saved.ok()) return Fail(saved.status());
+    if (*saved != o.model) {
+      return Fail(InvalidArgument(fmt::format("model: {} holds a {} checkpoint, not a {}", o.checkpoint_dir,
+                                              *saved, o.model)));
+    }
+    auto info = LoadLatestCheckpoint(o.checkpoint_dir, *model->module, opt);
+    if (!info.ok()) return Fail(info.status());
+    json extra = json::parse(info->extra_json, nullptr, false);
+    step = info->step;
+    epoch = extra.value("epoch", int64_t{0});
+    batch = extra.value("batch", int64_t{0});
+    if (lead) std::cout << fmt::format("resuming from {} (step {}, epoch {}, batch {})", info->path, step, epoch + 1, batch) << std::endl;
+  }
+  std::optional<DataParallel> dp;
+  if (ctx) {
+    std::vector<double> steps = {static_cast<double>(step), -static_cast<double>(step)};
+    // max and min over ranks must agree: every rank resumed from the same checkpoint.
+    if (Status st = ctx->AllReduce(steps.data(), steps.data(), 2, comm::DataType::kFloat64, comm::ReduceOp::kMax); !st.ok()) return Fail(st);
+    if (steps[0] != -steps[1]) return Fail(FailedPrecondition("ranks resumed from different checkpoints"));
+    DataParallelOptions dpo;
+    dpo.wire = *wire;
+    dp.emplace(*model->module, *ctx, dpo);
+    if (Status st = dp->BroadcastParameters(); !st.ok()) return Fail(st);
+  }
+
+  DistributedSampler sampler(static_cast<size_t>(train->size()), rank, world, o.seed);
+  const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
+  const int64_t steps_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
+  const int64_t total_steps = steps_per_epoch * o.epochs;
+  MetricsWriter metrics(lead ? o.metrics_file : "");
+  Progress progress(o.progress, lead);
+  if (lead) {
+    std::cout << fmt::format("training {} on fashion-mnist: {} worker{}, batch {} per worker, {} steps per epoch, "
+                             "{} threads each",
+                             o.model, world, world == 1 ? "" : "s", o.batch_size, steps_per_epoch, o.threads)
+              << std::endl;
+  }
+  auto save = [&](int64_t at_epoch, int64_t at_batch) -> Status {
+    if (!lead) return Status::Ok();
+    json extra = {{"model", o.model}, {"epoch", at_epoch}, {"batch", at_batch}, {"world", world}};
+    return SaveCheckpoint(o.checkpoint_dir, step, *model->module, opt, extra.dump());
+  };
+  Evaluation eval;
+  double samples_per_s = 0;
+  bool stopped_early = false;
+  for (; epoch < o.epochs && !stopped_early; ++epoch, batch = 0) {
+    sampler.SetEpoch(epoch);
+    auto indices = sampler.Indices();
+    auto all = torch::from_blob(indices.data(), {static_cast<int64_t>(indices.size())}, torch::kInt64).clone();
+    std::vector<double> loss_sum = {0, 0};  // sum of per-sample loss, samples
+    const auto start = std::chrono::steady_clock::now();
+    int64_t samples = 0;
+    progress.StartEpoch();
+    for (; batch < steps_per_epoch; ++batch) {
+      auto idx = all.slice(0, batch * o.batch_size, std::min<int64_t>((batch + 1) * o.batch_size, per_rank));
+      auto x = train->images.index_select(0, idx), y = train->labels.index_select(0, idx);
+      // The step's learning rate is a function of the step alone, so a resumed run follows the same curve.
+      const double lr = o.schedule == "cosine"
+                            ? 0.5 * o.lr * (1 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)))
+                            : o.lr;
+      for (auto& group : opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
+      opt.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      if (dp) {
+        if (Status st = dp->FinishGradients(); !st.ok()) return Fail(st);
+      }
+      opt.step();
+      ++step;
+      samples += idx.size(0) * world;
+      loss_sum[0] += loss.item<double>() * static_cast<double>(idx.size(0));
+      loss_sum[1] += static_cast<double>(idx.size(0));
+      samples_per_s = static_cast<double>(samples) / Seconds(std::chrono::steady_clock::now() - start).count();
+      progress.Update(static_cast<int>(epoch + 1), o.epochs, batch + 1, steps_per_epoch, loss_sum[0] / loss_sum[1],
+                      samples_per_s);
+      if (lead && step % 50 == 0) {
+        metrics.Write({{"kind", "step"}, {"step", step}, {"epoch", epoch + 1}, {"loss", loss.item<double>()},
+                       {"samples_per_s", samples_per_s}});
+      }
+      const bool last_of_epoch = batch + 1 == steps_per_epoch;
+      if (o.max_steps > 0 && step >= o.max_steps && !last_of_epoch) {
+        if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
+        stopped_early = true;
+        break;
+      }
+      if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && !last_of_epoch) {
+        if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
+      }
+    }
+    if (stopped_early) break;
+    const double train_s = Seconds(std::chrono::steady_clock::now() - start).count();
+    if (Status st = SumOverRanks(ctx, loss_sum); !st.ok()) return Fail(st);
+    auto ev = Evaluate(*model, *test, rank, world, ctx);
+    if (!ev.ok()) return Fail(ev.status());
+    eval = *ev;
+    if (Status st = save(epoch + 1, 0); !st.ok()) return Fail(st);
+    samples_per_s = static_cast<double>(samples) / train_s;
+    const double train_loss = loss_sum[1] > 0 ? loss_sum[0] / loss_sum[1] : 0;
+    if (lead) {
+      std::cout << fmt::format("epoch {}/{}  train loss {:.4f}  test loss {:.4f}  test accuracy {:.4f}  {:.0f} samples/s  "
+                               "(step {}, {:.1f} s)",
+                               epoch + 1, o.epochs, train_loss, eval.loss, eval.accuracy, samples_per_s, step, train_s)
+                << std::endl;
+      metrics.Write({{"kind", "epoch"}, {"step", step}, {"epoch", epoch + 1}, {"loss", train_loss},
+                     {"test_loss", eval.loss}, {"accuracy", eval.accuracy}, {"samples_per_s", samples_per_s}});
+    }
+  }
+  if (!stopped_early && eval.accuracy == 0) {  // resumed after the last epoch: nothing trained, evaluate anyway
+    auto ev = Evaluate(*model, *test, rank, world, ctx);
+    if (!ev.ok()) return Fail(ev.status());
+    eval = *ev;
+  }
+  if (stopped_early) {
+    if (lead) std::cout << fmt::format("stopped at step {} (--max-steps); checkpoint in {}", step, o.checkpoint_dir) << std::endl;
+    return 0;
+  }
+  if (lead) {
+    auto latest = ReadFile(o.checkpoint_dir + "/latest");
+    std::string ckpt = latest.ok() ? fmt::format("{}/{}", o.checkpoint_dir, *latest) : o.checkpoint_dir;
+    while (!ckpt.empty() && std::isspace(static_cast<unsigned char>(ckpt.back()))) ckpt.pop_back();
+    json final_record = {{"kind", "final"}, {"step", step}, {"accuracy", eval.accuracy}, {"checkpoint", ckpt}};
+    std::cout << fmt::format("final test accuracy {:.4f}\ncheckpoint: {}", eval.accuracy, ckpt) << std::endl;
+    if (!o.predict_split.empty()) {
+      auto data = o.predict_split == "test" ? std::move(*test) : std::move(*train);
+      const std::string path = fmt::format("{}/predictions-{}.csv", o.output_dir, o.predict_split);
+      auto acc = WritePredictions(*model, data, path);
+      if (!acc.ok()) return Fail(acc.status());
+      std::cout << "predictions: " << path << std::endl;
+      final_record["predictions"] = path;
+    }
+    metrics.Write(final_record);
+  }
+  // Leave together: rank 0 serves the store the others still use.
+  if (ctx) {
+    if (Status st = ctx->Barrier(); !st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunTrainer(TrainerOptions options) {
+  ResolveDefaults(options);
+  torch::set_num_threads(options.threads);
+  try {
+    return options.mode == "predict" ? Predict(options) : Train(options);
+  } catch (const std::exception& e) {
+    return Fail(Internal(e.what()));
+  }
+}
+
+}  // namespace ringmaster::train
