@@ -44,9 +44,11 @@ test-sanitize: deps
 	$(SANITIZE_ENV) TSAN_OPTIONS=halt_on_error=1 build-tsan/src/comm/comm_test \
 	  --gtest_filter=-Processes/*:Transports/FaultTest.*
 
-# The ringcomm benchmark against Gloo and MPI (see docs/performance.md).
+# The ringcomm benchmark against Gloo and MPI, and training throughput
+# against torch DDP (see docs/performance.md).
 bench: build
 	$(BUILD)/bench/ringcomm-bench --op allreduce --ranks 2 --sizes 1M:64M --transport tcp,shm --compare gloo,mpi --check
+	bench/ddp_throughput --build $(BUILD)
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build
