@@ -57,8 +57,11 @@ struct BasicBlockImpl : torch::nn::Module {
     auto y = bn2(conv2(torch::relu(bn1(conv1(x)))));
     return torch::relu(y + (shortcut ? shortcut->forward(x) : x));
   }
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::BatchNorm2d bn1, bn2;
+  // In initialisation (and registration) order.
+  torch::nn::Conv2d conv1;
+  torch::nn::BatchNorm2d bn1;
+  torch::nn::Conv2d conv2;
+  torch::nn::BatchNorm2d bn2;
   torch::nn::Sequential shortcut{nullptr};
 };
 TORCH_MODULE(BasicBlock);
