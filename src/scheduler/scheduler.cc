@@ -20,6 +20,26 @@ bool GpuTypeMatches(const NodeState& node, const JobRequest& job) {
   return Lower(node.gpu_model).find(Lower(job.gpu_type)) != std::string::npos;
 }
 
+// Which nodes have the GPU type a job asks for, computed once per distinct type.
+class TypeMatcher {
+ public:
+  explicit TypeMatcher(const std::vector<NodeState>& nodes) : nodes_(nodes) {}
+  const std::vector<char>& For(const std::string& type) {
+    auto it = cache_.find(type);
+    if (it != cache_.end()) return it->second;
+    std::vector<char> match(nodes_.size(), 1);
+    if (!type.empty()) {
+      const std::string want = Lower(type);
+      for (size_t i = 0; i < nodes_.size(); ++i) match[i] = Lower(nodes_[i].gpu_model).find(want) != std::string::npos;
+    }
+    return cache_.emplace(type, std::move(match)).first->second;
+  }
+
+ private:
+  const std::vector<NodeState>& nodes_;
+  std::map<std::string, std::vector<char>> cache_;
+};
+
 Resources Free(const NodeState& n) {
   return {n.capacity.cpu_milli - n.allocated.cpu_milli,
           n.capacity.memory_bytes - n.allocated.memory_bytes, n.capacity.gpus - n.allocated.gpus};
@@ -93,12 +113,12 @@ std::string JoinRejections(const std::vector<NodeState>& nodes, const JobRequest
 
 // Best fit: the fitting node left with the least free cpu (then memory, then
 // gpus) after placement, so gangs pack onto few nodes. Ties go to the lower id.
-int BestNode(const std::vector<NodeState>& nodes, const JobRequest& job) {
+int BestNode(const std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& type_ok) {
   int best = -1;
   Resources best_left{};
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeState& n = nodes[i];
-    if (!n.ready || !GpuTypeMatches(n, job)) continue;
+    if (!n.ready || !type_ok[i]) continue;
     Resources free = Free(n);
     if (!Fits(free, job.per_task)) continue;
     Resources left{free.cpu_milli - job.per_task.cpu_milli, free.memory_bytes - job.per_task.memory_bytes,
@@ -107,9 +127,29 @@ int BestNode(const std::vector<NodeState>& nodes, const JobRequest& job) {
     if (best < 0 || key(left) < key(best_left)) {
       best = static_cast<int>(i);
       best_left = left;
+      if (left.gpus == 0 && left.cpu_milli == 0 && left.memory_bytes == 0) break;  // a perfect fit
     }
   }
   return best;
+}
+
+void Add(Resources& to, const Resources& r, int sign) {
+  to.cpu_milli += sign * r.cpu_milli;
+  to.memory_bytes += sign * r.memory_bytes;
+  to.gpus += sign * r.gpus;
+}
+
+// Places replicas one by one (best fit), allocating as it goes; returns the
+// node indices, fewer than job.replicas if the gang does not fit.
+std::vector<int> PlaceReplicas(std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& type_ok) {
+  std::vector<int> chosen;
+  for (int r = 0; r < job.replicas; ++r) {
+    int idx = BestNode(nodes, job, type_ok);
+    if (idx < 0) break;
+    Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, +1);
+    chosen.push_back(idx);
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -124,16 +164,38 @@ std::string DescribeRequest(const JobRequest& job) {
   return fmt::format("{} x {{{}}}", job.replicas, r);
 }
 
+std::vector<int64_t> PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
+  TypeMatcher types(nodes);
+  std::vector<int> chosen = PlaceReplicas(nodes, job, types.For(job.gpu_type));
+  if (static_cast<int>(chosen.size()) < job.replicas) {
+    for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, -1);
+    return {};
+  }
+  std::vector<int64_t> ids;
+  for (int idx : chosen) ids.push_back(nodes[static_cast<size_t>(idx)].id);
+  return ids;
+}
+
 Plan Schedule(const std::vector<NodeState>& nodes_in, const std::vector<JobRequest>& queue) {
   Plan plan;
   std::vector<NodeState> nodes = nodes_in;  // allocations grow as we place
+  TypeMatcher types(nodes);
   int64_t head_blocker = 0;
+  // Replicas each request shape fits on the idle cluster, computed once per shape.
+  std::map<std::tuple<int64_t, int64_t, int, std::string>, int64_t> slots_by_shape;
 
   for (const JobRequest& job : queue) {
-    int64_t slots = 0;
-    for (const auto& n : nodes) slots += SlotsWhenEmpty(n, job);
+    const auto shape = std::tuple(job.per_task.cpu_milli, job.per_task.memory_bytes, job.per_task.gpus, job.gpu_type);
+    auto cached = slots_by_shape.find(shape);
+    if (cached == slots_by_shape.end()) {
+      JobRequest one = job;
+      one.replicas = INT32_MAX;
+      int64_t slots = 0;
+      for (const auto& n : nodes) slots += SlotsWhenEmpty(n, one);
+      cached = slots_by_shape.emplace(shape, slots).first;
+    }
+    const int64_t slots = cached->second;
     const bool can_ever_fit = slots >= job.replicas;
-    const std::string needs = "needs " + DescribeRequest(job);
 
     if (!can_ever_fit) {
       // Judge against capacity, not what is free now: this job waits for a bigger node.
@@ -142,40 +204,34 @@ Plan Schedule(const std::vector<NodeState>& nodes_in, const std::vector<JobReque
       std::string why = nodes.empty() ? std::string("no nodes registered") : JoinRejections(idle, job);
       if (why.empty()) why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), slots);
       plan.pending_reasons[job.job_id] =
-          fmt::format("{}; it cannot fit this cluster even when idle: {}", needs, why);
+          fmt::format("needs {}; it cannot fit this cluster even when idle: {}", DescribeRequest(job), why);
       continue;
     }
     if (head_blocker != 0) {
-      plan.pending_reasons[job.job_id] =
-          fmt::format("{}; waiting behind job {} (FIFO: earlier jobs are placed first)", needs, head_blocker);
+      plan.pending_reasons[job.job_id] = fmt::format(
+          "needs {}; waiting behind job {} (FIFO: earlier jobs are placed first)", DescribeRequest(job), head_blocker);
       continue;
     }
 
-    std::vector<NodeState> trial = nodes;
-    Placement placement{job.job_id, {}};
-    for (int r = 0; r < job.replicas; ++r) {
-      int idx = BestNode(trial, job);
-      if (idx < 0) break;
-      NodeState& n = trial[static_cast<size_t>(idx)];
-      n.allocated.cpu_milli += job.per_task.cpu_milli;
-      n.allocated.memory_bytes += job.per_task.memory_bytes;
-      n.allocated.gpus += job.per_task.gpus;
-      placement.node_ids.push_back(n.id);
-    }
-
-    if (static_cast<int>(placement.node_ids.size()) == job.replicas) {
-      nodes = std::move(trial);
+    std::vector<int> chosen = PlaceReplicas(nodes, job, types.For(job.gpu_type));
+    if (static_cast<int>(chosen.size()) == job.replicas) {
+      Placement placement{job.job_id, {}};
+      for (int idx : chosen) placement.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
       plan.placements.push_back(std::move(placement));
       continue;
     }
     head_blocker = job.job_id;
-    if (placement.node_ids.empty()) {
+    const std::string needs = "needs " + DescribeRequest(job);
+    if (chosen.empty()) {
       plan.pending_reasons[job.job_id] = fmt::format("{}; 0 of {} nodes fit: {}", needs, nodes.size(),
                                                      JoinRejections(nodes, job));
     } else {
+      // Explain against the state with the partial gang held (what was left), then undo it.
+      std::string why = JoinRejections(nodes, job);
+      for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, -1);
       plan.pending_reasons[job.job_id] = fmt::format(
-          "{}; only {} of {} replicas fit now and a gang starts all or none: {}", needs,
-          placement.node_ids.size(), job.replicas, JoinRejections(trial, job));
+          "{}; only {} of {} replicas fit now and a gang starts all or none: {}", needs, chosen.size(),
+          job.replicas, why);
     }
   }
   return plan;

@@ -52,6 +52,12 @@ struct Plan {
 
 Plan Schedule(const std::vector<NodeState>& nodes, const std::vector<JobRequest>& queue);
 
+// Places one gang on `nodes` (best fit, all or none): on success adds its
+// allocation to the nodes and returns the node id of every replica in rank
+// order; otherwise leaves `nodes` as they were and returns {}. The building
+// block policies (the simulator's FIFO, backfill, LAS) place with.
+std::vector<int64_t> PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job);
+
 // "2 x {cpu 1, memory 512Mi, gpu 1 (a100)}"
 std::string DescribeRequest(const JobRequest& job);
 
