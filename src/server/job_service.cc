@@ -33,6 +33,7 @@ std::string ExitReason(const TaskReport& r) {
 JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options)
     : store_(store),
       clock_(clock),
+      started_ms_(clock->NowMs()),
       options_(options),
       // Versions start from the clock so that an agent's index from before a
       // server restart never matches: it gets a fresh list at once.
@@ -175,8 +176,8 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   // A failed task stops the whole gang (and restarts it if restarts are left).
   if (!job.stop_state) {
     for (const Task& t : tasks) {
-      if (t.state != State::kFailed) continue;
-      std::string what = fmt::format("rank {} failed: {}", t.rank, t.reason);
+      if (t.state != State::kFailed && t.state != State::kLost) continue;
+      std::string what = fmt::format("rank {} {}: {}", t.rank, t.state == State::kLost ? "lost" : "failed", t.reason);
       if (job.restarts < job.max_restarts) {
         job.stop_state = State::kPending;
         job.stop_reason = fmt::format("restart {} of {} after {}", job.restarts + 1, job.max_restarts, what);
@@ -214,7 +215,12 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   job.stop_reason.clear();
   if (final_state != State::kPending) return SetJobState(job, final_state, reason);
 
-  // Restart the gang: every task goes back to PENDING for a new attempt.
+  // Restart the gang: every task goes back to PENDING for a new attempt,
+  // after an exponential backoff (a crash loop does not hammer the cluster).
+  const int64_t backoff = std::min(options_.max_restart_backoff_ms,
+                                   options_.restart_backoff_ms << std::min(job.restarts, 20));
+  job.not_before_ms = clock_->NowMs() + backoff;
+  reason += fmt::format("; next attempt in {}", FormatDuration(backoff));
   job.restarts++;
   for (Task& t : tasks) {
     t.node_id = 0;
@@ -390,9 +396,31 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   return st;
 }
 
+Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
+  const int64_t now = clock_->NowMs();
+  for (const store::Node& n : nodes) {
+    const int64_t silent = now - std::max(n.last_heartbeat_ms, started_ms_);
+    if (silent <= options_.node_timeout_ms) continue;
+    for (Task t : placed) {
+      if (t.node_id != n.id) continue;
+      RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+        RM_RETURN_IF_ERROR(SetTaskState(t, State::kLost, fmt::format("node {} lost: no heartbeat for {}", n.name,
+                                                                     FormatDuration(silent))));
+        return SettleJobLocked(t.job_id);
+      }));
+      spdlog::warn("task {} (job {} rank {}) lost with node {}", t.id, t.job_id, t.rank, n.name);
+    }
+  }
+  return Status::Ok();
+}
+
 Status JobService::ScheduleOnce() {
   std::lock_guard<std::mutex> l(mu_);
   RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  {
+    RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
+    RM_RETURN_IF_ERROR(ExpireLeasesLocked(nodes, placed));
+  }
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   RM_ASSIGN_OR_RETURN(auto active, store_->ListActiveJobs());
 
@@ -416,8 +444,9 @@ Status JobService::ScheduleOnce() {
   }
 
   std::vector<Job> pending;
+  const int64_t now = clock_->NowMs();
   for (const Job& j : active) {
-    if (j.state == State::kPending && !j.stop_state) pending.push_back(j);
+    if (j.state == State::kPending && !j.stop_state && j.not_before_ms <= now) pending.push_back(j);
   }
   // Priority first, then submission order.
   std::stable_sort(pending.begin(), pending.end(), [](const Job& a, const Job& b) {

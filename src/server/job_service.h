@@ -26,7 +26,12 @@
 namespace ringmaster::server {
 
 struct JobServiceOptions {
-  int64_t node_timeout_ms = 10'000;  // a node without heartbeat this long gets no new work
+  // A node's lease: without a heartbeat this long it gets no new work, and
+  // its running tasks are marked LOST (their jobs restart elsewhere).
+  int64_t node_timeout_ms = 10'000;
+  // A job restarts after min(restart_backoff_ms * 2^(restarts so far), max_restart_backoff_ms).
+  int64_t restart_backoff_ms = 1'000;
+  int64_t max_restart_backoff_ms = 60'000;
   int64_t stop_grace_ms = 5'000;     // SIGTERM .. SIGKILL
   std::chrono::milliseconds schedule_interval{1000};
   // The file store's root (a local directory for now): every job gets
@@ -72,6 +77,8 @@ class JobService {
   Status SetTaskState(store::Task& task, store::State to, const std::string& reason);
   // After a task ended: stop the rest if it failed; finish or restart the job once all ended.
   Status SettleJobLocked(int64_t job_id);
+  // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
+  Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
   void BumpNodeLocked(int64_t node_id);
   // Everything a task finds in its environment: the spec's env, then
   // RINGMASTER_*, torch (RANK, LOCAL_RANK, MASTER_ADDR, ...), TF_CONFIG, DMLC_*.
@@ -83,6 +90,7 @@ class JobService {
 
   store::MetaStore* const store_;
   Clock* const clock_;
+  const int64_t started_ms_;  // leases count from here at the earliest: a restarted server gives agents time
   const JobServiceOptions options_;
 
   std::mutex mu_;  // serialises every state change

@@ -215,7 +215,12 @@ TEST_F(JobServiceTest, RestartsTheWholeGangWithinMaxRestarts) {
   ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 15).ok());
   EXPECT_EQ(Job(id).state, State::kPending);
   EXPECT_EQ(Job(id).restarts, 1);
-  EXPECT_EQ(Job(id).reason, "restart 1 of 1 after rank 0 failed: exit code 1");
+  EXPECT_EQ(Job(id).reason, "restart 1 of 1 after rank 0 failed: exit code 1; next attempt in 1s");
+  // The restart waits out its backoff.
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].attempt, 1);
+  EXPECT_EQ(Job(id).state, State::kPending);
+  clock_.AdvanceMs(1'000);
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   tasks = Tasks(id);
   EXPECT_EQ(tasks[0].attempt, 2);
@@ -226,6 +231,71 @@ TEST_F(JobServiceTest, RestartsTheWholeGangWithinMaxRestarts) {
   ASSERT_TRUE(Report(tasks[0], "exited", 1).ok());
   ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 9).ok());
   EXPECT_EQ(Job(id).state, State::kFailed);  // no restarts left
+}
+
+TEST_F(JobServiceTest, ANodeThatMissesItsLeaseLosesItsTasksAndTheGangRestartsElsewhere) {
+  int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\nmax_restarts: 2\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto first = Tasks(id);
+  ASSERT_EQ(first[0].node_id, a);  // best fit packs the gang onto one node
+  ASSERT_EQ(first[1].node_id, a);
+  for (const auto& t : first) ASSERT_TRUE(Report(t, "running").ok());
+
+  // 11 s later only b has renewed its lease (10 s).
+  clock_.AdvanceMs(11'000);
+  ASSERT_TRUE(svc_->Heartbeat(b, 0, 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(id)) {
+    EXPECT_EQ(t.state, State::kPending);  // LOST, then reset for the restart
+  }
+  auto events = *store_->ListEvents(id);
+  int lost = 0;
+  for (const auto& e : events) lost += e.to_state == "LOST";
+  EXPECT_EQ(lost, 2);
+  EXPECT_EQ(Job(id).restarts, 1);
+  EXPECT_EQ(Job(id).reason, "restart 1 of 2 after rank 0 lost: node a lost: no heartbeat for 11s; next attempt in 1s");
+
+  clock_.AdvanceMs(1'000);
+  ASSERT_TRUE(svc_->Heartbeat(b, 0, 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto second = Tasks(id);
+  for (const auto& t : second) {
+    EXPECT_EQ(t.node_id, b);
+    EXPECT_EQ(t.attempt, 2);
+  }
+  // The partitioned agent on a comes back: its reports for attempt 1 are fenced off,
+  // and its assignment list no longer holds the tasks, so it stops them.
+  EXPECT_EQ(Report(first[0], "running").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Report(first[1], "exited", 0).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
+  auto assigned = svc_->Assignments(a, 0, std::chrono::milliseconds(0));
+  ASSERT_TRUE(assigned.ok());
+  EXPECT_TRUE((*assigned)["tasks"].empty()) << assigned->dump();
+
+  // A second failure backs off twice as long.
+  ASSERT_TRUE(Report(second[0], "running").ok());
+  ASSERT_TRUE(Report(second[0], "exited", 3).ok());
+  ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(id).reason, "restart 2 of 2 after rank 0 failed: exit code 3; next attempt in 2s");
+}
+
+TEST_F(JobServiceTest, ARestartedServerGivesAgentsAFullLeaseBeforeMarkingAnythingLost) {
+  int64_t a = AddNode("a", 2000);
+  int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  // The server is down for a minute, then starts again.
+  svc_.reset();
+  clock_.AdvanceMs(60'000);
+  svc_ = std::make_unique<JobService>(store_.get(), &clock_);
+  clock_.AdvanceMs(5'000);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
+  ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
+  clock_.AdvanceMs(9'000);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
 }
 
 TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {

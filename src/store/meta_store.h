@@ -21,7 +21,8 @@ const char* RoleName(Role r);
 std::optional<Role> ParseRole(const std::string& s);
 
 // Job and task lifecycle: PENDING -> SCHEDULED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED.
-enum class State { kPending, kScheduled, kRunning, kSucceeded, kFailed, kCancelled };
+// kLost: the task's node missed its lease (no heartbeat); terminal, like kFailed for the gang.
+enum class State { kPending, kScheduled, kRunning, kSucceeded, kFailed, kCancelled, kLost };
 const char* StateName(State s);
 std::optional<State> ParseState(const std::string& s);
 bool IsTerminal(State s);
@@ -80,6 +81,7 @@ struct Job {
   int64_t updated_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
+  int64_t not_before_ms = 0;  // a restarting job waits out its backoff until then
 };
 
 enum class Desired { kRun, kStop };

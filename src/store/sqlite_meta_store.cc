@@ -95,6 +95,10 @@ ALTER TABLE nodes ADD COLUMN port_lo INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN port_hi INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE tasks ADD COLUMN port INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 3: restart backoff
+    R"sql(
+ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -152,7 +156,7 @@ constexpr const char* kNodeCols =
     "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
-    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms";
+    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
     "memory_bytes, gpus, created_ms, started_ms, finished_ms, port";
@@ -211,6 +215,7 @@ Job ReadJob(const Stmt& s) {
   j.updated_ms = s.Int(14);
   j.started_ms = s.Int(15);
   j.finished_ms = s.Int(16);
+  j.not_before_ms = s.Int(17);
   return j;
 }
 
@@ -397,7 +402,7 @@ class SqliteMetaStore final : public MetaStore {
       Stmt s(db_,
              "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
              "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
-             "finished_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+             "finished_ms, not_before_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindJob(s, j);
       RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
       id = sqlite3_last_insert_rowid(db_);
@@ -444,7 +449,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE jobs SET user_id=?, name=?, kind=?, state=?, reason=?, spec_json=?, priority=?, "
            "replicas=?, max_restarts=?, restarts=?, stop_state=?, stop_reason=?, created_ms=?, "
-           "updated_ms=?, started_ms=?, finished_ms=? WHERE id=?");
+           "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=? WHERE id=?");
     BindJob(s, j);
     s.Bind(j.id);
     return StepOne(s, "job " + std::to_string(j.id));
@@ -506,7 +511,7 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(j.user_id).Bind(j.name).Bind(j.kind).Bind(StateName(j.state)).Bind(j.reason)
         .Bind(j.spec_json).Bind(j.priority).Bind(j.replicas).Bind(j.max_restarts).Bind(j.restarts)
         .Bind(j.stop_state ? StateName(*j.stop_state) : "").Bind(j.stop_reason).Bind(j.created_ms)
-        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms);
+        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms).Bind(j.not_before_ms);
   }
 
   static void BindTaskBody(Stmt& s, const Task& t) {
@@ -600,20 +605,21 @@ const char* StateName(State s) {
     case State::kSucceeded: return "SUCCEEDED";
     case State::kFailed: return "FAILED";
     case State::kCancelled: return "CANCELLED";
+    case State::kLost: return "LOST";
   }
   return "?";
 }
 
 std::optional<State> ParseState(const std::string& s) {
   for (State st : {State::kPending, State::kScheduled, State::kRunning, State::kSucceeded,
-                   State::kFailed, State::kCancelled}) {
+                   State::kFailed, State::kCancelled, State::kLost}) {
     if (s == StateName(st)) return st;
   }
   return std::nullopt;
 }
 
 bool IsTerminal(State s) {
-  return s == State::kSucceeded || s == State::kFailed || s == State::kCancelled;
+  return s == State::kSucceeded || s == State::kFailed || s == State::kCancelled || s == State::kLost;
 }
 
 StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) {

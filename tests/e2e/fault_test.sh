@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fault tolerance with a real server and two agents on this machine:
+#  1. kill -9 of one worker of a running 2-worker training job: the gang is
+#     stopped and restarted as a whole (new attempt, new ringcomm generation),
+#     resumes from its latest checkpoint, and succeeds.
+#  2. kill -9 of an agent together with its tasks (a host dying): after the
+#     node's lease (10 s) its task is marked LOST, and the job reruns on the
+#     other agent and succeeds.
+source "$(dirname "$0")/lib.sh"
+TRAIN=${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}
+export PATH="$(dirname "$(readlink -f "$TRAIN")"):$PATH"   # tasks find ringmaster-train here
+declare -A AGENT_PID
+stop_agents() {
+  local n f
+  for n in "${!AGENT_PID[@]}"; do
+    kill -0 "${AGENT_PID[$n]}" 2>/dev/null && { kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null || true; }
+  done
+  for f in "$DATA"/agent-*/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null || true; done
+  for f in "$DATA"/agent-*/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+}
+trap 'stop_agents; cleanup' EXIT
+
+"$RM" server --data "$DATA" --port 0 >> "$DATA/server.log" 2>&1 &
+UP_PID=$!
+for _ in $(seq 1 100); do
+  [ -f "$DATA/server.json" ] && curl -sf "$(jq -r .url "$DATA/server.json")/healthz" > /dev/null && break
+  sleep 0.1
+done
+URL=$(jq -r .url "$DATA/server.json")
+start_agent() {  # start_agent NAME PORTS
+  "$RM" agent --server "$URL" --token-file "$DATA/admin.token" --data "$DATA/agent-$1" --node-name "$1" \
+    --cpus 2 --memory 4Gi --ports "$2" >> "$DATA/agent-$1.log" 2>&1 &
+  AGENT_PID[$1]=$!
+}
+start_agent node-a 42200-42249
+start_agent node-b 42250-42299
+for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = 2 ] && break; sleep 0.1; done
+[ "$(rmc nodes | grep -c ' ready ')" = 2 ] || { rmc nodes; fail "two agents did not register"; }
+pass "a server and two agents (node-a, node-b)"
+
+# ---- 1. kill -9 of one worker
+ID=$(jq -n '{name: "ft-train", kind: "distributed", replicas: 2, max_restarts: 2, resources: {cpu: 1, memory: "1Gi"},
+  command: ["ringmaster-train", "--model", "mlp", "--epochs", "2", "--checkpoint-every", "100", "--threads", "1",
+            "--progress", "none"]}' | rmc submit -)
+CKPT="$DATA/files/users/1/jobs/$ID/checkpoints"
+for _ in $(seq 1 600); do [ -f "$CKPT/latest" ] && break; sleep 0.1; done
+[ -f "$CKPT/latest" ] || { rmc logs "$ID"; fail "job $ID wrote no checkpoint in 60s"; }
+BEFORE=$(cat "$CKPT/latest")
+TASK1=$(rmc show "$ID" --json | jq -r '.tasks[] | select(.rank == 1) | "\(.id).\(.attempt) \(.node)"')
+read -r KEY NODE <<<"$TASK1"
+PGID=$(cat "$DATA/agent-$NODE/tasks/$KEY/task.pid")
+kill -KILL -- "-$PGID"
+pass "rank 1 of job $ID (task $KEY on $NODE) killed with SIGKILL after checkpoint $BEFORE"
+rmc wait "$ID" --timeout 180 || { rmc show "$ID"; rmc logs "$ID"; fail "job $ID did not succeed after a worker was killed"; }
+[ "$(job_field "$ID" restarts)" = 1 ] || fail "job $ID restarted $(job_field "$ID" restarts) times, not once"
+LOGS=$(rmc logs "$ID")
+grep -q "^\[0\] resuming from .*ckpt-[0-9]* (step [1-9][0-9]*" <<<"$LOGS" || fail "the restarted gang did not resume from a checkpoint: $LOGS"
+grep -q "^\[0\] final test accuracy" <<<"$LOGS" || fail "no final accuracy: $LOGS"
+rmc show "$ID" | grep -q "restart 1 of 2 after rank 1 failed" || { rmc show "$ID"; fail "no restart event naming rank 1"; }
+pass "the whole gang restarted once, resumed from $(grep -o 'ckpt-[0-9]*' <<<"$(grep resuming <<<"$LOGS")" | head -1), and succeeded"
+
+# ---- 2. kill -9 of an agent with its tasks (the host is gone)
+ID=$(jq -n '{name: "ft-lost", replicas: 1, max_restarts: 1, resources: {cpu: 1, memory: "64Mi"},
+  command: "echo attempt $RINGMASTER_ATTEMPT; sleep 4; echo done"}' | rmc submit -)
+wait_state "$ID" RUNNING 30
+NODE=$(rmc show "$ID" --json | jq -r '.tasks[0].node')
+OTHER=$([ "$NODE" = node-a ] && echo node-b || echo node-a)
+kill -KILL "${AGENT_PID[$NODE]}"
+for f in "$DATA/agent-$NODE"/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null || true; done
+for f in "$DATA/agent-$NODE"/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+pass "agent $NODE and its task killed with SIGKILL while job $ID runs"
+rmc wait "$ID" --timeout 90 || { rmc show "$ID"; fail "job $ID did not succeed on the other agent"; }
+SHOW=$(rmc show "$ID" --json)
+[ "$(jq -r '.tasks[0].node' <<<"$SHOW")" = "$OTHER" ] || fail "job $ID ended on $(jq -r '.tasks[0].node' <<<"$SHOW"), not $OTHER"
+[ "$(jq -r '.tasks[0].attempt' <<<"$SHOW")" = 2 ] || fail "job $ID is on attempt $(jq -r '.tasks[0].attempt' <<<"$SHOW")"
+jq -e --arg n "$NODE" '[.events[] | select(.to == "LOST" and (.reason | startswith("node \($n) lost: no heartbeat")))] | length == 1' \
+  <<<"$SHOW" > /dev/null || { rmc show "$ID"; fail "no LOST event naming $NODE"; }
+pass "its task was marked LOST with the node and reran on $OTHER (attempt 2)"
+rmc show "$ID" | sed -n '/events:/,$p'
+echo "fault_test: all passed"
