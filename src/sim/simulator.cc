@@ -26,6 +26,7 @@ struct Job {
   bool done = false;
   double run_since = 0;     // when the current run began
   double first_start = 0;
+  double lease_until = 0;   // LAS: not preempted before this (set at every start)
   int64_t epoch = 0;        // bumped on every start and stop: stale heap entries are skipped
   std::vector<int64_t> node_ids;
 };
@@ -72,6 +73,10 @@ class Engine {
         Event e = events_.top();
         events_.pop();
         Job& j = jobs_[e.job];
+        if (e.kind == Event::kLease) {  // the job may be preempted from now on: look again
+          changed = changed || (j.running && j.lease_until <= now_);
+          continue;
+        }
         if (!j.running || e.epoch != j.epoch) continue;  // stale
         Account(j);
         if (e.kind == Event::kFinish) {
@@ -102,7 +107,7 @@ class Engine {
  private:
   static constexpr double kNever = std::numeric_limits<double>::infinity();
   struct Event {
-    enum Kind { kFinish, kLevel } kind;
+    enum Kind { kFinish, kLevel, kLease } kind;
     double time;
     size_t job;
     int64_t epoch;
@@ -180,6 +185,10 @@ class Engine {
     j.run_since = now_;
     ++j.epoch;
     ScheduleEvents(j);
+    j.lease_until = now_ + static_cast<double>(o_.min_run_s);
+    if (o_.policy == Policy::kLas && o_.min_run_s > 0) {
+      events_.push({Event::kLease, j.lease_until, static_cast<size_t>(j.request.job_id), j.epoch});
+    }
     running_.insert(static_cast<size_t>(j.request.job_id));
     return true;
   }
@@ -246,7 +255,7 @@ class Engine {
     std::set<size_t> keep_running;
     // Jobs still inside their lease keep their GPUs.
     for (size_t id : running_) {
-      if (now_ - jobs_[id].run_since < static_cast<double>(o_.min_run_s)) {
+      if (now_ < jobs_[id].lease_until) {
         keep_running.insert(id);
         budget -= Gpus(jobs_[id]);
       }

@@ -21,7 +21,8 @@
 // node each; backfill's estimates are the trace's real durations (perfect
 // estimates, EASY's best case); a preempted job checkpoints before it stops
 // and pays restart_overhead_s when it starts again; jobs larger than the
-// cluster are skipped and counted.
+// cluster are skipped and counted. Passes run at arrivals, completions, LAS
+// level changes and lease ends.
 #pragma once
 
 #include <cstdint>

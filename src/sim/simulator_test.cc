@@ -76,13 +76,12 @@ TEST(Simulator, LasLeavesAJobAloneUntilItsLeaseEnds) {
   o.las_thresholds_gpu_s = {50};
   o.restart_overhead_s = 30;
   o.min_run_s = 300;
-  // B arrives at 100, but A's lease runs to 300: B waits for the next pass after that (A's level
-  // event comes at 50, before; so the next event is B's arrival, then A's finish) -- unless a pass
-  // happens after 300. Add C at 400 to trigger one: C and B (both level 0) then preempt A.
+  // B arrives at 100 but A's lease runs to 300: B preempts A then, and runs 300-310.
+  // A restarts at 310 with a new lease to 610; C (arrived at 400) preempts it at 610, runs 610-620.
+  // A has run 300 + 300 s and owes two restarts: 9400 + 60 s left from 620.
   SimResult r = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10), J(3, 400, 1, 10)}, o);
-  EXPECT_EQ(r.preemptions, 1);
-  // At 400: B (older) starts 400-410, then C 410-420; A resumes at 420 with 9600 + 30 left.
-  EXPECT_DOUBLE_EQ(r.avg_jct_s, (310 + 20 + (420 + 9630)) / 3.0);
+  EXPECT_EQ(r.preemptions, 2);
+  EXPECT_DOUBLE_EQ(r.avg_jct_s, ((620 + 9460) + 210 + 220) / 3.0);
 }
 
 TEST(Simulator, GangsLargerThanANodeTakeWholeNodesAndOversizedJobsAreSkipped) {
