@@ -1,6 +1,7 @@
 # Ringmaster — top-level entry points. `make demo` and `make test` work on a
 # fresh Debian 12 machine as root: both install what they need first.
 BUILD ?= build
+TRACE ?= ../shared/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -49,6 +50,8 @@ test-sanitize: deps
 bench: build
 	$(BUILD)/bench/ringcomm-bench --op allreduce --ranks 2 --sizes 1M:64M --transport tcp,shm --compare gloo,mpi --check
 	bench/ddp_throughput --build $(BUILD)
+	$(BUILD)/bench/sched-throughput
+	if [ -f $(TRACE) ]; then $(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8; fi
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build
