@@ -215,6 +215,34 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   job.stop_reason.clear();
   if (final_state != State::kPending) return SetJobState(job, final_state, reason);
 
+  if (job.resize_to > 0) {
+    // An elastic resize: the gang restarts at its new size at once (no backoff,
+    // not a restart), and resumes from its checkpoint.
+    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
+    Task tmpl;
+    tmpl.state = State::kPending;
+    tmpl.reason = reason;
+    tmpl.cpu_milli = spec.cpu_milli;
+    tmpl.memory_bytes = spec.memory_bytes;
+    tmpl.gpus = spec.gpus;
+    tmpl.created_ms = clock_->NowMs();
+    RM_RETURN_IF_ERROR(store_->ResizeTasks(job.id, job.resize_to, tmpl));
+    job.replicas = job.resize_to;
+    job.resize_to = 0;
+    RM_ASSIGN_OR_RETURN(tasks, store_->ListTasks(job.id));
+    for (Task& t : tasks) {
+      t.node_id = 0;
+      t.port = 0;
+      t.desired = Desired::kRun;
+      t.exit_code.reset();
+      if (t.state == State::kPending) {
+        RM_RETURN_IF_ERROR(store_->UpdateTask(t));  // a new rank
+      } else {
+        RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
+      }
+    }
+    return SetJobState(job, State::kPending, reason);
+  }
   // Restart the gang: every task goes back to PENDING for a new attempt,
   // after an exponential backoff (a crash loop does not hammer the cluster).
   const int64_t backoff = std::min(options_.max_restart_backoff_ms,
@@ -396,6 +424,112 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   return st;
 }
 
+Status JobService::ResizeLocked(Job& job, int replicas, const std::string& why) {
+  job.resize_to = replicas;
+  job.stop_state = State::kPending;
+  job.stop_reason = why;
+  RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+  last_resize_ms_[job.id] = clock_->NowMs();
+  spdlog::info("job {}: {}", job.id, why);
+  return SettleJobLocked(job.id);
+}
+
+Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<Job>& active,
+                                   const std::vector<scheduler::JobRequest>& waiting,
+                                   std::map<int64_t, std::string>* reasons) {
+  const int64_t now = clock_->NowMs();
+  struct Elastic {
+    Job job;
+    JobSpec spec;
+    scheduler::JobRequest one;  // one replica's request
+  };
+  std::vector<Elastic> elastic;
+  for (const Job& j : active) {
+    if (j.state != State::kRunning || j.stop_state) continue;
+    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
+    if (!spec.elastic()) continue;
+    elastic.push_back({j, spec, {j.id, 1, {spec.cpu_milli, spec.memory_bytes, spec.gpus}, spec.gpu_type}});
+  }
+  if (elastic.empty()) return Status::Ok();
+  // Lowest priority first: the first to shrink, the last to grow.
+  std::stable_sort(elastic.begin(), elastic.end(),
+                   [](const Elastic& a, const Elastic& b) { return a.job.priority < b.job.priority; });
+
+  if (!waiting.empty()) {
+    // Shrink: for each waiting job, in queue order, the lowest-priority elastic job
+    // below it that can give back enough replicas, by as few as will do.
+    std::set<int64_t> shrunk;
+    for (const scheduler::JobRequest& w : waiting) {
+      RM_ASSIGN_OR_RETURN(Job wj, store_->GetJob(w.job_id));
+      for (Elastic& e : elastic) {
+        if (shrunk.count(e.job.id) || e.job.priority >= wj.priority || e.job.replicas <= e.spec.min_replicas) continue;
+        RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(e.job.id));
+        std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.rank > b.rank; });
+        std::vector<scheduler::NodeState> trial = nodes;
+        int give = 0;
+        bool fits = false;
+        for (const Task& t : tasks) {  // highest ranks go first
+          if (e.job.replicas - give <= e.spec.min_replicas) break;
+          for (auto& n : trial) {
+            if (n.id != t.node_id) continue;
+            n.allocated.cpu_milli -= t.cpu_milli;
+            n.allocated.memory_bytes -= t.memory_bytes;
+            n.allocated.gpus -= t.gpus;
+          }
+          ++give;
+          std::vector<scheduler::NodeState> fit = trial;
+          if (!scheduler::PlaceGang(fit, w).empty()) {
+            fits = true;
+            break;
+          }
+        }
+        if (!fits) continue;
+        const int to = e.job.replicas - give;
+        RM_RETURN_IF_ERROR(ResizeLocked(e.job, to, fmt::format("scale down from {} to {} workers for job {} (priority {})",
+                                                                e.job.replicas, to, wj.id, wj.priority)));
+        (*reasons)[wj.id] += fmt::format("; job {} is scaling down to make room", e.job.id);
+        shrunk.insert(e.job.id);
+        break;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Grow: nothing waits. Add replicas while the cluster's allocated share is
+  // below the threshold and another replica fits.
+  auto share = [&] {
+    double cpu_cap = 0, cpu_used = 0, gpu_cap = 0, gpu_used = 0;
+    for (const auto& n : nodes) {
+      if (!n.ready) continue;
+      cpu_cap += static_cast<double>(n.capacity.cpu_milli);
+      cpu_used += static_cast<double>(n.allocated.cpu_milli);
+      gpu_cap += n.capacity.gpus;
+      gpu_used += n.allocated.gpus;
+    }
+    double s = cpu_cap > 0 ? cpu_used / cpu_cap : 1.0;
+    if (gpu_cap > 0) s = std::max(s, gpu_used / gpu_cap);
+    return s;
+  };
+  for (auto it = elastic.rbegin(); it != elastic.rend(); ++it) {
+    Elastic& e = *it;
+    auto last = last_resize_ms_.find(e.job.id);
+    const int64_t since = std::max(e.job.started_ms, last == last_resize_ms_.end() ? 0 : last->second);
+    if (now - since < options_.elastic_cooldown_ms || e.job.replicas >= e.spec.max_replicas) continue;
+    const double before = share();
+    int add = 0;
+    while (e.job.replicas + add < e.spec.max_replicas && share() < options_.elastic_scale_up_below &&
+           !scheduler::PlaceGang(nodes, e.one).empty()) {
+      ++add;
+    }
+    if (add == 0) continue;
+    const int to = e.job.replicas + add;
+    RM_RETURN_IF_ERROR(ResizeLocked(e.job, to, fmt::format("scale up from {} to {} workers: no job waits and the "
+                                                           "cluster was {:.0f}% allocated",
+                                                           e.job.replicas, to, 100 * before)));
+  }
+  return Status::Ok();
+}
+
 Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
   const int64_t now = clock_->NowMs();
   for (const store::Node& n : nodes) {
@@ -459,9 +593,10 @@ Status JobService::ScheduleOnce() {
     queue.push_back({j.id, j.replicas, {spec.cpu_milli, spec.memory_bytes, spec.gpus}, spec.gpu_type});
     by_id[j.id] = &j;
   }
-  if (queue.empty()) return Status::Ok();
-
-  scheduler::Plan plan = scheduler::Schedule(snapshot, queue);
+  std::map<int64_t, const scheduler::JobRequest*> queue_by_id;
+  for (const auto& r : queue) queue_by_id[r.job_id] = &r;
+  scheduler::Plan plan;
+  if (!queue.empty()) plan = scheduler::Schedule(snapshot, queue);
   // Every placed task gets a port from its node's range (like Nomad's
   // dynamic ports): the lowest one no placed task on that node holds.
   std::map<int64_t, std::set<int>> used_ports;
@@ -515,7 +650,20 @@ Status JobService::ScheduleOnce() {
       return SetJobState(job, State::kScheduled, "placed on " + where);
     }));
     spdlog::info("job {} scheduled", job.id);
+    for (int64_t node_id : p.node_ids) {
+      for (auto& n : snapshot) {
+        if (n.id != node_id) continue;
+        n.allocated.cpu_milli += queue_by_id[job.id]->per_task.cpu_milli;
+        n.allocated.memory_bytes += queue_by_id[job.id]->per_task.memory_bytes;
+        n.allocated.gpus += queue_by_id[job.id]->per_task.gpus;
+      }
+    }
   }
+  std::vector<scheduler::JobRequest> waiting;
+  for (const auto& r : queue) {
+    if (plan.pending_reasons.count(r.job_id)) waiting.push_back(r);
+  }
+  RM_RETURN_IF_ERROR(AutoscaleLocked(std::move(snapshot), active, waiting, &plan.pending_reasons));
   for (const auto& [job_id, reason] : plan.pending_reasons) {
     Job& job = *by_id[job_id];
     if (job.reason == reason) continue;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "scheduler/scheduler.h"
 #include "server/job_spec.h"
 #include "store/meta_store.h"
 
@@ -38,6 +39,10 @@ struct JobServiceOptions {
   // <files_dir>/users/<user>/jobs/<id>/{checkpoints,outputs} and shares
   // <files_dir>/datasets. The server sets it to <data>/files when empty.
   std::string files_dir;
+  // Elastic jobs grow while no job waits and the cluster's allocated share
+  // (the larger of CPU and GPU) is below this; at most once per cooldown.
+  double elastic_scale_up_below = 0.7;
+  int64_t elastic_cooldown_ms = 5'000;
 };
 
 struct TaskReport {
@@ -77,6 +82,12 @@ class JobService {
   Status SetTaskState(store::Task& task, store::State to, const std::string& reason);
   // After a task ended: stop the rest if it failed; finish or restart the job once all ended.
   Status SettleJobLocked(int64_t job_id);
+  // Elastic jobs: grows running ones into idle capacity, shrinks lower-priority
+  // ones (not below min) so a waiting job fits. `nodes` holds this pass's placements.
+  Status AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<store::Job>& active,
+                         const std::vector<scheduler::JobRequest>& waiting, std::map<int64_t, std::string>* reasons);
+  // Stops an elastic job's gang so that it restarts with `replicas` tasks.
+  Status ResizeLocked(store::Job& job, int replicas, const std::string& why);
   // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
   Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
   void BumpNodeLocked(int64_t node_id);
@@ -90,7 +101,8 @@ class JobService {
 
   store::MetaStore* const store_;
   Clock* const clock_;
-  const int64_t started_ms_;  // leases count from here at the earliest: a restarted server gives agents time
+  const int64_t started_ms_;
+  std::map<int64_t, int64_t> last_resize_ms_;  // elastic job -> when it was last resized  // leases count from here at the earliest: a restarted server gives agents time
   const JobServiceOptions options_;
 
   std::mutex mu_;  // serialises every state change

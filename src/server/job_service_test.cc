@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 namespace ringmaster::server {
 namespace {
 
@@ -296,6 +298,64 @@ TEST_F(JobServiceTest, ARestartedServerGivesAgentsAFullLeaseBeforeMarkingAnythin
   clock_.AdvanceMs(9'000);
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
+}
+
+TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPriorityWork) {
+  int64_t node = AddNode("vm", 3000);
+  int64_t blocker = Submit("command: x\nresources: {cpu: 1}\n");
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 2, max: 3}\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Tasks(id).size(), 2u);  // it starts at min
+  ASSERT_TRUE(Report(Tasks(blocker)[0], "running").ok());
+  for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
+  auto end_all = [&](int64_t job) {
+    for (const auto& t : Tasks(job)) {
+      if (!store::IsTerminal(t.state)) ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+    }
+  };
+
+  // The cluster is full (3 of 3 cpus): no growth. The blocker ends: 2 of 3 = 67% < 70%.
+  clock_.AdvanceMs(6'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).resize_to, 0);
+  ASSERT_TRUE(Report(Tasks(blocker)[0], "exited", 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).resize_to, 3);
+  EXPECT_EQ(*Job(id).stop_state, State::kPending);
+  EXPECT_EQ(Job(id).stop_reason, "scale up from 2 to 3 workers: no job waits and the cluster was 67% allocated");
+  end_all(id);  // the gang stops (a real trainer checkpoints first) ...
+  EXPECT_EQ(Job(id).replicas, 3);
+  EXPECT_EQ(Job(id).restarts, 0);  // a resize is not a restart
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());  // ... and restarts with 3 workers, at once
+  auto grown = Tasks(id);
+  ASSERT_EQ(grown.size(), 3u);
+  for (const auto& t : grown) {
+    EXPECT_EQ(t.state, State::kScheduled);
+    ASSERT_TRUE(Report(t, "running").ok());
+  }
+  EXPECT_EQ(grown[2].attempt, 1);
+  EXPECT_EQ(grown[0].attempt, 2);
+
+  // A higher-priority job arrives and does not fit: the elastic job gives back one worker.
+  int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(urgent).state, State::kPending);
+  EXPECT_NE(Job(urgent).reason.find("job " + std::to_string(id) + " is scaling down"), std::string::npos) << Job(urgent).reason;
+  EXPECT_EQ(Job(id).resize_to, 2);
+  EXPECT_EQ(Job(id).stop_reason, fmt::format("scale down from 3 to 2 workers for job {} (priority 5)", urgent));
+  end_all(id);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(urgent).state, State::kScheduled);
+  EXPECT_EQ(Job(id).state, State::kScheduled);
+  EXPECT_EQ(Tasks(id).size(), 2u);
+
+  // It never shrinks below min: another urgent job just waits.
+  for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
+  int64_t second = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(second).state, State::kPending);
+  EXPECT_EQ(Job(id).resize_to, 0);
 }
 
 TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {

@@ -143,7 +143,19 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
   }
   if (root["resources"]) RM_RETURN_IF_ERROR(ParseResources(root["resources"], &spec));
-  if (root["replicas"]) {
+  if (root["replicas"] && root["replicas"].IsMap()) {
+    const YAML::Node& r = root["replicas"];
+    RM_RETURN_IF_ERROR(CheckKeys(r, "replicas.", {"min", "max"}));
+    if (!r["min"] || !r["max"]) return InvalidArgument("replicas: an elastic range needs both min and max");
+    RM_ASSIGN_OR_RETURN(int64_t lo, GetInt(r["min"], "replicas.min", 1, kMaxReplicas));
+    RM_ASSIGN_OR_RETURN(int64_t hi, GetInt(r["max"], "replicas.max", 1, kMaxReplicas));
+    if (hi < lo) return InvalidArgument(fmt::format("replicas.max: must be >= replicas.min ({}), got {}", lo, hi));
+    if (spec.kind != "distributed") {
+      return InvalidArgument(fmt::format("replicas: an elastic range needs kind: distributed, not {}", spec.kind));
+    }
+    spec.replicas = spec.min_replicas = static_cast<int>(lo);
+    spec.max_replicas = static_cast<int>(hi);
+  } else if (root["replicas"]) {
     RM_ASSIGN_OR_RETURN(int64_t r, GetInt(root["replicas"], "replicas", 1, kMaxReplicas));
     spec.replicas = static_cast<int>(r);
   }
@@ -195,6 +207,7 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
                       {"max_restarts", s.max_restarts}, {"priority", s.priority}};
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
+  if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
   return j;
 }
 
@@ -211,6 +224,10 @@ JobSpec JobSpecFromJson(const nlohmann::json& j) {
   s.gpus = r.value("gpu", 0);
   s.gpu_type = r.value("gpu_type", "");
   s.replicas = j.value("replicas", 1);
+  if (j.contains("elastic")) {
+    s.min_replicas = j["elastic"].value("min", s.replicas);
+    s.max_replicas = j["elastic"].value("max", s.replicas);
+  }
   s.max_restarts = j.value("max_restarts", 0);
   s.priority = j.value("priority", 0);
   s.working_dir = j.value("working_dir", "");

@@ -25,7 +25,13 @@ struct JobSpec {
   int64_t memory_bytes = 512LL << 20;
   int gpus = 0;
   std::string gpu_type;
-  int replicas = 1;
+  int replicas = 1;      // for an elastic job: the size it starts at (min_replicas)
+  // Elastic jobs (`replicas: {min: 2, max: 8}`): the server grows them into
+  // free capacity and shrinks them (not below min) to make room for
+  // higher-priority work. 0 = not elastic.
+  int min_replicas = 0;
+  int max_replicas = 0;
+  bool elastic() const { return max_replicas > min_replicas; }
   int max_restarts = 0;
   int priority = 0;
   std::string working_dir;            // absolute; "" = the task's own scratch directory

@@ -89,6 +89,28 @@ TEST(JobSpec, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf("command: x\nkind: dev\nreplicas: 2\n"), "replicas: a dev job has exactly 1 replica, got 2");
 }
 
+TEST(JobSpec, ElasticReplicasAreARangeForDistributedJobs) {
+  auto spec = ParseJobSpec("command: x\nkind: distributed\nreplicas: {min: 2, max: 8}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->replicas, 2);  // it starts at min
+  EXPECT_TRUE(spec->elastic());
+  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec));
+  EXPECT_EQ(back.min_replicas, 2);
+  EXPECT_EQ(back.max_replicas, 8);
+  EXPECT_FALSE(ParseJobSpec("command: x\nreplicas: 3\n")->elastic());
+  EXPECT_EQ(ErrorOf("command: x\nkind: distributed\nreplicas: {min: 4, max: 2}\n"),
+            "replicas.max: must be >= replicas.min (4), got 2");
+  EXPECT_EQ(ErrorOf("command: x\nkind: distributed\nreplicas: {min: 2}\n"),
+            "replicas: an elastic range needs both min and max");
+  EXPECT_EQ(ErrorOf("command: x\nreplicas: {min: 1, max: 2}\n"),
+            "replicas: an elastic range needs kind: distributed, not train");
+  EXPECT_EQ(ErrorOf("command: x\nkind: distributed\nreplicas: {min: 0, max: 2}\n"),
+            "replicas.min: must be between 1 and 1024, got 0");
+  EXPECT_EQ(ErrorOf("command: x\nkind: distributed\nreplicas: {min: 1, max: 2, step: 1}\n").rfind(
+                "replicas.step: unknown field", 0),
+            0u);
+}
+
 TEST(JobSpec, BadYamlSaysWhere) {
   std::string err = ErrorOf("command: [unclosed\n");
   EXPECT_EQ(err.rfind("spec: not valid YAML or JSON: line", 0), 0u) << err;

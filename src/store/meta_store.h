@@ -82,6 +82,7 @@ struct Job {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
   int64_t not_before_ms = 0;  // a restarting job waits out its backoff until then
+  int resize_to = 0;          // an elastic job being stopped to restart at this size (0: none)
 };
 
 enum class Desired { kRun, kStop };
@@ -157,6 +158,9 @@ class MetaStore {
   // Tasks holding resources on some node: SCHEDULED or RUNNING.
   virtual StatusOr<std::vector<Task>> ListPlacedTasks() = 0;
   virtual Status UpdateTask(const Task& task) = 0;
+  // An elastic job's new size: drops tasks of rank >= replicas, adds the
+  // missing ranks from `task_template`. Call while every task has ended.
+  virtual Status ResizeTasks(int64_t job_id, int replicas, const Task& task_template) = 0;
 
   virtual Status AddEvent(const Event& event) = 0;
   virtual StatusOr<std::vector<Event>> ListEvents(int64_t job_id) = 0;

@@ -95,9 +95,10 @@ ALTER TABLE nodes ADD COLUMN port_lo INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN port_hi INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE tasks ADD COLUMN port INTEGER NOT NULL DEFAULT 0;
 )sql",
-    // 3: restart backoff
+    // 3: restart backoff; elastic resizes
     R"sql(
 ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN resize_to INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 
@@ -156,7 +157,7 @@ constexpr const char* kNodeCols =
     "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
-    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms";
+    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
     "memory_bytes, gpus, created_ms, started_ms, finished_ms, port";
@@ -216,6 +217,7 @@ Job ReadJob(const Stmt& s) {
   j.started_ms = s.Int(15);
   j.finished_ms = s.Int(16);
   j.not_before_ms = s.Int(17);
+  j.resize_to = static_cast<int>(s.Int(18));
   return j;
 }
 
@@ -402,22 +404,11 @@ class SqliteMetaStore final : public MetaStore {
       Stmt s(db_,
              "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
              "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
-             "finished_ms, not_before_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+             "finished_ms, not_before_ms, resize_to) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindJob(s, j);
       RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
       id = sqlite3_last_insert_rowid(db_);
-      for (int r = 0; r < j.replicas; ++r) {
-        Task t = tmpl;
-        t.job_id = id;
-        t.rank = r;
-        Stmt ts(db_,
-                "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
-                "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-        BindTaskBody(ts, t);
-        RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
-      }
-      return Status::Ok();
+      return InsertTasks(id, 0, j.replicas, tmpl);
     });
     if (!st.ok()) return st;
     return id;
@@ -449,10 +440,23 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE jobs SET user_id=?, name=?, kind=?, state=?, reason=?, spec_json=?, priority=?, "
            "replicas=?, max_restarts=?, restarts=?, stop_state=?, stop_reason=?, created_ms=?, "
-           "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=? WHERE id=?");
+           "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=?, resize_to=? WHERE id=?");
     BindJob(s, j);
     s.Bind(j.id);
     return StepOne(s, "job " + std::to_string(j.id));
+  }
+
+  Status ResizeTasks(int64_t job_id, int replicas, const Task& tmpl) override {
+    Lock l(mu_);
+    return InTransaction([&]() -> Status {
+      Stmt del(db_, "DELETE FROM tasks WHERE job_id=? AND rank>=?");
+      del.Bind(job_id).Bind(replicas);
+      RM_RETURN_IF_ERROR(Check(del.Step(), "drop tasks"));
+      Stmt count(db_, "SELECT COUNT(*) FROM tasks WHERE job_id=?");
+      count.Bind(job_id);
+      const int have = count.Step() == SQLITE_ROW ? static_cast<int>(count.Int(0)) : 0;
+      return InsertTasks(job_id, have, replicas, tmpl);
+    });
   }
 
   Status DeleteJob(int64_t id) override {
@@ -507,11 +511,27 @@ class SqliteMetaStore final : public MetaStore {
  private:
   using Lock = std::lock_guard<std::recursive_mutex>;
 
+  // Task rows of ranks [from, to) from a template.
+  Status InsertTasks(int64_t job_id, int from, int to, const Task& tmpl) {
+    for (int r = from; r < to; ++r) {
+      Task t = tmpl;
+      t.job_id = job_id;
+      t.rank = r;
+      Stmt ts(db_,
+              "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
+              "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      BindTaskBody(ts, t);
+      RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
+    }
+    return Status::Ok();
+  }
+
   static void BindJob(Stmt& s, const Job& j) {
     s.Bind(j.user_id).Bind(j.name).Bind(j.kind).Bind(StateName(j.state)).Bind(j.reason)
         .Bind(j.spec_json).Bind(j.priority).Bind(j.replicas).Bind(j.max_restarts).Bind(j.restarts)
         .Bind(j.stop_state ? StateName(*j.stop_state) : "").Bind(j.stop_reason).Bind(j.created_ms)
-        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms).Bind(j.not_before_ms);
+        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms).Bind(j.not_before_ms).Bind(j.resize_to);
   }
 
   static void BindTaskBody(Stmt& s, const Task& t) {
