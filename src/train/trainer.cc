@@ -1,8 +1,10 @@
 #include "train/trainer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +32,11 @@ using json = nlohmann::json;
 using Seconds = std::chrono::duration<double>;
 
 namespace {
+
+// Set by SIGTERM: the platform is stopping the gang (cancel, a failed peer, a
+// resize, a preemption). The ranks agree on it every step and checkpoint.
+std::atomic<bool> g_stop_requested{false};
+void OnSigterm(int) { g_stop_requested = true; }
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -245,6 +252,7 @@ int Train(TrainerOptions& o) {
 
   // Resume from the latest checkpoint: every rank loads the same one.
   int64_t step = 0, epoch = 0, batch = 0;
+  int saved_world = 0;  // the world size the checkpoint was written with
   if (fs::exists(o.checkpoint_dir + "/latest")) {
     auto saved = CheckpointModel(o.checkpoint_dir);
     if (!saved.ok()) return Fail(saved.status());
@@ -258,6 +266,7 @@ int Train(TrainerOptions& o) {
     step = info->step;
     epoch = extra.value("epoch", int64_t{0});
     batch = extra.value("batch", int64_t{0});
+    saved_world = extra.value("world", world);
     if (lead) std::cout << fmt::format("resuming from {} (step {}, epoch {}, batch {})", info->path, step, epoch + 1, batch) << std::endl;
   }
   std::optional<DataParallel> dp;
@@ -276,6 +285,18 @@ int Train(TrainerOptions& o) {
   const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
   const int64_t steps_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
   const int64_t total_steps = steps_per_epoch * o.epochs;
+  if (saved_world > 0 && saved_world != world) {
+    // An elastic job resized: keep the samples already seen this epoch, in this
+    // world's batches, and the step (and so the learning rate) that matches.
+    const int64_t seen = batch * o.batch_size * saved_world;
+    batch = std::min(steps_per_epoch, (seen + o.batch_size * world - 1) / (o.batch_size * world));
+    step = epoch * steps_per_epoch + batch;
+    if (lead) {
+      std::cout << fmt::format("the job now has {} workers (the checkpoint had {}): epoch {} continues at batch {}, step {}",
+                               world, saved_world, epoch + 1, batch, step)
+                << std::endl;
+    }
+  }
   MetricsWriter metrics(lead ? o.metrics_file : "");
   Progress progress(o.progress, lead);
   if (lead) {
@@ -292,6 +313,7 @@ int Train(TrainerOptions& o) {
   Evaluation eval;
   double samples_per_s = 0;
   bool stopped_early = false;
+  bool terminated = false;  // by SIGTERM, not --max-steps
   for (; epoch < o.epochs && !stopped_early; ++epoch, batch = 0) {
     sampler.SetEpoch(epoch);
     auto indices = sampler.Indices();
@@ -335,6 +357,18 @@ int Train(TrainerOptions& o) {
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && !last_of_epoch) {
         if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
       }
+      // A stop request on any rank stops every rank at the same step, with a checkpoint.
+      double stop = g_stop_requested ? 1 : 0;
+      if (ctx) {
+        if (Status st = ctx->AllReduce(&stop, &stop, 1, comm::DataType::kFloat64, comm::ReduceOp::kMax); !st.ok()) {
+          return Fail(st);
+        }
+      }
+      if (stop > 0 && !last_of_epoch) {
+        if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
+        stopped_early = terminated = true;
+        break;
+      }
     }
     if (stopped_early) break;
     const double train_s = Seconds(std::chrono::steady_clock::now() - start).count();
@@ -360,8 +394,15 @@ int Train(TrainerOptions& o) {
     eval = *ev;
   }
   if (stopped_early) {
-    if (lead) std::cout << fmt::format("stopped at step {} (--max-steps); checkpoint in {}", step, o.checkpoint_dir) << std::endl;
-    return 0;
+    if (lead) {
+      std::cout << fmt::format("stopped at step {} ({}); checkpoint in {}", step,
+                               terminated ? "SIGTERM: the job is being stopped or resized" : "--max-steps",
+                               o.checkpoint_dir)
+                << std::endl;
+    }
+    // Leave together: rank 0 serves the store the others still use.
+    if (ctx) (void)ctx->Barrier();
+    return terminated ? 128 + SIGTERM : 0;
   }
   if (lead) {
     auto latest = ReadFile(o.checkpoint_dir + "/latest");
@@ -390,6 +431,10 @@ int Train(TrainerOptions& o) {
 
 int RunTrainer(TrainerOptions options) {
   ResolveDefaults(options);
+  struct sigaction sa {};
+  sa.sa_handler = OnSigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
   torch::set_num_threads(options.threads);
   try {
     return options.mode == "predict" ? Predict(options) : Train(options);
