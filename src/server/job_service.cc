@@ -207,13 +207,17 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   if (!all_ended) return Status::Ok();
 
   if (!job.stop_state) {
+    last_resize_ms_.erase(job.id);
     return SetJobState(job, State::kSucceeded, fmt::format("all {} tasks succeeded", tasks.size()));
   }
   State final_state = *job.stop_state;
   std::string reason = job.stop_reason;
   job.stop_state.reset();
   job.stop_reason.clear();
-  if (final_state != State::kPending) return SetJobState(job, final_state, reason);
+  if (final_state != State::kPending) {
+    last_resize_ms_.erase(job.id);
+    return SetJobState(job, final_state, reason);
+  }
 
   if (job.resize_to > 0) {
     // An elastic resize: the gang restarts at its new size at once (no backoff,

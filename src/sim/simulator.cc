@@ -42,6 +42,7 @@ class Engine {
       nodes_.push_back(n);
     }
     total_gpus_ = static_cast<int64_t>(o.nodes) * o.gpus_per_node;
+    free_gpus_ = total_gpus_;
     jobs_.resize(trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
       Job& j = jobs_[i];
@@ -315,9 +316,6 @@ class Engine {
   std::vector<double> jct_;
   double queue_s_ = 0, busy_gpu_s_ = 0, makespan_end_ = 0;
   SimResult result_;
-
- public:
-  void Init() { free_gpus_ = total_gpus_; }
 };
 
 }  // namespace
@@ -342,9 +340,7 @@ bool ParsePolicy(const std::string& name, Policy* out) {
 }
 
 SimResult Simulate(const std::vector<TraceJob>& trace, const SimOptions& options) {
-  Engine e(trace, options);
-  e.Init();
-  return e.Run();
+  return Engine(trace, options).Run();
 }
 
 }  // namespace ringmaster::sim
