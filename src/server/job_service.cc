@@ -30,6 +30,22 @@ std::string ExitReason(const TaskReport& r) {
 
 }  // namespace
 
+namespace {
+
+// A new, unplaced task of a job with `spec`'s per-task resources.
+Task PendingTask(const JobSpec& spec, const std::string& reason, int64_t now) {
+  Task t;
+  t.state = State::kPending;
+  t.reason = reason;
+  t.cpu_milli = spec.cpu_milli;
+  t.memory_bytes = spec.memory_bytes;
+  t.gpus = spec.gpus;
+  t.created_ms = now;
+  return t;
+}
+
+}  // namespace
+
 JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options)
     : store_(store),
       clock_(clock),
@@ -123,13 +139,7 @@ StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spe
   job.replicas = spec.replicas;
   job.max_restarts = spec.max_restarts;
   job.created_ms = job.updated_ms = now;
-  Task tmpl;
-  tmpl.state = State::kPending;
-  tmpl.reason = "waiting for the scheduler";
-  tmpl.cpu_milli = spec.cpu_milli;
-  tmpl.memory_bytes = spec.memory_bytes;
-  tmpl.gpus = spec.gpus;
-  tmpl.created_ms = now;
+  const Task tmpl = PendingTask(spec, "waiting for the scheduler", now);
   int64_t id = 0;
   RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
     RM_ASSIGN_OR_RETURN(id, store_->CreateJob(job, tmpl));
@@ -223,43 +233,29 @@ Status JobService::SettleJobLocked(int64_t job_id) {
     // An elastic resize: the gang restarts at its new size at once (no backoff,
     // not a restart), and resumes from its checkpoint.
     JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
-    Task tmpl;
-    tmpl.state = State::kPending;
-    tmpl.reason = reason;
-    tmpl.cpu_milli = spec.cpu_milli;
-    tmpl.memory_bytes = spec.memory_bytes;
-    tmpl.gpus = spec.gpus;
-    tmpl.created_ms = clock_->NowMs();
-    RM_RETURN_IF_ERROR(store_->ResizeTasks(job.id, job.resize_to, tmpl));
+    RM_RETURN_IF_ERROR(store_->ResizeTasks(job.id, job.resize_to, PendingTask(spec, reason, clock_->NowMs())));
     job.replicas = job.resize_to;
     job.resize_to = 0;
     RM_ASSIGN_OR_RETURN(tasks, store_->ListTasks(job.id));
-    for (Task& t : tasks) {
-      t.node_id = 0;
-      t.port = 0;
-      t.desired = Desired::kRun;
-      t.exit_code.reset();
-      if (t.state == State::kPending) {
-        RM_RETURN_IF_ERROR(store_->UpdateTask(t));  // a new rank
-      } else {
-        RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
-      }
-    }
-    return SetJobState(job, State::kPending, reason);
+  } else {
+    // Restart the gang after an exponential backoff (a crash loop does not hammer the cluster).
+    const int64_t backoff = std::min(options_.max_restart_backoff_ms,
+                                     options_.restart_backoff_ms << std::min(job.restarts, 20));
+    job.not_before_ms = clock_->NowMs() + backoff;
+    reason += fmt::format("; next attempt in {}", FormatDuration(backoff));
+    job.restarts++;
   }
-  // Restart the gang: every task goes back to PENDING for a new attempt,
-  // after an exponential backoff (a crash loop does not hammer the cluster).
-  const int64_t backoff = std::min(options_.max_restart_backoff_ms,
-                                   options_.restart_backoff_ms << std::min(job.restarts, 20));
-  job.not_before_ms = clock_->NowMs() + backoff;
-  reason += fmt::format("; next attempt in {}", FormatDuration(backoff));
-  job.restarts++;
+  // Every task goes back to PENDING for a new attempt.
   for (Task& t : tasks) {
     t.node_id = 0;
     t.port = 0;
     t.desired = Desired::kRun;
     t.exit_code.reset();
-    RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
+    if (t.state == State::kPending) {
+      RM_RETURN_IF_ERROR(store_->UpdateTask(t));  // a rank a resize just added
+    } else {
+      RM_RETURN_IF_ERROR(SetTaskState(t, State::kPending, reason));
+    }
   }
   return SetJobState(job, State::kPending, reason);
 }

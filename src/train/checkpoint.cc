@@ -48,13 +48,18 @@ Status SaveCheckpoint(const std::string& dir, int64_t step, torch::nn::Module& m
   return WriteFileAtomic((fs::path(dir) / "latest").string(), name + "\n", 0644);
 }
 
-StatusOr<CheckpointInfo> LoadLatestCheckpoint(const std::string& dir, torch::nn::Module& model,
-                                              torch::optim::Optimizer& optimizer) {
+StatusOr<std::string> LatestCheckpointPath(const std::string& dir) {
   auto latest = ReadFile((fs::path(dir) / "latest").string());
   if (!latest.ok()) return NotFound("no checkpoint in " + dir);
   std::string name = *latest;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const fs::path path = fs::path(dir) / name;
+  return (fs::path(dir) / name).string();
+}
+
+StatusOr<CheckpointInfo> LoadLatestCheckpoint(const std::string& dir, torch::nn::Module& model,
+                                              torch::optim::Optimizer& optimizer) {
+  RM_ASSIGN_OR_RETURN(std::string latest, LatestCheckpointPath(dir));
+  const fs::path path = latest;
   CheckpointInfo info;
   info.path = path.string();
   try {

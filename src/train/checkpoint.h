@@ -24,6 +24,9 @@ struct CheckpointInfo {
 Status SaveCheckpoint(const std::string& dir, int64_t step, torch::nn::Module& model,
                       torch::optim::Optimizer& optimizer, const std::string& extra_json = "{}");
 
+// The directory `dir/latest` names. NotFound if there is no checkpoint.
+StatusOr<std::string> LatestCheckpointPath(const std::string& dir);
+
 // Restores dir/latest into `model` and `optimizer`. NotFound if there is none.
 StatusOr<CheckpointInfo> LoadLatestCheckpoint(const std::string& dir, torch::nn::Module& model,
                                               torch::optim::Optimizer& optimizer);

@@ -166,13 +166,11 @@ StatusOr<comm::DataType> WireType(const std::string& name) {
 
 // The model name a checkpoint directory's latest checkpoint was trained with.
 StatusOr<std::string> CheckpointModel(const std::string& dir) {
-  auto latest = ReadFile(dir + "/latest");
+  auto latest = LatestCheckpointPath(dir);
   if (!latest.ok()) return NotFound(fmt::format("checkpoint-dir: no checkpoint in {}", dir));
-  std::string name = *latest;
-  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-  RM_ASSIGN_OR_RETURN(std::string meta, ReadFile(fmt::format("{}/{}/meta.json", dir, name)));
+  RM_ASSIGN_OR_RETURN(std::string meta, ReadFile(*latest + "/meta.json"));
   json m = json::parse(meta, nullptr, false);
-  if (!m.is_object()) return InvalidArgument(fmt::format("{}/{}/meta.json is not JSON", dir, name));
+  if (!m.is_object()) return InvalidArgument(fmt::format("{}/meta.json is not JSON", *latest));
   return m["extra"].value("model", std::string("lenet5"));
 }
 
@@ -405,9 +403,8 @@ int Train(TrainerOptions& o) {
     return terminated ? 128 + SIGTERM : 0;
   }
   if (lead) {
-    auto latest = ReadFile(o.checkpoint_dir + "/latest");
-    std::string ckpt = latest.ok() ? fmt::format("{}/{}", o.checkpoint_dir, *latest) : o.checkpoint_dir;
-    while (!ckpt.empty() && std::isspace(static_cast<unsigned char>(ckpt.back()))) ckpt.pop_back();
+    auto latest = LatestCheckpointPath(o.checkpoint_dir);
+    const std::string ckpt = latest.ok() ? *latest : o.checkpoint_dir;
     json final_record = {{"kind", "final"}, {"step", step}, {"accuracy", eval.accuracy}, {"checkpoint", ckpt}};
     std::cout << fmt::format("final test accuracy {:.4f}\ncheckpoint: {}", eval.accuracy, ckpt) << std::endl;
     if (!o.predict_split.empty()) {

@@ -11,12 +11,11 @@ TRAIN=${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}
 export PATH="$(dirname "$(readlink -f "$TRAIN")"):$PATH"   # tasks find ringmaster-train here
 declare -A AGENT_PID
 stop_agents() {
-  local n f
+  local n
   for n in "${!AGENT_PID[@]}"; do
     kill -0 "${AGENT_PID[$n]}" 2>/dev/null && { kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null || true; }
   done
-  for f in "$DATA"/agent-*/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null || true; done
-  for f in "$DATA"/agent-*/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+  for n in node-a node-b; do kill_tasks "$DATA/agent-$n"; done
 }
 trap 'stop_agents; cleanup' EXIT
 
@@ -66,8 +65,7 @@ wait_state "$ID" RUNNING 30
 NODE=$(rmc show "$ID" --json | jq -r '.tasks[0].node')
 OTHER=$([ "$NODE" = node-a ] && echo node-b || echo node-a)
 kill -KILL "${AGENT_PID[$NODE]}"
-for f in "$DATA/agent-$NODE"/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null || true; done
-for f in "$DATA/agent-$NODE"/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+kill_tasks "$DATA/agent-$NODE"
 pass "agent $NODE and its task killed with SIGKILL while job $ID runs"
 rmc wait "$ID" --timeout 90 || { rmc show "$ID"; fail "job $ID did not succeed on the other agent"; }
 SHOW=$(rmc show "$ID" --json)

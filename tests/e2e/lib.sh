@@ -33,12 +33,13 @@ stop_up() {
   UP_PID=""
 }
 
+# kill_tasks [AGENT_DIR]: SIGKILL every task (process group) and shim an agent started.
 kill_tasks() {
-  local f
-  for f in "$DATA"/agent/tasks/*/task.pid; do
+  local f dir=${1:-$DATA/agent}
+  for f in "$dir"/tasks/*/task.pid; do
     [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null || true
   done
-  for f in "$DATA"/agent/tasks/*/shim.pid; do
+  for f in "$dir"/tasks/*/shim.pid; do
     [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true
   done
 }
