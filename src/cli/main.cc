@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "scheduler/scheduler.h"
 #include "server/server.h"
 
 namespace ringmaster::cli {
@@ -152,7 +154,68 @@ std::unique_ptr<agent::Agent> MakeAgent(const agent::AgentOptions& o) {
   return std::make_unique<agent::Agent>(o, std::make_unique<agent::ProcessExecutor>(o.data_dir, SelfExe()));
 }
 
-int RunUp(const std::string& data_in, const std::string& host, int port, const NodeFlags& node, bool with_agent) {
+struct SchedulerFlags {
+  std::string policy = "priority";
+  std::string scores;               // "binpack=1,locality=1"
+  std::vector<std::string> quotas;  // "alice:gpus=4,cpus=16,borrow=no"
+  bool no_preemption = false;
+  bool heterogeneity_aware = false;
+  double scale_up_below = 0.7;
+  double scale_down_above = 0.9;
+};
+
+// The scheduler's configuration from flags; a bad flag dies with one line.
+scheduler::SchedulerConfig MakeSchedulerConfig(const SchedulerFlags& f) {
+  scheduler::SchedulerConfig c;
+  c.policy = f.policy;
+  c.preemption = !f.no_preemption;
+  c.heterogeneity_aware = f.heterogeneity_aware;
+  if (!f.scores.empty()) {
+    c.scores.clear();
+    std::stringstream ss(f.scores);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const size_t eq = item.find('=');
+      double w = 1;
+      if (eq != std::string::npos) {
+        char* end = nullptr;
+        w = std::strtod(item.c_str() + eq + 1, &end);
+        if (end == item.c_str() + eq + 1 || *end != '\0') Die("--scores: \"" + item + "\" is not name=weight (e.g. binpack=1)");
+      }
+      c.scores.push_back({item.substr(0, eq), w});
+    }
+  }
+  for (const std::string& q : f.quotas) {
+    const size_t colon = q.find(':');
+    if (colon == std::string::npos || colon == 0) Die("--quota: \"" + q + "\" is not user:gpus=N,cpus=N[,borrow=no]");
+    scheduler::Quota quota;
+    std::stringstream ss(q.substr(colon + 1));
+    for (std::string item; std::getline(ss, item, ',');) {
+      const size_t eq = item.find('=');
+      const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (key == "gpus") {
+        char* end = nullptr;
+        long v = std::strtol(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || v < 0) Die("--quota: gpus=\"" + value + "\" is not a GPU count");
+        quota.gpus = static_cast<int>(v);
+      } else if (key == "cpus") {
+        auto milli = ParseCpuMilli(value);
+        if (!milli || *milli < 0) Die("--quota: cpus=\"" + value + "\" is not a CPU quantity (e.g. 16 or 500m)");
+        quota.cpu_milli = *milli;
+      } else if (key == "borrow" && (value == "yes" || value == "no")) {
+        quota.borrow = value == "yes";
+      } else {
+        Die("--quota: \"" + item + "\" is not gpus=N, cpus=N or borrow=yes|no");
+      }
+    }
+    c.quotas[q.substr(0, colon)] = quota;
+  }
+  auto made = scheduler::Scheduler::Create(c);
+  if (!made.ok()) Die("scheduler: " + made.status().message());
+  return c;
+}
+
+int RunUp(const std::string& data_in, const std::string& host, int port, const NodeFlags& node,
+          const SchedulerFlags& sched, bool with_agent) {
   sigset_t set;
   BlockStopSignals(&set);
   std::string data = std::filesystem::absolute(data_in.empty() ? DefaultDataDir() : data_in).string();
@@ -160,6 +223,9 @@ int RunUp(const std::string& data_in, const std::string& host, int port, const N
   so.data_dir = data;
   so.host = host;
   so.port = port;
+  so.jobs.scheduler = MakeSchedulerConfig(sched);
+  so.jobs.elastic_scale_up_below = sched.scale_up_below;
+  so.jobs.elastic_scale_down_above = sched.scale_down_above;
   server::Server srv(so);
   if (auto st = srv.Start(); !st.ok()) Die(st.message());
   std::unique_ptr<agent::Agent> agent;
@@ -309,13 +375,33 @@ int Main(int argc, char** argv) {
     cmd->add_option("--address", node.address, "address other nodes reach tasks here at (default: this host's)");
     cmd->add_option("--ports", node.ports, "ports the platform may give tasks here")->capture_default_str();
   };
+  SchedulerFlags sched;
+  auto add_scheduler_flags = [&](CLI::App* cmd) {
+    cmd->add_option("--policy", sched.policy, "queue policy: fifo, priority, backfill or las")->capture_default_str();
+    cmd->add_option("--scores", sched.scores,
+                    "score plugins and weights (default binpack=1,locality=1,load-aware=0.5; also spread)");
+    cmd->add_option("--quota", sched.quotas, "a user's guaranteed share, e.g. alice:gpus=4,cpus=16[,borrow=no]; repeatable");
+    cmd->add_flag("--no-preemption", sched.no_preemption, "never preempt running jobs");
+    cmd->add_flag("--heterogeneity-aware", sched.heterogeneity_aware,
+                  "place jobs with gpu_throughput on their fastest GPU type with room");
+    cmd->add_option("--elastic-scale-up-below", sched.scale_up_below,
+                    "elastic jobs grow while nothing waits and the cluster is less allocated than this")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_option("--elastic-scale-down-above", sched.scale_down_above,
+                    "above this allocated share, elastic workers beyond min yield to equal-priority jobs too")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+  };
   auto* up = app.add_subcommand("up", "run a server and a local agent (one machine, SQLite + local files)");
   up->add_option("--port", port, "HTTP port (0 = any free port)")->capture_default_str();
   up->add_option("--host", host, "address to listen on")->capture_default_str();
   add_node_flags(up);
+  add_scheduler_flags(up);
   auto* server_cmd = app.add_subcommand("server", "run the server alone");
   server_cmd->add_option("--port", port, "HTTP port (0 = any free port)")->capture_default_str();
   server_cmd->add_option("--host", host, "address to listen on")->capture_default_str();
+  add_scheduler_flags(server_cmd);
   auto* agent_cmd = app.add_subcommand("agent", "run an agent that serves a server");
   std::string token_file;
   agent_cmd->add_option("--token-file", token_file, "file holding an admin token")->required();
@@ -385,8 +471,8 @@ int Main(int argc, char** argv) {
   }
   InitLogging(verbose);
 
-  if (*up) return RunUp(conn.data, host, port, node, true);
-  if (*server_cmd) return RunUp(conn.data, host, port, node, false);
+  if (*up) return RunUp(conn.data, host, port, node, sched, true);
+  if (*server_cmd) return RunUp(conn.data, host, port, node, sched, false);
   if (*agent_cmd) {
     std::string server = conn.server;
     if (server.empty() && getenv("RINGMASTER_SERVER")) server = getenv("RINGMASTER_SERVER");

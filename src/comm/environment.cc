@@ -46,6 +46,17 @@ StatusOr<Group> JoinFromEnvironment(Options options) {
     RM_ASSIGN_OR_RETURN(options.generation, IntVar("RINGMASTER_GENERATION"));
   }
   if (const char* addr = std::getenv("RINGMASTER_ADDR"); addr && *addr) options.address = addr;
+  // The deadline of setup and of every collective, in seconds: a rank that
+  // hangs (stopped, deadlocked, a dead link) fails its peers' next operation
+  // with DeadlineExceeded naming it, and the job restarts instead of hanging.
+  if (const char* t = std::getenv("RINGMASTER_COMM_TIMEOUT"); t && *t) {
+    char* end = nullptr;
+    const double secs = std::strtod(t, &end);
+    if (end == t || *end != '\0' || !(secs > 0) || secs > 86400) {
+      return InvalidArgument(fmt::format("RINGMASTER_COMM_TIMEOUT: \"{}\" is not a number of seconds in (0, 86400]", t));
+    }
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+  }
 
   Group g;
   if (rank == 0) {

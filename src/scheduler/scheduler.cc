@@ -2,136 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/units.h"
+#include "scheduler/plugins.h"
+#include "scheduler/policy.h"
 
 namespace ringmaster::scheduler {
 namespace {
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool GpuTypeMatches(const NodeState& node, const JobRequest& job) {
-  if (job.gpu_type.empty()) return true;
-  return Lower(node.gpu_model).find(Lower(job.gpu_type)) != std::string::npos;
-}
-
-// Which nodes have the GPU type a job asks for, computed once per distinct type.
-class TypeMatcher {
- public:
-  explicit TypeMatcher(const std::vector<NodeState>& nodes) : nodes_(nodes) {}
-  const std::vector<char>& For(const std::string& type) {
-    auto it = cache_.find(type);
-    if (it != cache_.end()) return it->second;
-    std::vector<char> match(nodes_.size(), 1);
-    if (!type.empty()) {
-      const std::string want = Lower(type);
-      for (size_t i = 0; i < nodes_.size(); ++i) match[i] = Lower(nodes_[i].gpu_model).find(want) != std::string::npos;
-    }
-    return cache_.emplace(type, std::move(match)).first->second;
-  }
-
- private:
-  const std::vector<NodeState>& nodes_;
-  std::map<std::string, std::vector<char>> cache_;
-};
-
-Resources Free(const NodeState& n) {
-  return {n.capacity.cpu_milli - n.allocated.cpu_milli,
-          n.capacity.memory_bytes - n.allocated.memory_bytes, n.capacity.gpus - n.allocated.gpus};
-}
-
-bool Fits(const Resources& have, const Resources& need) {
-  return have.cpu_milli >= need.cpu_milli && have.memory_bytes >= need.memory_bytes &&
-         have.gpus >= need.gpus;
-}
-
-// How many replicas of `job` the node holds when empty.
-int64_t SlotsWhenEmpty(const NodeState& n, const JobRequest& job) {
-  if (!GpuTypeMatches(n, job)) return 0;
-  const Resources& c = n.capacity;
-  const Resources& r = job.per_task;
-  int64_t slots = INT64_MAX;
-  if (r.cpu_milli > 0) slots = std::min(slots, c.cpu_milli / r.cpu_milli);
-  if (r.memory_bytes > 0) slots = std::min(slots, c.memory_bytes / r.memory_bytes);
-  if (r.gpus > 0) slots = std::min<int64_t>(slots, c.gpus / r.gpus);
-  return slots == INT64_MAX ? job.replicas : slots;
-}
-
-// Why one replica of `job` does not fit on `node` now ("" if it fits).
-std::string NodeRejection(const NodeState& node, const JobRequest& job) {
-  if (!node.ready) return fmt::format("node {} is not ready (no heartbeat)", node.name);
-  if (!GpuTypeMatches(node, job)) {
-    return fmt::format("node {} has no {} gpus (it has {})", node.name, job.gpu_type,
-                       node.gpu_model.empty() ? "none" : node.gpu_model);
-  }
-  const Resources free = Free(node);
-  const Resources& need = job.per_task;
-  std::vector<std::string> parts;
-  if (need.cpu_milli > free.cpu_milli) {
-    parts.push_back(need.cpu_milli > node.capacity.cpu_milli
-                        ? fmt::format("{} cpus in total, needs {}", FormatCpu(node.capacity.cpu_milli),
-                                      FormatCpu(need.cpu_milli))
-                        : fmt::format("{} free cpus, needs {}", FormatCpu(std::max<int64_t>(0, free.cpu_milli)),
-                                      FormatCpu(need.cpu_milli)));
-  }
-  if (need.memory_bytes > free.memory_bytes) {
-    parts.push_back(need.memory_bytes > node.capacity.memory_bytes
-                        ? fmt::format("{} memory in total, needs {}",
-                                      FormatBytes(node.capacity.memory_bytes), FormatBytes(need.memory_bytes))
-                        : fmt::format("{} free memory, needs {}",
-                                      FormatBytes(std::max<int64_t>(0, free.memory_bytes)),
-                                      FormatBytes(need.memory_bytes)));
-  }
-  if (need.gpus > free.gpus) {
-    parts.push_back(need.gpus > node.capacity.gpus
-                        ? fmt::format("{} gpus in total, needs {}", node.capacity.gpus, need.gpus)
-                        : fmt::format("{} free gpus, needs {}", std::max(0, free.gpus), need.gpus));
-  }
-  if (parts.empty()) return "";
-  std::string out = fmt::format("node {} has ", node.name);
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
-  return out;
-}
-
-std::string JoinRejections(const std::vector<NodeState>& nodes, const JobRequest& job) {
-  constexpr size_t kMaxListed = 5;
-  std::vector<std::string> rejections;
-  for (const auto& n : nodes) {
-    std::string r = NodeRejection(n, job);
-    if (!r.empty()) rejections.push_back(std::move(r));
-  }
-  std::string out;
-  for (size_t i = 0; i < rejections.size() && i < kMaxListed; ++i) out += (i ? ", " : "") + rejections[i];
-  if (rejections.size() > kMaxListed) out += fmt::format(", and {} more", rejections.size() - kMaxListed);
-  return out;
-}
-
-// Best fit: the fitting node left with the least free cpu (then memory, then
-// gpus) after placement, so gangs pack onto few nodes. Ties go to the lower id.
-int BestNode(const std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& type_ok) {
-  int best = -1;
-  Resources best_left{};
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeState& n = nodes[i];
-    if (!n.ready || !type_ok[i]) continue;
-    Resources free = Free(n);
-    if (!Fits(free, job.per_task)) continue;
-    Resources left{free.cpu_milli - job.per_task.cpu_milli, free.memory_bytes - job.per_task.memory_bytes,
-                   free.gpus - job.per_task.gpus};
-    auto key = [](const Resources& r) { return std::tuple(r.gpus, r.cpu_milli, r.memory_bytes); };
-    if (best < 0 || key(left) < key(best_left)) {
-      best = static_cast<int>(i);
-      best_left = left;
-      if (left.gpus == 0 && left.cpu_milli == 0 && left.memory_bytes == 0) break;  // a perfect fit
-    }
-  }
-  return best;
-}
 
 void Add(Resources& to, const Resources& r, int sign) {
   to.cpu_milli += sign * r.cpu_milli;
@@ -139,99 +21,532 @@ void Add(Resources& to, const Resources& r, int sign) {
   to.gpus += sign * r.gpus;
 }
 
-// Places replicas one by one (best fit), allocating as it goes; returns the
-// node indices, fewer than job.replicas if the gang does not fit.
-std::vector<int> PlaceReplicas(std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& type_ok) {
-  std::vector<int> chosen;
-  for (int r = 0; r < job.replicas; ++r) {
-    int idx = BestNode(nodes, job, type_ok);
-    if (idx < 0) break;
-    Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, +1);
-    chosen.push_back(idx);
-  }
-  return chosen;
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Kubernetes' percentageOfNodesToScore default: every node below 100, then
+// 50% less 1% per 125 nodes, at least 5% and at least 100 nodes.
+size_t NodesToScore(int configured, size_t n) {
+  if (configured < 0 || n < 100) return n;
+  if (configured > 0) return std::min(n, static_cast<size_t>(configured));
+  const int64_t pct = std::max<int64_t>(5, 50 - static_cast<int64_t>(n) / 125);
+  return std::min(n, std::max<size_t>(100, n * static_cast<size_t>(pct) / 100));
+}
+
+struct Usage {
+  int64_t cpu_milli = 0;
+  int64_t gpus = 0;
+};
+
+bool Exceeds(const Quota& q, const Usage& u) {
+  return (q.cpu_milli >= 0 && u.cpu_milli > q.cpu_milli) || (q.gpus >= 0 && u.gpus > q.gpus);
+}
+
+Usage Total(const JobRequest& j) {
+  return {j.per_task.cpu_milli * j.replicas, static_cast<int64_t>(j.per_task.gpus) * j.replicas};
+}
+
+std::string DescribeQuota(const std::string& user, const Quota& q, const Usage& u) {
+  std::vector<std::string> parts;
+  if (q.gpus >= 0) parts.push_back(fmt::format("{} of {} gpus", u.gpus, q.gpus));
+  if (q.cpu_milli >= 0) parts.push_back(fmt::format("{} of {} cpus", FormatCpu(u.cpu_milli), FormatCpu(q.cpu_milli)));
+  return fmt::format("user {} holds {}", user, fmt::join(parts, " and "));
+}
+
+std::string JobList(const std::vector<int64_t>& ids) {
+  std::vector<std::string> s;
+  for (int64_t id : ids) s.push_back(std::to_string(id));
+  return (ids.size() == 1 ? "job " : "jobs ") + fmt::format("{}", fmt::join(s, ", "));
 }
 
 }  // namespace
 
+double DeviceWeight(const JobRequest& job) {
+  const double per_task = job.per_task.gpus > 0 ? job.per_task.gpus : static_cast<double>(job.per_task.cpu_milli) / 1000;
+  return per_task * job.replicas;
+}
+
 std::string DescribeRequest(const JobRequest& job) {
   std::string r = fmt::format("cpu {}, memory {}", FormatCpu(job.per_task.cpu_milli),
                               FormatBytes(job.per_task.memory_bytes));
-  if (job.per_task.gpus > 0 || !job.gpu_type.empty()) {
+  if (job.per_task.gpus > 0 || !job.gpu_types.empty()) {
     r += fmt::format(", gpu {}", job.per_task.gpus);
-    if (!job.gpu_type.empty()) r += fmt::format(" ({})", job.gpu_type);
+    if (!job.gpu_types.empty()) r += fmt::format(" ({})", fmt::join(job.gpu_types, "|"));
   }
   return fmt::format("{} x {{{}}}", job.replicas, r);
 }
 
-std::vector<int64_t> PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
-  TypeMatcher types(nodes);
-  std::vector<int> chosen = PlaceReplicas(nodes, job, types.For(job.gpu_type));
-  if (static_cast<int>(chosen.size()) < job.replicas) {
-    for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, -1);
+// The working state of one pass (or one PlaceGang call): static-filter masks
+// cached per job constraint, and where the last limited scan stopped.
+class Scheduler::Pass {
+ public:
+  Pass(const Scheduler& s, const std::vector<NodeState>& nodes) : s_(s), nodes_(nodes) {
+    limit_ = NodesToScore(s.config_.nodes_to_score, nodes.size());
+  }
+
+  // Which nodes the job's static filters (health, GPU type, labels) allow.
+  const std::vector<char>& Mask(const JobRequest& job, const std::string& only_type = "") {
+    std::string key = only_type + "\x1f";
+    for (const auto& t : job.gpu_types) key += Lower(t) + "\x1e";
+    key += "\x1f";
+    for (const auto& [k, v] : job.node_selector) key += k + "=" + v + "\x1e";
+    auto it = masks_.find(key);
+    if (it != masks_.end()) return it->second;
+    std::vector<char> mask(nodes_.size(), 1);
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const auto& f : s_.static_filters_) {
+        if (!f->Pass(nodes_[i], job)) {
+          mask[i] = 0;
+          break;
+        }
+      }
+      if (mask[i] && !only_type.empty()) mask[i] = GpuTypeMatches(nodes_[i].gpu_model, only_type);
+    }
+    return masks_.emplace(std::move(key), std::move(mask)).first->second;
+  }
+
+  // Places replicas one by one on the best-scoring allowed node, allocating as
+  // it goes. Returns the node indices: fewer than job.replicas if the gang does
+  // not fit (those stay allocated: the caller releases or explains them).
+  std::vector<int> PlaceReplicas(std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& mask) {
+    double max_total = 0;
+    for (const auto& [plugin, w] : s_.scores_) max_total += w;
+    std::vector<int> chosen;
+    const size_t n = nodes.size();
+    for (int r = 0; r < job.replicas; ++r) {
+      int best = -1;
+      double best_score = -1;
+      size_t scored = 0, k = 0;
+      const size_t start = limit_ < n ? next_start_ : 0;
+      for (; k < n; ++k) {
+        const size_t i = (start + k) % n;
+        if (!mask[i]) continue;
+        const NodeState& node = nodes[i];
+        if (!Fits(Free(node), job.per_task)) continue;
+        bool ok = true;
+        for (size_t f = 1; f < s_.dynamic_filters_.size() && ok; ++f) ok = s_.dynamic_filters_[f]->Pass(node, job);
+        if (!ok) continue;
+        GangState gang{job.replicas - r, static_cast<int>(std::count(chosen.begin(), chosen.end(), static_cast<int>(i)))};
+        double score = 0;
+        for (const auto& [plugin, w] : s_.scores_) score += w * plugin->Score(node, job, gang);
+        if (score > best_score + 1e-12) {
+          best = static_cast<int>(i);
+          best_score = score;
+          if (best_score >= max_total - 1e-9) break;  // cannot be beaten
+        }
+        if (++scored >= limit_) break;
+      }
+      if (limit_ < n) next_start_ = (start + k + 1) % n;
+      if (best < 0) break;
+      Add(nodes[static_cast<size_t>(best)].allocated, job.per_task, +1);
+      chosen.push_back(best);
+    }
+    return chosen;
+  }
+
+  void Release(std::vector<NodeState>& nodes, const std::vector<int>& chosen, const Resources& r) {
+    for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, r, -1);
+  }
+
+  // The whole gang or nothing; heterogeneity-aware when configured: the
+  // accepted GPU types in order of the job's throughput, one type per gang.
+  std::vector<int> PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
+    std::vector<std::string> types;
+    if (s_.config_.heterogeneity_aware && !job.throughput.empty()) {
+      std::vector<std::pair<double, std::string>> ranked;
+      for (const auto& [type, tput] : job.throughput) {
+        const bool accepted = job.gpu_types.empty() ||
+                              std::any_of(job.gpu_types.begin(), job.gpu_types.end(),
+                                          [&](const std::string& t) { return Lower(t) == Lower(type); });
+        if (accepted && tput > 0) ranked.push_back({-tput, type});
+      }
+      std::sort(ranked.begin(), ranked.end());
+      for (auto& [neg, type] : ranked) types.push_back(type);
+    }
+    if (types.empty()) types.push_back("");
+    for (const std::string& type : types) {
+      std::vector<int> chosen = PlaceReplicas(nodes, job, Mask(job, type));
+      if (static_cast<int>(chosen.size()) == job.replicas) return chosen;
+      Release(nodes, chosen, job.per_task);
+    }
     return {};
   }
+
+  // Why each node rejects one replica, the first few, in words.
+  std::string Explain(const std::vector<NodeState>& nodes, const JobRequest& job) const {
+    constexpr size_t kMaxListed = 5;
+    std::vector<std::string> rejections;
+    size_t count = 0;
+    for (const NodeState& node : nodes) {
+      std::string why;
+      for (const auto& f : s_.static_filters_) {
+        if (!f->Pass(node, job)) {
+          why = f->Reject(node, job);
+          break;
+        }
+      }
+      for (size_t i = 0; i < s_.dynamic_filters_.size() && why.empty(); ++i) {
+        if (!s_.dynamic_filters_[i]->Pass(node, job)) why = s_.dynamic_filters_[i]->Reject(node, job);
+      }
+      if (why.empty()) continue;
+      if (++count <= kMaxListed) rejections.push_back(std::move(why));
+    }
+    std::string out = fmt::format("{}", fmt::join(rejections, ", "));
+    if (count > kMaxListed) out += fmt::format(", and {} more", count - kMaxListed);
+    return out;
+  }
+
+  // Replicas of this shape the idle cluster holds (cached per shape).
+  int64_t SlotsWhenIdle(const JobRequest& job) {
+    const auto shape = std::tuple(job.per_task.cpu_milli, job.per_task.memory_bytes, job.per_task.gpus);
+    const std::vector<char>& mask = Mask(job);
+    auto key = std::pair(shape, &mask);
+    auto it = slots_.find(key);
+    if (it != slots_.end()) return it->second;
+    int64_t total = 0;
+    const Resources& r = job.per_task;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!mask[i]) continue;
+      const Resources& c = nodes_[i].capacity;
+      int64_t slots = INT32_MAX;
+      if (r.cpu_milli > 0) slots = std::min(slots, c.cpu_milli / r.cpu_milli);
+      if (r.memory_bytes > 0) slots = std::min(slots, c.memory_bytes / r.memory_bytes);
+      if (r.gpus > 0) slots = std::min<int64_t>(slots, c.gpus / r.gpus);
+      total += std::max<int64_t>(0, slots);
+    }
+    return slots_.emplace(key, total).first->second;
+  }
+
+ private:
+  const Scheduler& s_;
+  const std::vector<NodeState>& nodes_;  // node facts the masks are computed from
+  size_t limit_ = 0;
+  size_t next_start_ = 0;
+  std::map<std::string, std::vector<char>> masks_;
+  std::map<std::pair<std::tuple<int64_t, int64_t, int>, const std::vector<char>*>, int64_t> slots_;
+};
+
+Scheduler::Scheduler(SchedulerConfig config) : config_(std::move(config)) {}
+Scheduler::~Scheduler() = default;
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config) {
+  std::unique_ptr<Scheduler> s(new Scheduler(config));
+  std::unique_ptr<FilterPlugin> resources;
+  for (const std::string& name : config.filters) {
+    auto f = MakeFilter(name);
+    if (!f.ok()) return InvalidArgument("filters: " + f.status().message());
+    if (name == "resources") {
+      resources = std::move(*f);
+    } else if ((*f)->Static()) {
+      s->static_filters_.push_back(std::move(*f));
+    } else {
+      s->dynamic_filters_.push_back(std::move(*f));
+    }
+  }
+  if (!resources) return InvalidArgument("filters: 'resources' is required (without it nodes are overcommitted)");
+  // The resources filter goes first: the placement loop checks it inline.
+  s->dynamic_filters_.insert(s->dynamic_filters_.begin(), std::move(resources));
+  for (const auto& [name, weight] : config.scores) {
+    auto sc = MakeScore(name);
+    if (!sc.ok()) return InvalidArgument("scores: " + sc.status().message());
+    if (!(weight >= 0)) return InvalidArgument(fmt::format("scores: the weight of {} must be >= 0, got {}", name, weight));
+    s->scores_.push_back({std::move(*sc), weight});
+  }
+  auto policy = MakePolicy(config);
+  if (!policy.ok()) return policy.status();
+  s->policy_ = std::move(*policy);
+  for (const auto& [user, q] : config.quotas) {
+    if (q.cpu_milli < -1 || q.gpus < -1) return InvalidArgument(fmt::format("quotas.{}: must be >= 0 (or -1: unlimited)", user));
+  }
+  if (config.backfill_depth < 0) return InvalidArgument("backfill_depth: must be >= 0");
+  return s;
+}
+
+const Scheduler& DefaultScheduler() {
+  static const Scheduler* s = Scheduler::Create(SchedulerConfig{}).value().release();
+  return *s;
+}
+
+std::vector<int64_t> Scheduler::PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) const {
+  return NewPlacer(nodes).PlaceGang(nodes, job);
+}
+
+Scheduler::Placer::Placer(std::unique_ptr<Pass> pass) : pass_(std::move(pass)) {}
+Scheduler::Placer::Placer(Placer&&) noexcept = default;
+Scheduler::Placer::~Placer() = default;
+
+Scheduler::Placer Scheduler::NewPlacer(const std::vector<NodeState>& facts) const {
+  return Placer(std::make_unique<Pass>(*this, facts));
+}
+
+std::vector<int64_t> Scheduler::Placer::PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
+  std::vector<int> chosen = pass_->PlaceGang(nodes, job);
   std::vector<int64_t> ids;
   for (int idx : chosen) ids.push_back(nodes[static_cast<size_t>(idx)].id);
   return ids;
 }
 
-Plan Schedule(const std::vector<NodeState>& nodes_in, const std::vector<JobRequest>& queue) {
+Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pending) const {
   Plan plan;
-  std::vector<NodeState> nodes = nodes_in;  // allocations grow as we place
-  TypeMatcher types(nodes);
-  int64_t head_blocker = 0;
-  // Replicas each request shape fits on the idle cluster, computed once per shape.
-  std::map<std::tuple<int64_t, int64_t, int, std::string>, int64_t> slots_by_shape;
+  const int64_t now = snap.now_ms;
+  std::vector<NodeState> nodes = snap.nodes;  // allocations grow as we place
+  Pass pass(*this, snap.nodes);
+  std::map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < nodes.size(); ++i) index_of[nodes[i].id] = i;
+  auto release = [&](std::vector<NodeState>& view, const RunningJob& rj) {
+    for (int64_t id : rj.node_ids) {
+      auto it = index_of.find(id);
+      if (it != index_of.end()) Add(view[it->second].allocated, rj.request.per_task, -1);
+    }
+  };
 
-  for (const JobRequest& job : queue) {
-    const auto shape = std::tuple(job.per_task.cpu_milli, job.per_task.memory_bytes, job.per_task.gpus, job.gpu_type);
-    auto cached = slots_by_shape.find(shape);
-    if (cached == slots_by_shape.end()) {
-      JobRequest one = job;
-      one.replicas = INT32_MAX;
-      int64_t slots = 0;
-      for (const auto& n : nodes) slots += SlotsWhenEmpty(n, one);
-      cached = slots_by_shape.emplace(shape, slots).first;
+  // Quota use per user, and which running jobs borrow: a user's jobs count
+  // against the quota in order (priority, then age); those past it borrow.
+  std::map<std::string, Usage> usage;
+  std::set<int64_t> borrowing;
+  {
+    std::vector<const RunningJob*> by_rank;
+    for (const auto& rj : snap.running) by_rank.push_back(&rj);
+    std::stable_sort(by_rank.begin(), by_rank.end(), [](auto* a, auto* b) {
+      return std::tuple(-a->request.priority, a->started_ms, a->request.job_id) <
+             std::tuple(-b->request.priority, b->started_ms, b->request.job_id);
+    });
+    for (const RunningJob* rj : by_rank) {
+      Usage& u = usage[rj->request.user];
+      const Usage t = Total(rj->request);
+      u.cpu_milli += t.cpu_milli;
+      u.gpus += t.gpus;
+      auto q = config_.quotas.find(rj->request.user);
+      if (q != config_.quotas.end() && Exceeds(q->second, u)) borrowing.insert(rj->request.job_id);
     }
-    const int64_t slots = cached->second;
-    const bool can_ever_fit = slots >= job.replicas;
+  }
+  std::set<int64_t> going;  // running jobs stopping already or preempted in this pass
+  for (const auto& rj : snap.running) {
+    if (rj.stopping) going.insert(rj.request.job_id);
+  }
 
-    if (!can_ever_fit) {
-      // Judge against capacity, not what is free now: this job waits for a bigger node.
-      std::vector<NodeState> idle = nodes_in;
-      for (auto& n : idle) n.allocated = {};
-      std::string why = nodes.empty() ? std::string("no nodes registered") : JoinRejections(idle, job);
-      if (why.empty()) why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), slots);
-      plan.pending_reasons[job.job_id] =
-          fmt::format("needs {}; it cannot fit this cluster even when idle: {}", DescribeRequest(job), why);
-      continue;
-    }
-    if (head_blocker != 0) {
-      plan.pending_reasons[job.job_id] = fmt::format(
-          "needs {}; waiting behind job {} (FIFO: earlier jobs are placed first)", DescribeRequest(job), head_blocker);
-      continue;
-    }
+  std::vector<const JobRequest*> queue;
+  for (const auto& j : pending) queue.push_back(&j);
+  policy_->Order(queue);
 
-    std::vector<int> chosen = PlaceReplicas(nodes, job, types.For(job.gpu_type));
-    if (static_cast<int>(chosen.size()) == job.replicas) {
-      Placement placement{job.job_id, {}};
-      for (int idx : chosen) placement.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
-      plan.placements.push_back(std::move(placement));
-      continue;
-    }
-    head_blocker = job.job_id;
+  int64_t head = 0;  // the blocked head job, 0 while none
+  // Backfill: the head's reservation in its bottleneck resource (GPUs, else CPU).
+  int64_t shadow_ms = INT64_MAX, extra = 0;
+  int looked_behind = 0;
+  auto amount = [](const JobRequest& j, bool gpus) {
+    return gpus ? static_cast<int64_t>(j.per_task.gpus) * j.replicas : j.per_task.cpu_milli * j.replicas;
+  };
+  bool head_gpus = false;
+
+  for (const JobRequest* jp : queue) {
+    const JobRequest& job = *jp;
     const std::string needs = "needs " + DescribeRequest(job);
-    if (chosen.empty()) {
-      plan.pending_reasons[job.job_id] = fmt::format("{}; 0 of {} nodes fit: {}", needs, nodes.size(),
-                                                     JoinRejections(nodes, job));
-    } else {
-      // Explain against the state with the partial gang held (what was left), then undo it.
-      std::string why = JoinRejections(nodes, job);
-      for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, job.per_task, -1);
-      plan.pending_reasons[job.job_id] = fmt::format(
-          "{}; only {} of {} replicas fit now and a gang starts all or none: {}", needs, chosen.size(),
-          job.replicas, why);
+    std::string& reason = plan.pending_reasons[job.job_id];
+
+    if (pass.SlotsWhenIdle(job) < job.replicas) {
+      // Judged against capacity, not what is free now: it waits for a bigger cluster, and blocks nobody.
+      std::vector<NodeState> idle = snap.nodes;
+      for (auto& n : idle) n.allocated = {};
+      std::string why = nodes.empty() ? std::string("no nodes registered") : pass.Explain(idle, job);
+      if (why.empty()) {
+        why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), pass.SlotsWhenIdle(job));
+      }
+      reason = fmt::format("{}; it cannot fit this cluster even when idle: {}", needs, why);
+      continue;
+    }
+
+    const Quota* quota = nullptr;
+    if (auto q = config_.quotas.find(job.user); q != config_.quotas.end()) quota = &q->second;
+    Usage after = usage[job.user];
+    after.cpu_milli += Total(job).cpu_milli;
+    after.gpus += Total(job).gpus;
+    const bool over_quota = quota && Exceeds(*quota, after);
+    if (over_quota && !quota->borrow) {
+      reason = fmt::format("{}; over quota: {}, and its quota may not borrow", needs,
+                           DescribeQuota(job.user, *quota, usage[job.user]));
+      continue;
+    }
+
+    if (head != 0) {
+      if (!policy_->Backfills() || over_quota) {
+        reason = fmt::format("{}; waiting behind job {} ({}: earlier jobs are placed first)", needs, head,
+                             policy_->Name());
+        continue;
+      }
+      if (++looked_behind > config_.backfill_depth) {
+        reason = fmt::format("{}; waiting behind job {} (past the backfill depth of {})", needs, head,
+                             config_.backfill_depth);
+        continue;
+      }
+      const bool ends_in_time = job.expected_runtime_ms > 0 && shadow_ms != INT64_MAX &&
+                                now + job.expected_runtime_ms <= shadow_ms;
+      const int64_t take = amount(job, head_gpus);
+      std::string why;
+      if (ends_in_time || take <= extra) {
+        std::vector<int> chosen = pass.PlaceGang(nodes, job);
+        if (!chosen.empty()) {
+          Placement p{job.job_id, {}, false};
+          for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
+          plan.placements.push_back(std::move(p));
+          plan.pending_reasons.erase(job.job_id);
+          if (!ends_in_time) extra -= take;
+          Usage& u = usage[job.user];
+          u.cpu_milli += Total(job).cpu_milli;
+          u.gpus += Total(job).gpus;
+          continue;
+        }
+        why = "it does not fit now";
+      } else {
+        why = shadow_ms == INT64_MAX
+                  ? std::string("running jobs have no time limits, so the head's start is unknown")
+                  : fmt::format("it would not end before the head's reservation in {} ({}) nor fit in what the "
+                                "head leaves",
+                                FormatDuration(shadow_ms - now),
+                                job.expected_runtime_ms > 0 ? "runs " + FormatDuration(job.expected_runtime_ms)
+                                                            : std::string("no time limit"));
+      }
+      reason = fmt::format("{}; waiting behind job {} (backfill: {})", needs, head, why);
+      continue;
+    }
+
+    std::vector<int> chosen = pass.PlaceGang(nodes, job);
+    if (!chosen.empty()) {
+      Placement p{job.job_id, {}, over_quota};
+      for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
+      plan.placements.push_back(std::move(p));
+      plan.pending_reasons.erase(job.job_id);
+      usage[job.user] = after;
+      continue;
+    }
+
+    // It does not fit now. Why, per node, with any partial gang held.
+    std::string why;
+    {
+      std::vector<int> partial = pass.PlaceReplicas(nodes, job, pass.Mask(job));
+      why = partial.empty()
+                ? fmt::format("0 of {} nodes fit: {}", nodes.size(), pass.Explain(nodes, job))
+                : fmt::format("only {} of {} replicas fit now and a gang starts all or none: {}", partial.size(),
+                              job.replicas, pass.Explain(nodes, job));
+      pass.Release(nodes, partial, job.per_task);
+    }
+    if (over_quota) {
+      // A borrower waits for idle capacity; it neither preempts nor holds anyone back.
+      reason = fmt::format("{}; borrowing beyond its quota ({}), so it waits for idle capacity: {}", needs,
+                           DescribeQuota(job.user, *quota, usage[job.user]), why);
+      continue;
+    }
+    head = job.job_id;
+
+    // Will jobs already stopping make room?
+    std::vector<NodeState> future = nodes;
+    std::vector<int64_t> stopping;
+    for (const auto& rj : snap.running) {
+      if (!going.count(rj.request.job_id)) continue;
+      release(future, rj);
+      stopping.push_back(rj.request.job_id);
+    }
+    if (!stopping.empty()) {
+      std::vector<NodeState> trial = future;
+      if (!pass.PlaceGang(trial, job).empty()) {
+        reason = fmt::format("{}; starts when {} stopped: {}", needs, JobList(stopping), why);
+        continue;
+      }
+    }
+
+    // Preemption: the fewest victims, least lost work first, that make room.
+    if (config_.preemption) {
+      struct Candidate {
+        const RunningJob* rj;
+        double lost_s;
+        std::string why;
+      };
+      std::vector<Candidate> candidates;
+      for (const auto& rj : snap.running) {
+        const int64_t id = rj.request.job_id;
+        if (going.count(id)) continue;
+        const bool borrower = borrowing.count(id) > 0;
+        std::string cause;
+        if (borrower && quota && rj.request.user != job.user) {
+          cause = fmt::format("reclaiming quota: user {} borrows beyond its quota", rj.request.user);
+        } else if (policy_->MayPreempt(job, rj, now) &&
+                   (borrower || rj.request.user == job.user || !config_.quotas.count(rj.request.user))) {
+          cause = policy_->Outranks(job, rj);
+        } else {
+          continue;
+        }
+        const int64_t since = std::max(rj.started_ms, rj.last_checkpoint_ms);
+        const double lost = static_cast<double>(std::max<int64_t>(0, now - since)) / 1000 * DeviceWeight(rj.request);
+        candidates.push_back({&rj, lost, std::move(cause)});
+      }
+      std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+        return std::tuple(a.lost_s, a.rj->request.priority, -a.rj->started_ms, a.rj->request.job_id) <
+               std::tuple(b.lost_s, b.rj->request.priority, -b.rj->started_ms, b.rj->request.job_id);
+      });
+      std::vector<NodeState> trial = future;
+      std::vector<size_t> taken;
+      bool fits = false;
+      for (size_t c = 0; c < candidates.size() && !fits; ++c) {
+        release(trial, *candidates[c].rj);
+        taken.push_back(c);
+        std::vector<NodeState> attempt = trial;
+        fits = !pass.PlaceGang(attempt, job).empty();
+      }
+      if (fits) {
+        // Reprieve what is not needed, the most lost work first.
+        for (size_t k = taken.size(); k-- > 0;) {
+          const RunningJob& rj = *candidates[taken[k]].rj;
+          for (int64_t id : rj.node_ids) {
+            if (auto it = index_of.find(id); it != index_of.end()) Add(trial[it->second].allocated, rj.request.per_task, +1);
+          }
+          std::vector<NodeState> attempt = trial;
+          if (!pass.PlaceGang(attempt, job).empty()) {
+            taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(k));
+          } else {
+            release(trial, rj);
+          }
+        }
+        std::vector<int64_t> victims;
+        for (size_t c : taken) {
+          const Candidate& cand = candidates[c];
+          const int64_t id = cand.rj->request.job_id;
+          victims.push_back(id);
+          going.insert(id);
+          plan.preemptions.push_back(
+              {id, job.job_id, cand.lost_s,
+               fmt::format("preempted for job {} ({}); {:.0f} device-seconds since its last checkpoint", job.job_id,
+                           cand.why, cand.lost_s)});
+        }
+        reason = fmt::format("{}; preempting {} to make room (they checkpoint and stop first): {}", needs,
+                             JobList(victims), why);
+        continue;
+      }
+    }
+
+    reason = fmt::format("{}; {}", needs, why);
+    if (policy_->Backfills()) {
+      // EASY: reserve for the head at the earliest time enough frees up.
+      head_gpus = job.per_task.gpus > 0;
+      int64_t avail = 0;
+      for (const NodeState& n : nodes) {
+        if (n.ready) avail += head_gpus ? std::max(0, Free(n).gpus) : std::max<int64_t>(0, Free(n).cpu_milli);
+      }
+      std::vector<std::pair<int64_t, int64_t>> ends;
+      for (const auto& rj : snap.running) {
+        if (rj.request.expected_runtime_ms <= 0) continue;
+        ends.push_back({rj.started_ms + rj.request.expected_runtime_ms, amount(rj.request, head_gpus)});
+      }
+      std::sort(ends.begin(), ends.end());
+      const int64_t want = amount(job, head_gpus);
+      for (const auto& [end, amt] : ends) {
+        avail += amt;
+        if (avail >= want) {
+          shadow_ms = end;
+          extra = avail - want;
+          break;
+        }
+      }
     }
   }
   return plan;

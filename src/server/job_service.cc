@@ -1,7 +1,10 @@
 #include "server/job_service.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -51,6 +54,7 @@ JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions 
       clock_(clock),
       started_ms_(clock->NowMs()),
       options_(options),
+      scheduler_(std::move(scheduler::Scheduler::Create(options.scheduler).value())),
       // Versions start from the clock so that an agent's index from before a
       // server restart never matches: it gets a fresh list at once.
       version_base_(static_cast<uint64_t>(clock->NowMs())) {}
@@ -436,7 +440,7 @@ Status JobService::ResizeLocked(Job& job, int replicas, const std::string& why) 
 
 Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<Job>& active,
                                    const std::vector<scheduler::JobRequest>& waiting,
-                                   std::map<int64_t, std::string>* reasons) {
+                                   std::map<int64_t, std::string>* reasons, std::set<int64_t>* made_room) {
   const int64_t now = clock_->NowMs();
   struct Elastic {
     Job job;
@@ -448,21 +452,40 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
     if (j.state != State::kRunning || j.stop_state) continue;
     JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
     if (!spec.elastic()) continue;
-    elastic.push_back({j, spec, {j.id, 1, {spec.cpu_milli, spec.memory_bytes, spec.gpus}, spec.gpu_type}});
+    scheduler::JobRequest one = RequestFor(j, spec, "");
+    one.replicas = 1;
+    elastic.push_back({j, spec, one});
   }
   if (elastic.empty()) return Status::Ok();
   // Lowest priority first: the first to shrink, the last to grow.
   std::stable_sort(elastic.begin(), elastic.end(),
                    [](const Elastic& a, const Elastic& b) { return a.job.priority < b.job.priority; });
 
+  // The cluster's allocated share: the larger of CPU and GPU, over ready nodes.
+  auto share = [&] {
+    double cpu_cap = 0, cpu_used = 0, gpu_cap = 0, gpu_used = 0;
+    for (const auto& n : nodes) {
+      if (!n.ready) continue;
+      cpu_cap += static_cast<double>(n.capacity.cpu_milli);
+      cpu_used += static_cast<double>(n.allocated.cpu_milli);
+      gpu_cap += n.capacity.gpus;
+      gpu_used += n.allocated.gpus;
+    }
+    double s = cpu_cap > 0 ? cpu_used / cpu_cap : 1.0;
+    if (gpu_cap > 0) s = std::max(s, gpu_used / gpu_cap);
+    return s;
+  };
   if (!waiting.empty()) {
     // Shrink: for each waiting job, in queue order, the lowest-priority elastic job
-    // below it that can give back enough replicas, by as few as will do.
+    // below it that can give back enough replicas, by as few as will do. Above
+    // the scale-down threshold, workers beyond min also yield to equal priority.
+    const bool crowded = share() > options_.elastic_scale_down_above;
     std::set<int64_t> shrunk;
     for (const scheduler::JobRequest& w : waiting) {
       RM_ASSIGN_OR_RETURN(Job wj, store_->GetJob(w.job_id));
       for (Elastic& e : elastic) {
-        if (shrunk.count(e.job.id) || e.job.priority >= wj.priority || e.job.replicas <= e.spec.min_replicas) continue;
+        const bool outranked = e.job.priority < wj.priority || (crowded && e.job.priority == wj.priority);
+        if (shrunk.count(e.job.id) || !outranked || e.job.replicas <= e.spec.min_replicas) continue;
         RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(e.job.id));
         std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.rank > b.rank; });
         std::vector<scheduler::NodeState> trial = nodes;
@@ -478,7 +501,7 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
           }
           ++give;
           std::vector<scheduler::NodeState> fit = trial;
-          if (!scheduler::PlaceGang(fit, w).empty()) {
+          if (!scheduler_->PlaceGang(fit, w).empty()) {
             fits = true;
             break;
           }
@@ -487,7 +510,9 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
         const int to = e.job.replicas - give;
         RM_RETURN_IF_ERROR(ResizeLocked(e.job, to, fmt::format("scale down from {} to {} workers for job {} (priority {})",
                                                                 e.job.replicas, to, wj.id, wj.priority)));
-        (*reasons)[wj.id] += fmt::format("; job {} is scaling down to make room", e.job.id);
+        (*reasons)[wj.id] = fmt::format("needs {}; job {} is scaling down to make room",
+                                        scheduler::DescribeRequest(w), e.job.id);
+        made_room->insert(wj.id);
         shrunk.insert(e.job.id);
         break;
       }
@@ -497,19 +522,6 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
 
   // Grow: nothing waits. Add replicas while the cluster's allocated share is
   // below the threshold and another replica fits.
-  auto share = [&] {
-    double cpu_cap = 0, cpu_used = 0, gpu_cap = 0, gpu_used = 0;
-    for (const auto& n : nodes) {
-      if (!n.ready) continue;
-      cpu_cap += static_cast<double>(n.capacity.cpu_milli);
-      cpu_used += static_cast<double>(n.allocated.cpu_milli);
-      gpu_cap += n.capacity.gpus;
-      gpu_used += n.allocated.gpus;
-    }
-    double s = cpu_cap > 0 ? cpu_used / cpu_cap : 1.0;
-    if (gpu_cap > 0) s = std::max(s, gpu_used / gpu_cap);
-    return s;
-  };
   for (auto it = elastic.rbegin(); it != elastic.rend(); ++it) {
     Elastic& e = *it;
     auto last = last_resize_ms_.find(e.job.id);
@@ -518,7 +530,7 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
     const double before = share();
     int add = 0;
     while (e.job.replicas + add < e.spec.max_replicas && share() < options_.elastic_scale_up_below &&
-           !scheduler::PlaceGang(nodes, e.one).empty()) {
+           !scheduler_->PlaceGang(nodes, e.one).empty()) {
       ++add;
     }
     if (add == 0) continue;
@@ -548,6 +560,36 @@ Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, con
   return Status::Ok();
 }
 
+scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, const std::string& user) const {
+  scheduler::JobRequest r;
+  r.job_id = j.id;
+  r.replicas = j.replicas;
+  r.per_task = {spec.cpu_milli, spec.memory_bytes, spec.gpus};
+  r.gpu_types = spec.gpu_types;
+  r.throughput = spec.gpu_throughput;
+  r.user = user;
+  r.priority = j.priority;
+  r.submit_ms = j.created_ms;
+  r.expected_runtime_ms = spec.time_limit_ms;
+  auto it = attained_s_.find(j.id);
+  r.attained_service_s = it == attained_s_.end() ? 0 : it->second;
+  return r;
+}
+
+int64_t JobService::LastCheckpointMs(const Job& job) const {
+  if (options_.files_dir.empty()) return 0;
+  namespace fs = std::filesystem;
+  const fs::path dir = fmt::format("{}/users/{}/jobs/{}/checkpoints", options_.files_dir, job.user_id, job.id);
+  std::error_code ec;
+  int64_t newest = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    newest = std::max<int64_t>(newest, int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000);
+  }
+  return newest;
+}
+
 Status JobService::ScheduleOnce() {
   std::lock_guard<std::mutex> l(mu_);
   RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
@@ -557,8 +599,13 @@ Status JobService::ScheduleOnce() {
   }
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   RM_ASSIGN_OR_RETURN(auto active, store_->ListActiveJobs());
+  RM_ASSIGN_OR_RETURN(auto users, store_->ListUsers());
+  std::map<int64_t, std::string> user_names;
+  for (const auto& u : users) user_names[u.id] = u.name;
+  const int64_t now = clock_->NowMs();
 
-  std::vector<scheduler::NodeState> snapshot;
+  scheduler::Snapshot snap;
+  snap.now_ms = now;
   std::map<int64_t, std::string> node_names;
   for (const auto& n : nodes) {
     scheduler::NodeState s;
@@ -567,6 +614,8 @@ Status JobService::ScheduleOnce() {
     s.ready = NodeReady(n);
     s.capacity = {n.cpu_milli, n.memory_bytes, n.gpu_count};
     s.gpu_model = n.gpu_model;
+    s.cpu_util = n.cpu_util;
+    s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
     for (const Task& t : placed) {
       if (t.node_id != n.id) continue;
       s.allocated.cpu_milli += t.cpu_milli;
@@ -574,29 +623,65 @@ Status JobService::ScheduleOnce() {
       s.allocated.gpus += t.gpus;
     }
     node_names[n.id] = n.name;
-    snapshot.push_back(std::move(s));
+    snap.nodes.push_back(std::move(s));
+  }
+
+  // Running gangs: what preemption may choose from, what quotas count, how
+  // much service each job has had (LAS), and time limits.
+  std::map<int64_t, std::vector<const Task*>> gang_tasks;
+  for (const Task& t : placed) gang_tasks[t.job_id].push_back(&t);
+  const int64_t since_last_pass = last_pass_ms_ > 0 ? std::max<int64_t>(0, now - last_pass_ms_) : 0;
+  last_pass_ms_ = now;
+  for (Job& j : active) {
+    auto g = gang_tasks.find(j.id);
+    if (g == gang_tasks.end()) continue;
+    const JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
+    scheduler::RunningJob rj;
+    rj.request = RequestFor(j, spec, user_names[j.user_id]);
+    std::vector<const Task*> tasks = g->second;
+    std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->rank < b->rank; });
+    int64_t started = 0;
+    bool all_running = true;
+    for (const Task* t : tasks) {
+      rj.node_ids.push_back(t->node_id);
+      started = std::max(started, t->started_ms);
+      all_running = all_running && t->state == State::kRunning;
+    }
+    rj.started_ms = all_running ? started : now;
+    const int64_t ckpt = LastCheckpointMs(j);
+    rj.last_checkpoint_ms = ckpt > rj.started_ms ? ckpt : 0;
+    rj.stopping = j.stop_state.has_value();
+    if (all_running && !rj.stopping) {
+      attained_s_[j.id] += static_cast<double>(since_last_pass) / 1000 * scheduler::DeviceWeight(rj.request);
+      if (spec.time_limit_ms > 0 && now - started > spec.time_limit_ms) {
+        j.stop_state = State::kFailed;
+        j.stop_reason = fmt::format("time limit {} reached", FormatDuration(spec.time_limit_ms));
+        RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+          RM_RETURN_IF_ERROR(store_->UpdateJob(j));
+          return SettleJobLocked(j.id);
+        }));
+        rj.stopping = true;
+      }
+    }
+    snap.running.push_back(std::move(rj));
   }
 
   std::vector<Job> pending;
-  const int64_t now = clock_->NowMs();
   for (const Job& j : active) {
     if (j.state == State::kPending && !j.stop_state && j.not_before_ms <= now) pending.push_back(j);
   }
-  // Priority first, then submission order.
-  std::stable_sort(pending.begin(), pending.end(), [](const Job& a, const Job& b) {
-    return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
-  });
   std::vector<scheduler::JobRequest> queue;
   std::map<int64_t, Job*> by_id;
   for (Job& j : pending) {
     JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
-    queue.push_back({j.id, j.replicas, {spec.cpu_milli, spec.memory_bytes, spec.gpus}, spec.gpu_type});
+    queue.push_back(RequestFor(j, spec, user_names[j.user_id]));
     by_id[j.id] = &j;
   }
   std::map<int64_t, const scheduler::JobRequest*> queue_by_id;
   for (const auto& r : queue) queue_by_id[r.job_id] = &r;
   scheduler::Plan plan;
-  if (!queue.empty()) plan = scheduler::Schedule(snapshot, queue);
+  if (!queue.empty()) plan = scheduler_->Schedule(snap, queue);
+  std::vector<scheduler::NodeState>& snapshot = snap.nodes;  // allocations below grow with this pass's placements
   // Every placed task gets a port from its node's range (like Nomad's
   // dynamic ports): the lowest one no placed task on that node holds.
   std::map<int64_t, std::set<int>> used_ports;
@@ -647,7 +732,8 @@ Status JobService::ScheduleOnce() {
         where += (where.empty() ? "" : ", ") + node_names[n];
         BumpNodeLocked(n);
       }
-      return SetJobState(job, State::kScheduled, "placed on " + where);
+      return SetJobState(job, State::kScheduled,
+                         "placed on " + where + (p.borrowing ? " (borrowing idle quota: preemptible)" : ""));
     }));
     spdlog::info("job {} scheduled", job.id);
     for (int64_t node_id : p.node_ids) {
@@ -663,7 +749,22 @@ Status JobService::ScheduleOnce() {
   for (const auto& r : queue) {
     if (plan.pending_reasons.count(r.job_id)) waiting.push_back(r);
   }
-  RM_RETURN_IF_ERROR(AutoscaleLocked(std::move(snapshot), active, waiting, &plan.pending_reasons));
+  std::set<int64_t> made_room;
+  RM_RETURN_IF_ERROR(AutoscaleLocked(std::move(snapshot), active, waiting, &plan.pending_reasons, &made_room));
+  // Preempted jobs checkpoint (SIGTERM, then stop_grace_ms) and go back to
+  // the queue at once, not counted as restarts; the job they made room for
+  // starts when they have stopped.
+  // Where an elastic job shrinks for a waiting job, that is enough: no preemption.
+  for (const auto& victim : plan.preemptions) {
+    if (made_room.count(victim.for_job)) continue;
+    RM_ASSIGN_OR_RETURN(Job vj, store_->GetJob(victim.job_id));
+    if (vj.stop_state || IsTerminal(vj.state)) continue;
+    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+      RM_RETURN_IF_ERROR(store_->AddEvent({0, vj.id, 0, -1, now, StateName(vj.state), StateName(vj.state),
+                                           victim.reason}));
+      return ResizeLocked(vj, vj.replicas, victim.reason);
+    }));
+  }
   for (const auto& [job_id, reason] : plan.pending_reasons) {
     Job& job = *by_id[job_id];
     if (job.reason == reason) continue;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -42,7 +43,13 @@ struct JobServiceOptions {
   // Elastic jobs grow while no job waits and the cluster's allocated share
   // (the larger of CPU and GPU) is below this; at most once per cooldown.
   double elastic_scale_up_below = 0.7;
+  // Above this allocated share, an elastic job's workers beyond min also
+  // yield to waiting jobs of its own priority (below it, only to higher ones).
+  double elastic_scale_down_above = 0.9;
   int64_t elastic_cooldown_ms = 5'000;
+  // The scheduler's policy, plugins, preemption and quotas (scheduler.h).
+  // REQUIRES: valid (scheduler::Scheduler::Create accepts it).
+  scheduler::SchedulerConfig scheduler;
 };
 
 struct TaskReport {
@@ -83,11 +90,19 @@ class JobService {
   // After a task ended: stop the rest if it failed; finish or restart the job once all ended.
   Status SettleJobLocked(int64_t job_id);
   // Elastic jobs: grows running ones into idle capacity, shrinks lower-priority
-  // ones (not below min) so a waiting job fits. `nodes` holds this pass's placements.
+  // ones (not below min) so a waiting job fits, and adds that job to
+  // `made_room`. `nodes` holds this pass's placements.
   Status AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<store::Job>& active,
-                         const std::vector<scheduler::JobRequest>& waiting, std::map<int64_t, std::string>* reasons);
-  // Stops an elastic job's gang so that it restarts with `replicas` tasks.
+                         const std::vector<scheduler::JobRequest>& waiting, std::map<int64_t, std::string>* reasons,
+                         std::set<int64_t>* made_room);
+  // Stops a job's gang so that it is requeued at once with `replicas` tasks,
+  // not counted as a restart: an elastic resize, or a preemption (same size).
   Status ResizeLocked(store::Job& job, int replicas, const std::string& why);
+  // What the scheduler sees of a job.
+  scheduler::JobRequest RequestFor(const store::Job& job, const JobSpec& spec, const std::string& user) const;
+  // When the job last wrote to its checkpoint dir (0: never): preemption's
+  // measure of the work a victim would lose.
+  int64_t LastCheckpointMs(const store::Job& job) const;
   // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
   Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
   void BumpNodeLocked(int64_t node_id);
@@ -101,9 +116,14 @@ class JobService {
 
   store::MetaStore* const store_;
   Clock* const clock_;
-  const int64_t started_ms_;
-  std::map<int64_t, int64_t> last_resize_ms_;  // elastic job -> when it was last resized  // leases count from here at the earliest: a restarted server gives agents time
+  const int64_t started_ms_;  // leases count from here at the earliest: a restarted server gives agents time
   const JobServiceOptions options_;
+  const std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::map<int64_t, int64_t> last_resize_ms_;  // GUARDED_BY(mu_): elastic job -> when it was last resized
+  // GUARDED_BY(mu_): device-seconds each job has run (LAS), kept in memory:
+  // a restarted server counts afresh.
+  std::map<int64_t, double> attained_s_;
+  int64_t last_pass_ms_ = 0;  // GUARDED_BY(mu_)
 
   std::mutex mu_;  // serialises every state change
   std::condition_variable changed_;                 // node versions moved

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -310,7 +314,9 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
   auto end_all = [&](int64_t job) {
     for (const auto& t : Tasks(job)) {
-      if (!store::IsTerminal(t.state)) ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+      if (!store::IsTerminal(t.state)) {
+        ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+      }
     }
   };
 
@@ -350,12 +356,108 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   EXPECT_EQ(Job(id).state, State::kScheduled);
   EXPECT_EQ(Tasks(id).size(), 2u);
 
-  // It never shrinks below min: another urgent job just waits.
+  // It never shrinks below min: for another urgent job it is preempted whole
+  // (requeued at its size, not a restart).
   for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
   int64_t second = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Job(second).state, State::kPending);
-  EXPECT_EQ(Job(id).resize_to, 0);
+  EXPECT_EQ(Job(id).resize_to, 2);
+  EXPECT_NE(Job(id).stop_reason.find(fmt::format("preempted for job {} (priority 5 > 0)", second)), std::string::npos)
+      << Job(id).stop_reason;
+  end_all(id);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(second).state, State::kScheduled);
+  EXPECT_EQ(Job(id).state, State::kPending);
+  EXPECT_EQ(Job(id).restarts, 0);
+}
+
+TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPriority) {
+  int64_t node = AddNode("vm", 3000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 3}\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  clock_.AdvanceMs(6'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Job(id).resize_to, 3);  // 33% allocated: it grows while under 70%, to 100%
+  ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
+  // 100% allocated, above 90%: a job of the same priority gets a worker back.
+  int64_t peer = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).resize_to, 2);
+  EXPECT_NE(Job(peer).reason.find("is scaling down to make room"), std::string::npos) << Job(peer).reason;
+}
+
+TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
+  svc_.reset();
+  JobServiceOptions o;
+  o.files_dir = (dir_ / "files").string();
+  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  int64_t node = AddNode("vm", 3000);
+  std::vector<int64_t> low;
+  for (int i = 0; i < 3; ++i) low.push_back(Submit("command: train\nresources: {cpu: 1}\n"));
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (int64_t id : low) ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  clock_.AdvanceMs(60'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  // Checkpoints, by their files' times: low[0] 10 s ago, low[1] 2 s ago, low[2] none (60 s of work).
+  auto checkpoint = [&](int64_t job, int64_t ago_ms) {
+    auto d = dir_ / "files" / "users" / std::to_string(user_.id) / "jobs" / std::to_string(job) / "checkpoints";
+    std::filesystem::create_directories(d);
+    const auto f = d / "ckpt-1";
+    { std::ofstream(f) << "x"; }
+    const int64_t t = clock_.NowMs() - ago_ms;
+    struct timespec times[2] = {{t / 1000, (t % 1000) * 1'000'000}, {t / 1000, (t % 1000) * 1'000'000}};
+    ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  };
+  checkpoint(low[0], 10'000);
+  checkpoint(low[1], 2'000);
+
+  int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 10\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(urgent).state, State::kPending);
+  EXPECT_NE(Job(urgent).reason.find(fmt::format("preempting job {}", low[1])), std::string::npos) << Job(urgent).reason;
+  const store::Job victim = Job(low[1]);
+  ASSERT_TRUE(victim.stop_state.has_value());
+  EXPECT_NE(victim.stop_reason.find("2 device-seconds since its last checkpoint"), std::string::npos)
+      << victim.stop_reason;
+  // Its task is told to stop (SIGTERM: the trainer checkpoints), the others run on.
+  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  for (const auto& t : a["tasks"]) {
+    EXPECT_EQ(t["desired"], t["job_id"] == low[1] ? "stop" : "run") << t.dump();
+  }
+  // Until it has stopped nothing more is preempted.
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_FALSE(Job(low[0]).stop_state.has_value());
+  EXPECT_FALSE(Job(low[2]).stop_state.has_value());
+  ASSERT_TRUE(Report(Tasks(low[1])[0], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(low[1]).state, State::kPending);
+  EXPECT_EQ(Job(low[1]).restarts, 0);  // a preemption is not a failure
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(urgent).state, State::kScheduled);
+  EXPECT_EQ(Job(low[1]).state, State::kPending);
+}
+
+TEST_F(JobServiceTest, ARunPastItsTimeLimitFails) {
+  int64_t node = AddNode("vm", 2000);
+  int64_t id = Submit("command: x\nresources: {cpu: 1}\ntime_limit: 1m\nmax_restarts: 3\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  for (int i = 0; i < 59; ++i) {
+    clock_.AdvanceMs(1'000);
+    ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  }
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_FALSE(Job(id).stop_state.has_value());
+  clock_.AdvanceMs(2'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
+  EXPECT_EQ(Job(id).state, State::kFailed);  // not restarted: another run would hit the limit too
+  EXPECT_EQ(Job(id).reason, "time limit 1m0s reached");
 }
 
 TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {

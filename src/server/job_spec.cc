@@ -56,7 +56,7 @@ StatusOr<int64_t> GetInt(const YAML::Node& n, const std::string& field, int64_t 
 
 Status ParseResources(const YAML::Node& r, JobSpec* spec) {
   if (!r.IsMap()) return InvalidArgument("resources: must be a mapping, got " + Quote(r));
-  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type"}));
+  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput"}));
   if (r["cpu"]) {
     const YAML::Node& c = r["cpu"];
     if (!c.IsScalar()) return InvalidArgument("resources.cpu: must be a number, got " + Quote(c));
@@ -86,8 +86,38 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
     spec->gpus = static_cast<int>(g);
   }
   if (r["gpu_type"]) {
-    RM_ASSIGN_OR_RETURN(spec->gpu_type, GetString(r["gpu_type"], "resources.gpu_type"));
+    const YAML::Node& t = r["gpu_type"];
+    if (t.IsSequence()) {
+      for (size_t i = 0; i < t.size(); ++i) {
+        RM_ASSIGN_OR_RETURN(std::string one, GetString(t[i], fmt::format("resources.gpu_type[{}]", i)));
+        if (one.empty()) return InvalidArgument(fmt::format("resources.gpu_type[{}]: must not be empty", i));
+        spec->gpu_types.push_back(one);
+      }
+      if (spec->gpu_types.empty()) return InvalidArgument("resources.gpu_type: an empty list accepts no GPU");
+    } else {
+      RM_ASSIGN_OR_RETURN(std::string one, GetString(t, "resources.gpu_type"));
+      if (!one.empty()) spec->gpu_types.push_back(one);
+    }
     if (spec->gpus == 0) return InvalidArgument("resources.gpu_type: set, but resources.gpu is 0");
+  }
+  if (r["gpu_throughput"]) {
+    const YAML::Node& t = r["gpu_throughput"];
+    if (!t.IsMap()) return InvalidArgument("resources.gpu_throughput: must map GPU types to speeds, got " + Quote(t));
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      const std::string type = it->first.Scalar();
+      const std::string field = "resources.gpu_throughput." + type;
+      double v = 0;
+      try {
+        size_t used = 0;
+        v = it->second.IsScalar() ? std::stod(it->second.Scalar(), &used) : -1;
+        if (used != it->second.Scalar().size()) v = -1;
+      } catch (...) {
+        v = -1;
+      }
+      if (!(v > 0)) return InvalidArgument(fmt::format("{}: must be a number > 0, got {}", field, Quote(it->second)));
+      spec->gpu_throughput[type] = v;
+    }
+    if (spec->gpus == 0) return InvalidArgument("resources.gpu_throughput: set, but resources.gpu is 0");
   }
   return Status::Ok();
 }
@@ -95,7 +125,7 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
 StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
-                                          "max_restarts", "priority", "working_dir"}));
+                                          "max_restarts", "priority", "time_limit", "working_dir"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -170,6 +200,26 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
     RM_ASSIGN_OR_RETURN(int64_t p, GetInt(root["priority"], "priority", -kMaxPriority, kMaxPriority));
     spec.priority = static_cast<int>(p);
   }
+  if (root["time_limit"]) {
+    const YAML::Node& t = root["time_limit"];
+    static const std::regex kDuration(R"(^([0-9]+)(s|m|h|d)?$)");
+    std::smatch m;
+    const std::string text = t.IsScalar() ? t.Scalar() : "";
+    if (!std::regex_match(text, m, kDuration)) {
+      return InvalidArgument(fmt::format("time_limit: {} is not a duration (use e.g. 90m, 2h or 3600)", Quote(t)));
+    }
+    const int64_t unit_s = m[2] == "d" ? 86400 : m[2] == "h" ? 3600 : m[2] == "m" ? 60 : 1;
+    int64_t n = 0;
+    try {
+      n = std::stoll(m[1]);
+    } catch (...) {
+      n = -1;
+    }
+    if (n <= 0 || n > 366LL * 86400 / unit_s) {
+      return InvalidArgument(fmt::format("time_limit: must be between 1s and 366d, got {}", text));
+    }
+    spec.time_limit_ms = n * unit_s * 1000;
+  }
   if (root["working_dir"]) {
     RM_ASSIGN_OR_RETURN(spec.working_dir, GetString(root["working_dir"], "working_dir"));
     if (spec.working_dir.empty() || spec.working_dir[0] != '/') {
@@ -200,7 +250,8 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
 nlohmann::json JobSpecToJson(const JobSpec& s) {
   nlohmann::json resources = {{"cpu", FormatCpu(s.cpu_milli)}, {"memory", s.memory_bytes},
                               {"gpu", s.gpus}};
-  if (!s.gpu_type.empty()) resources["gpu_type"] = s.gpu_type;
+  if (!s.gpu_types.empty()) resources["gpu_type"] = s.gpu_types;
+  if (!s.gpu_throughput.empty()) resources["gpu_throughput"] = s.gpu_throughput;
   nlohmann::json j = {{"name", s.name},           {"kind", s.kind},
                       {"command", s.command},     {"env", s.env},
                       {"resources", resources},   {"replicas", s.replicas},
@@ -208,6 +259,7 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
+  if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
   return j;
 }
 
@@ -222,7 +274,12 @@ JobSpec JobSpecFromJson(const nlohmann::json& j) {
   s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
   s.memory_bytes = r.value("memory", int64_t{512LL << 20});
   s.gpus = r.value("gpu", 0);
-  s.gpu_type = r.value("gpu_type", "");
+  if (r.contains("gpu_type")) {
+    const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
+    if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());
+    if (t.is_array()) s.gpu_types = t.get<std::vector<std::string>>();
+  }
+  s.gpu_throughput = r.value("gpu_throughput", std::map<std::string, double>{});
   s.replicas = j.value("replicas", 1);
   if (j.contains("elastic")) {
     s.min_replicas = j["elastic"].value("min", s.replicas);
@@ -231,6 +288,7 @@ JobSpec JobSpecFromJson(const nlohmann::json& j) {
   s.max_restarts = j.value("max_restarts", 0);
   s.priority = j.value("priority", 0);
   s.working_dir = j.value("working_dir", "");
+  s.time_limit_ms = std::atoll(j.value("time_limit", std::string("0")).c_str()) * 1000;
   return s;
 }
 

@@ -24,7 +24,12 @@ struct JobSpec {
   int64_t cpu_milli = 1000;
   int64_t memory_bytes = 512LL << 20;
   int gpus = 0;
-  std::string gpu_type;
+  // Accepted GPU types, any of them (`gpu_type: a100` or `gpu_type: [v100, a100]`);
+  // each a case-insensitive substring of a node's GPU model.
+  std::vector<std::string> gpu_types;
+  // Relative speed per GPU type (`gpu_throughput: {v100: 3.1, k80: 1}`): with
+  // heterogeneity-aware scheduling the job goes on its fastest type with room.
+  std::map<std::string, double> gpu_throughput;
   int replicas = 1;      // for an elastic job: the size it starts at (min_replicas)
   // Elastic jobs (`replicas: {min: 2, max: 8}`): the server grows them into
   // free capacity and shrinks them (not below min) to make room for
@@ -34,6 +39,8 @@ struct JobSpec {
   bool elastic() const { return max_replicas > min_replicas; }
   int max_restarts = 0;
   int priority = 0;
+  // A run longer than this is stopped (FAILED); backfill plans with it. 0 = none.
+  int64_t time_limit_ms = 0;
   std::string working_dir;            // absolute; "" = the task's own scratch directory
 };
 

@@ -34,7 +34,7 @@ working_dir: /srv/work
   EXPECT_EQ(spec->cpu_milli, 500);
   EXPECT_EQ(spec->memory_bytes, 2LL << 30);
   EXPECT_EQ(spec->gpus, 1);
-  EXPECT_EQ(spec->gpu_type, "a100");
+  EXPECT_EQ(spec->gpu_types, std::vector<std::string>{"a100"});
   EXPECT_EQ(spec->replicas, 4);
   EXPECT_EQ(spec->max_restarts, 2);
   EXPECT_EQ(spec->priority, 10);
@@ -109,6 +109,36 @@ TEST(JobSpec, ElasticReplicasAreARangeForDistributedJobs) {
   EXPECT_EQ(ErrorOf("command: x\nkind: distributed\nreplicas: {min: 1, max: 2, step: 1}\n").rfind(
                 "replicas.step: unknown field", 0),
             0u);
+}
+
+TEST(JobSpec, SeveralGpuTypesThroughputsAndATimeLimit) {
+  auto spec = ParseJobSpec(
+      "command: x\ntime_limit: 90m\n"
+      "resources: {gpu: 2, gpu_type: [v100, p100], gpu_throughput: {v100: 3.1, p100: 2}}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->gpu_types, (std::vector<std::string>{"v100", "p100"}));
+  EXPECT_DOUBLE_EQ(spec->gpu_throughput.at("v100"), 3.1);
+  EXPECT_EQ(spec->time_limit_ms, 90 * 60'000);
+  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec));
+  EXPECT_EQ(back.gpu_types, spec->gpu_types);
+  EXPECT_EQ(back.gpu_throughput, spec->gpu_throughput);
+  EXPECT_EQ(back.time_limit_ms, spec->time_limit_ms);
+  auto again = ParseJobSpec(JobSpecToJson(*spec).dump());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->time_limit_ms, spec->time_limit_ms);
+  // A spec stored before gpu_type could be a list still reads.
+  nlohmann::json old = JobSpecToJson(*spec);
+  old["resources"]["gpu_type"] = "a100";
+  EXPECT_EQ(JobSpecFromJson(old).gpu_types, std::vector<std::string>{"a100"});
+
+  EXPECT_EQ(ErrorOf("command: x\ntime_limit: soon\n"),
+            "time_limit: \"soon\" is not a duration (use e.g. 90m, 2h or 3600)");
+  EXPECT_EQ(ErrorOf("command: x\nresources: {gpu: 1, gpu_throughput: {v100: fast}}\n"),
+            "resources.gpu_throughput.v100: must be a number > 0, got \"fast\"");
+  EXPECT_EQ(ErrorOf("command: x\nresources: {gpu: 1, gpu_type: []}\n"),
+            "resources.gpu_type: an empty list accepts no GPU");
+  EXPECT_EQ(ErrorOf("command: x\nresources: {gpu: 1, gpu_type: [v100, [a]]}\n"),
+            "resources.gpu_type[1]: must be a string, got a list");
 }
 
 TEST(JobSpec, BadYamlSaysWhere) {

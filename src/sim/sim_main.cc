@@ -2,6 +2,7 @@
 // placement under each queue policy, with a fake clock, and prints one line
 // per policy. See docs/scheduler-sim.md.
 //   ringmaster-sim --trace ../shared/traces/philly.csv --nodes 64 --gpus-per-node 8 --policy fifo,las,backfill
+//     [--gpu-types k80:16,p100:24,v100:24 --throughputs ../shared/traces/gavel_throughputs.json] [--seed S]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -15,7 +16,7 @@
 using namespace ringmaster::sim;
 
 int main(int argc, char** argv) {
-  std::string trace_path, policies = "fifo,backfill,las", thresholds = "3600,36000";
+  std::string trace_path, policies = "fifo,backfill,las", thresholds = "3600,36000", gpu_types, tput_path;
   SimOptions o;
   int64_t start = 0, max_jobs = 0;
   bool csv = false;
@@ -31,18 +32,53 @@ int main(int argc, char** argv) {
   app.add_option("--backfill-depth", o.backfill_depth, "jobs backfill examines per pass")->capture_default_str();
   app.add_option("--restart-overhead", o.restart_overhead_s, "seconds a preempted job loses when it restarts")
       ->capture_default_str();
+  app.add_option("--gpu-types", gpu_types, "heterogeneous cluster: type:nodes,... (replaces --nodes), e.g. k80:16,p100:24,v100:24");
+  app.add_option("--throughputs", tput_path, "Gavel throughputs JSON: each job's speed per GPU type");
+  app.add_option("--seed", o.seed, "seeds the models assigned to jobs")->capture_default_str();
   app.add_flag("--csv", csv, "CSV only");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<Policy> list;
+  // A policy name with "+aware" places heterogeneity-aware; with --gpu-types
+  // and no explicit --policy, every policy runs both ways.
+  if (!gpu_types.empty() && app.count("--policy") == 0) policies = "fifo,fifo+aware,backfill,backfill+aware,las,las+aware";
+  std::vector<std::pair<Policy, bool>> list;
   std::stringstream ps(policies);
   for (std::string name; std::getline(ps, name, ',');) {
+    bool aware = false;
+    if (name.size() > 6 && name.substr(name.size() - 6) == "+aware") {
+      aware = true;
+      name.resize(name.size() - 6);
+    }
     Policy p;
     if (!ParsePolicy(name, &p)) {
-      std::cerr << "ringmaster-sim: --policy: '" << name << "' is not one of fifo, backfill, las\n";
+      std::cerr << "ringmaster-sim: --policy: '" << name << "' is not one of fifo, backfill, las (each optionally +aware)\n";
       return 2;
     }
-    list.push_back(p);
+    list.push_back({p, aware});
+  }
+  std::stringstream gs(gpu_types);
+  for (std::string item; std::getline(gs, item, ',');) {
+    const size_t colon = item.find(':');
+    int count = 0;
+    try {
+      count = colon == std::string::npos ? 0 : std::stoi(item.substr(colon + 1));
+    } catch (...) {
+    }
+    if (colon == 0 || count < 1) {
+      std::cerr << "ringmaster-sim: --gpu-types: '" << item << "' is not type:nodes (e.g. v100:24)\n";
+      return 2;
+    }
+    o.gpu_types.push_back({item.substr(0, colon), count});
+  }
+  Throughputs throughputs;
+  if (!tput_path.empty()) {
+    auto t = LoadGavelThroughputs(tput_path);
+    if (!t.ok()) {
+      std::cerr << "ringmaster-sim: " << t.status().message() << "\n";
+      return 1;
+    }
+    throughputs = std::move(*t);
+    o.throughputs = &throughputs;
   }
   o.las_thresholds_gpu_s.clear();
   std::stringstream ts(thresholds);
@@ -71,14 +107,26 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!csv) {
-    std::cerr << fmt::format("ringmaster-sim: {} jobs from {}, {} nodes x {} gpus\n", trace.size(), trace_path, o.nodes,
-                             o.gpus_per_node);
+    std::string cluster = fmt::format("{} nodes", o.nodes);
+    if (!o.gpu_types.empty()) {
+      cluster.clear();
+      for (const auto& [type, n] : o.gpu_types) cluster += fmt::format("{}{} {}", cluster.empty() ? "" : " + ", n, type);
+      cluster += " nodes";
+    }
+    std::cerr << fmt::format("ringmaster-sim: {} jobs from {}, {} x {} gpus{}\n", trace.size(), trace_path, cluster,
+                             o.gpus_per_node, o.throughputs ? fmt::format(", models seeded with {}", o.seed) : "");
   }
   std::cout << "policy,jobs,avg_jct_s,median_jct_s,p95_jct_s,avg_queue_s,makespan_s,gpu_util\n";
-  for (Policy p : list) {
+  for (auto [p, aware] : list) {
     o.policy = p;
+    o.heterogeneity_aware = aware;
     auto t0 = std::chrono::steady_clock::now();
-    SimResult r = Simulate(trace, o);
+    auto simulated = Simulate(trace, o);
+    if (!simulated.ok()) {
+      std::cerr << "ringmaster-sim: " << simulated.status().message() << "\n";
+      return 2;
+    }
+    const SimResult& r = *simulated;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},{:.3f}\n", r.policy, r.jobs, r.avg_jct_s,
                              r.median_jct_s, r.p95_jct_s, r.avg_queue_s, r.makespan_s, r.gpu_util)

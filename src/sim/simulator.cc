@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <queue>
+#include <random>
 #include <set>
 #include <tuple>
 
-#include "scheduler/scheduler.h"
+#include <fmt/format.h>
 
 namespace ringmaster::sim {
 namespace {
@@ -29,20 +31,42 @@ struct Job {
   double lease_until = 0;   // LAS: not preempted before this (set at every start)
   int64_t epoch = 0;        // bumped on every start and stop: stale heap entries are skipped
   std::vector<int64_t> node_ids;
+  double rate = 1;          // work per second where it runs now (1 = its fastest type)
+  double slowest_rate = 1;  // on the slowest type it may get: backfill's conservative estimate
+  std::vector<double> rate_by_type;  // its rate on each of the cluster's GPU types (0: cannot run there)
 };
 
 class Engine {
  public:
-  Engine(const std::vector<TraceJob>& trace, const SimOptions& o) : o_(o) {
-    for (int i = 0; i < o.nodes; ++i) {
-      NodeState n;
-      n.id = i;
-      n.name = "n" + std::to_string(i);
-      n.capacity = {1'000'000'000, int64_t{1} << 60, o.gpus_per_node};
-      nodes_.push_back(n);
+  Engine(const std::vector<TraceJob>& trace, const SimOptions& o, const scheduler::Scheduler& sched)
+      : o_(o), sched_(sched) {
+    std::vector<std::pair<std::string, int>> types = o.gpu_types;
+    if (types.empty()) types.push_back({"", o.nodes});
+    for (size_t t = 0; t < types.size(); ++t) {
+      for (int i = 0; i < types[t].second; ++i) {
+        NodeState n;
+        n.id = static_cast<int64_t>(nodes_.size());
+        n.name = "n" + std::to_string(n.id);
+        n.capacity = {1'000'000'000, int64_t{1} << 60, o.gpus_per_node};
+        n.gpu_model = types[t].first;
+        nodes_.push_back(n);
+        node_type_.push_back(static_cast<int>(t));
+      }
     }
-    total_gpus_ = static_cast<int64_t>(o.nodes) * o.gpus_per_node;
+    total_gpus_ = static_cast<int64_t>(nodes_.size()) * o.gpus_per_node;
     free_gpus_ = total_gpus_;
+    placer_.emplace(sched.NewPlacer(nodes_));
+    // Models with a throughput on at least one of the cluster's types, by name.
+    std::vector<const std::map<std::string, double>*> models;
+    if (o.throughputs) {
+      for (const auto& [name, by_type] : *o.throughputs) {
+        if (std::any_of(types.begin(), types.end(), [&](auto& t) { return by_type.count(t.first); })) {
+          models.push_back(&by_type);
+        }
+      }
+    }
+    std::mt19937_64 rng(o.seed);
+    std::uniform_int_distribution<size_t> pick(0, models.empty() ? 0 : models.size() - 1);
     jobs_.resize(trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
       Job& j = jobs_[i];
@@ -56,6 +80,23 @@ class Engine {
       } else {
         j.request.replicas = (g + o.gpus_per_node - 1) / o.gpus_per_node;
         j.request.per_task.gpus = o.gpus_per_node;
+      }
+      j.rate_by_type.assign(types.size(), 1.0);
+      if (models.empty()) continue;
+      const auto& by_type = *models[pick(rng)];
+      double best = 0;
+      for (const auto& t : types) {
+        auto it = by_type.find(t.first);
+        if (it != by_type.end()) best = std::max(best, it->second);
+      }
+      j.slowest_rate = 1;
+      for (size_t t = 0; t < types.size(); ++t) {
+        auto it = by_type.find(types[t].first);
+        j.rate_by_type[t] = it == by_type.end() ? 0 : it->second / best;
+        if (it == by_type.end()) continue;
+        j.request.gpu_types.push_back(types[t].first);
+        j.request.throughput[types[t].first] = it->second;
+        j.slowest_rate = std::min(j.slowest_rate, j.rate_by_type[t]);
       }
     }
   }
@@ -124,7 +165,7 @@ class Engine {
   // Brings a running job's attained service and remaining work up to now.
   void Account(Job& j) {
     const double ran = now_ - j.run_since;
-    j.remaining_s -= ran;
+    j.remaining_s -= ran * j.rate;
     j.attained_gpu_s += ran * Gpus(j);
     busy_gpu_s_ += ran * Gpus(j);
     j.run_since = now_;
@@ -144,10 +185,11 @@ class Engine {
   }
 
   void ScheduleEvents(Job& j) {
-    events_.push({Event::kFinish, now_ + std::max(0.0, j.remaining_s), static_cast<size_t>(j.request.job_id), j.epoch});
+    const double to_end = std::max(0.0, j.remaining_s) / j.rate;
+    events_.push({Event::kFinish, now_ + to_end, static_cast<size_t>(j.request.job_id), j.epoch});
     if (o_.policy == Policy::kLas && j.level < static_cast<int>(o_.las_thresholds_gpu_s.size())) {
       const double to_next = (o_.las_thresholds_gpu_s[j.level] - j.attained_gpu_s) / Gpus(j);
-      if (now_ + to_next < now_ + j.remaining_s) {
+      if (to_next < to_end) {
         events_.push({Event::kLevel, now_ + std::max(0.0, to_next), static_cast<size_t>(j.request.job_id), j.epoch});
       }
     }
@@ -173,9 +215,12 @@ class Engine {
 
   bool TryStart(Job& j) {
     if (Gpus(j) > free_gpus_) return false;
-    auto ids = scheduler::PlaceGang(nodes_, j.request);
+    auto ids = placer_->PlaceGang(nodes_, j.request);
     if (ids.empty()) return false;
     pending_.erase(Key(j));
+    // A gang runs at the pace of its slowest GPU.
+    j.rate = 1;
+    for (int64_t id : ids) j.rate = std::min(j.rate, j.rate_by_type[static_cast<size_t>(node_type_[static_cast<size_t>(id)])]);
     j.node_ids = std::move(ids);
     free_gpus_ -= Gpus(j);
     j.running = true;
@@ -226,7 +271,7 @@ class Engine {
     // EASY: the head's reservation ("shadow time") from running jobs' expected ends.
     const Job& head = jobs_[std::get<2>(*pending_.begin())];
     std::vector<std::pair<double, int>> ends;
-    for (size_t id : running_) ends.push_back({now_ + jobs_[id].remaining_s, Gpus(jobs_[id])});
+    for (size_t id : running_) ends.push_back({now_ + jobs_[id].remaining_s / jobs_[id].rate, Gpus(jobs_[id])});
     std::sort(ends.begin(), ends.end());
     int64_t avail = free_gpus_;
     double shadow = kNever;
@@ -243,7 +288,7 @@ class Engine {
       Job& j = jobs_[std::get<2>(*it)];
       ++it;  // TryStart erases j's key
       ++looked;
-      const bool ends_in_time = now_ + j.remaining_s <= shadow;
+      const bool ends_in_time = now_ + j.remaining_s / j.slowest_rate <= shadow;
       if (!ends_in_time && Gpus(j) > extra) continue;
       if (TryStart(j) && !ends_in_time) extra -= Gpus(j);
     }
@@ -287,6 +332,7 @@ class Engine {
   SimResult Summarise() {
     SimResult r = result_;
     r.policy = PolicyName(o_.policy);
+    if (o_.heterogeneity_aware) r.policy += "+aware";
     r.jobs = static_cast<int64_t>(jct_.size());
     if (jct_.empty()) return r;
     std::sort(jct_.begin(), jct_.end());
@@ -304,7 +350,10 @@ class Engine {
   }
 
   const SimOptions o_;
+  const scheduler::Scheduler& sched_;
   std::vector<NodeState> nodes_;
+  std::optional<scheduler::Scheduler::Placer> placer_;  // over nodes_
+  std::vector<int> node_type_;  // index into the cluster's GPU types, per node
   std::vector<Job> jobs_;
   int64_t total_gpus_ = 0;
   int64_t free_gpus_ = 0;
@@ -339,8 +388,24 @@ bool ParsePolicy(const std::string& name, Policy* out) {
   return false;
 }
 
-SimResult Simulate(const std::vector<TraceJob>& trace, const SimOptions& options) {
-  return Engine(trace, options).Run();
+StatusOr<SimResult> Simulate(const std::vector<TraceJob>& trace, const SimOptions& options) {
+  if (!options.gpu_types.empty()) {
+    if (!options.throughputs) return InvalidArgument("gpu-types: needs --throughputs to give jobs speeds per type");
+    for (const auto& [type, count] : options.gpu_types) {
+      bool known = false;
+      for (const auto& [model, by_type] : *options.throughputs) known = known || by_type.count(type);
+      if (!known) return InvalidArgument(fmt::format("gpu-types: no model has a throughput on '{}'", type));
+      if (count < 1) return InvalidArgument(fmt::format("gpu-types: '{}' needs at least 1 node", type));
+    }
+  }
+  // The scheduler's own placement: filters and scores by name, best fit.
+  scheduler::SchedulerConfig config;
+  config.filters = {"gpu-type", "resources"};
+  config.scores = {{"binpack", 1}, {"locality", 1}};
+  config.heterogeneity_aware = options.heterogeneity_aware;
+  auto sched = scheduler::Scheduler::Create(config);
+  if (!sched.ok()) return sched.status();
+  return Engine(trace, options, **sched).Run();
 }
 
 }  // namespace ringmaster::sim

@@ -16,6 +16,14 @@
 //             levels first and preempts running jobs that no longer make the
 //             cut. Needs no duration estimates.
 //
+// Heterogeneous GPUs (Gavel, OSDI'20): with gpu_types the cluster has nodes of
+// several GPU types, every job gets a model (seeded, uniformly from the
+// throughput table) and runs at its throughput on the slowest type it holds,
+// relative to its fastest type: a trace duration is the job's runtime on its
+// fastest type. Placement is blind (best fit over every type, gangs may mix
+// types) or heterogeneity-aware (the scheduler's option: the fastest type
+// with room, one type per gang).
+//
 // Assumptions, also in docs/scheduler-sim.md: a job with G GPUs is one task
 // of G GPUs when G <= gpus_per_node, else G / gpus_per_node tasks of a whole
 // node each; backfill's estimates are the trace's real durations (perfect
@@ -29,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/scheduler.h"
 #include "sim/trace.h"
 
 namespace ringmaster::sim {
@@ -47,6 +56,12 @@ struct SimOptions {
   // LAS: a job that (re)started runs at least this long before it can be
   // preempted (a lease, as in Gandiva and Tiresias), so arrivals cannot thrash it.
   int64_t min_run_s = 300;
+  // Heterogeneous cluster: (GPU type, nodes of it), each gpus_per_node GPUs;
+  // replaces `nodes`. Needs throughputs covering the types.
+  std::vector<std::pair<std::string, int>> gpu_types;
+  const Throughputs* throughputs = nullptr;
+  uint64_t seed = 1;  // assigns models to jobs
+  bool heterogeneity_aware = false;
 };
 
 struct SimResult {
@@ -61,6 +76,7 @@ struct SimResult {
   int64_t scheduling_passes = 0;
 };
 
-SimResult Simulate(const std::vector<TraceJob>& trace, const SimOptions& options);
+// InvalidArgument for gpu_types without throughputs, or a type no model has.
+StatusOr<SimResult> Simulate(const std::vector<TraceJob>& trace, const SimOptions& options);
 
 }  // namespace ringmaster::sim

@@ -32,7 +32,7 @@ SimOptions Cluster(int nodes, int gpus, Policy p) {
 std::vector<TraceJob> BlockedHead() { return {J(1, 0, 2, 100), J(2, 1, 4, 50), J(3, 2, 2, 50), J(4, 3, 2, 200)}; }
 
 TEST(Simulator, FifoHeadBlocksEveryoneBehindIt) {
-  SimResult r = Simulate(BlockedHead(), Cluster(1, 4, Policy::kFifo));
+  SimResult r = Simulate(BlockedHead(), Cluster(1, 4, Policy::kFifo)).value();
   EXPECT_EQ(r.jobs, 4);
   // A 0-100, B 100-150, C and D start at 150: JCTs 100, 149, 198, 347.
   EXPECT_DOUBLE_EQ(r.avg_jct_s, (100 + 149 + 198 + 347) / 4.0);
@@ -40,7 +40,7 @@ TEST(Simulator, FifoHeadBlocksEveryoneBehindIt) {
 }
 
 TEST(Simulator, BackfillStartsShortJobsWithoutDelayingTheHeadsReservation) {
-  SimResult r = Simulate(BlockedHead(), Cluster(1, 4, Policy::kBackfill));
+  SimResult r = Simulate(BlockedHead(), Cluster(1, 4, Policy::kBackfill)).value();
   // B's reservation is t=100 (when A ends). C (ends at 52) is backfilled at once;
   // D would run past 100 on GPUs B needs, so it waits. B still starts at 100.
   // A 100, B 100-150 -> 149, C 2-52 -> 50, D 150-350 -> 347.
@@ -51,7 +51,7 @@ TEST(Simulator, BackfillStartsShortJobsWithoutDelayingTheHeadsReservation) {
 TEST(Simulator, BackfillNeverDelaysTheHeadEvenWhenALongJobFitsNow) {
   // 1 node, 4 GPUs. A holds 3 GPUs for 100 s; the head B needs 4; C (1 GPU, 1000 s) fits now
   // but would hold a GPU B needs at t=100, so it must not start before B.
-  SimResult r = Simulate({J(1, 0, 3, 100), J(2, 1, 4, 10), J(3, 2, 1, 1000)}, Cluster(1, 4, Policy::kBackfill));
+  SimResult r = Simulate({J(1, 0, 3, 100), J(2, 1, 4, 10), J(3, 2, 1, 1000)}, Cluster(1, 4, Policy::kBackfill)).value();
   // B 100-110 (JCT 109), C 110-1110 (JCT 1108).
   EXPECT_DOUBLE_EQ(r.avg_jct_s, (100 + 109 + 1108) / 3.0);
 }
@@ -62,11 +62,11 @@ TEST(Simulator, LasPreemptsTheJobWithMoreAttainedServiceForANewcomer) {
   o.restart_overhead_s = 30;
   o.min_run_s = 0;
   // A runs alone and passes 50 GPU-s at t=50; B arrives at 100 in the top level and preempts A.
-  SimResult r = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10)}, o);
+  SimResult r = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10)}, o).value();
   EXPECT_EQ(r.preemptions, 1);
   // B 100-110 (JCT 10); A resumes at 110 with 9900 s left plus 30 s restart: ends at 10040.
   EXPECT_DOUBLE_EQ(r.avg_jct_s, (10 + 10040) / 2.0);
-  SimResult fifo = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10)}, Cluster(1, 1, Policy::kFifo));
+  SimResult fifo = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10)}, Cluster(1, 1, Policy::kFifo)).value();
   EXPECT_EQ(fifo.preemptions, 0);
   EXPECT_DOUBLE_EQ(fifo.avg_jct_s, (10000 + 9910) / 2.0);
 }
@@ -79,14 +79,14 @@ TEST(Simulator, LasLeavesAJobAloneUntilItsLeaseEnds) {
   // B arrives at 100 but A's lease runs to 300: B preempts A then, and runs 300-310.
   // A restarts at 310 with a new lease to 610; C (arrived at 400) preempts it at 610, runs 610-620.
   // A has run 300 + 300 s and owes two restarts: 9400 + 60 s left from 620.
-  SimResult r = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10), J(3, 400, 1, 10)}, o);
+  SimResult r = Simulate({J(1, 0, 1, 10000), J(2, 100, 1, 10), J(3, 400, 1, 10)}, o).value();
   EXPECT_EQ(r.preemptions, 2);
   EXPECT_DOUBLE_EQ(r.avg_jct_s, ((620 + 9460) + 210 + 220) / 3.0);
 }
 
 TEST(Simulator, GangsLargerThanANodeTakeWholeNodesAndOversizedJobsAreSkipped) {
   // 16 GPUs = 2 whole nodes of 8; 64 GPUs cannot fit 4 x 8.
-  SimResult r = Simulate({J(1, 0, 16, 10), J(2, 0, 64, 10), J(3, 0, 8, 10)}, Cluster(4, 8, Policy::kFifo));
+  SimResult r = Simulate({J(1, 0, 16, 10), J(2, 0, 64, 10), J(3, 0, 8, 10)}, Cluster(4, 8, Policy::kFifo)).value();
   EXPECT_EQ(r.jobs, 2);
   EXPECT_EQ(r.skipped, 1);
   EXPECT_DOUBLE_EQ(r.avg_jct_s, 10);  // both ran at once: 3 of 4 nodes

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace ringmaster::sim {
 
@@ -52,6 +53,27 @@ StatusOr<std::vector<TraceJob>> LoadPhillyTrace(const std::string& path) {
     jobs.push_back(std::move(r.job));
   }
   return jobs;
+}
+
+StatusOr<Throughputs> LoadGavelThroughputs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("throughputs: cannot open {}", path));
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object of GPU types", path));
+  Throughputs out;
+  for (const auto& [type, models] : doc.items()) {
+    if (type.find("_unconsolidated") != std::string::npos || !models.is_object()) continue;
+    for (const auto& [key, partners] : models.items()) {
+      // Keys look like "('ResNet-18 (batch size 16)', 1)": the model and its scale factor.
+      const size_t open = key.find('\''), close = key.rfind('\'');
+      if (open == std::string::npos || close <= open || key.find(", 1)", close) == std::string::npos) continue;
+      if (!partners.is_object() || !partners.contains("null") || !partners["null"].is_number()) continue;
+      const double tput = partners["null"].get<double>();
+      if (tput > 0) out[key.substr(open + 1, close - open - 1)][type] = tput;
+    }
+  }
+  if (out.empty()) return InvalidArgument(fmt::format("{}: no single-GPU throughputs (\"null\" entries) found", path));
+  return out;
 }
 
 }  // namespace ringmaster::sim

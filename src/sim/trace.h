@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,14 @@ struct TraceJob {
 // Parses a Philly CSV; jobs sorted by submit time (ties: file order).
 // InvalidArgument names the line that is malformed.
 StatusOr<std::vector<TraceJob>> LoadPhillyTrace(const std::string& path);
+
+// Training throughput per job model and GPU type: model -> type -> steps/s.
+using Throughputs = std::map<std::string, std::map<std::string, double>>;
+
+// Reads Gavel's simulation_throughputs.json (OSDI'20): for each GPU type, the
+// isolated single-GPU throughput of each model ("null" partner, scale factor
+// 1). Co-located pairs and "_unconsolidated" types are ignored. Models with a
+// zero throughput on some type cannot run there and are left out of that type.
+StatusOr<Throughputs> LoadGavelThroughputs(const std::string& path);
 
 }  // namespace ringmaster::sim

@@ -3,7 +3,10 @@
 #  1. kill -9 of one worker of a running 2-worker training job: the gang is
 #     stopped and restarted as a whole (new attempt, new ringcomm generation),
 #     resumes from its latest checkpoint, and succeeds.
-#  2. kill -9 of an agent together with its tasks (a host dying): after the
+#  2. a worker that hangs (SIGSTOP) in the middle of training: its peer's next
+#     collective fails at ringcomm's deadline (RINGMASTER_COMM_TIMEOUT, 8 s
+#     here) naming the rank, the gang restarts from its checkpoint and succeeds.
+#  3. kill -9 of an agent together with its tasks (a host dying): after the
 #     node's lease (10 s) its task is marked LOST, and the job reruns on the
 #     other agent and succeeds.
 source "$(dirname "$0")/lib.sh"
@@ -37,28 +40,55 @@ for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = 2 ]
 [ "$(rmc nodes | grep -c ' ready ')" = 2 ] || { rmc nodes; fail "two agents did not register"; }
 pass "a server and two agents (node-a, node-b)"
 
+# Waits for a job's first checkpoint and prints its name.
+await_checkpoint() {
+  local ckpt="$DATA/files/users/1/jobs/$1/checkpoints"
+  for _ in $(seq 1 600); do [ -f "$ckpt/latest" ] && break; sleep 0.1; done
+  [ -f "$ckpt/latest" ] || { rmc logs "$1" >&2; fail "job $1 wrote no checkpoint in 60s"; }
+  cat "$ckpt/latest"
+}
+# Waits for a job to succeed after exactly one restart; prints its logs.
+succeeds_after_one_restart() {
+  rmc wait "$1" --timeout 180 > /dev/null || { rmc show "$1" >&2; rmc logs "$1" >&2; fail "job $1 did not succeed after $2"; }
+  [ "$(job_field "$1" restarts)" = 1 ] || fail "job $1 restarted $(job_field "$1" restarts) times, not once"
+  rmc logs "$1"
+}
+# Prints "TASK_KEY NODE" of a job's rank 1.
+rank1_task() { rmc show "$1" --json | jq -r '.tasks[] | select(.rank == 1) | "\(.id).\(.attempt) \(.node)"'; }
+
 # ---- 1. kill -9 of one worker
 ID=$(jq -n '{name: "ft-train", kind: "distributed", replicas: 2, max_restarts: 2, resources: {cpu: 1, memory: "1Gi"},
   command: ["ringmaster-train", "--model", "mlp", "--epochs", "2", "--checkpoint-every", "100", "--threads", "1",
             "--progress", "none"]}' | rmc submit -)
-CKPT="$DATA/files/users/1/jobs/$ID/checkpoints"
-for _ in $(seq 1 600); do [ -f "$CKPT/latest" ] && break; sleep 0.1; done
-[ -f "$CKPT/latest" ] || { rmc logs "$ID"; fail "job $ID wrote no checkpoint in 60s"; }
-BEFORE=$(cat "$CKPT/latest")
-TASK1=$(rmc show "$ID" --json | jq -r '.tasks[] | select(.rank == 1) | "\(.id).\(.attempt) \(.node)"')
-read -r KEY NODE <<<"$TASK1"
+BEFORE=$(await_checkpoint "$ID")
+read -r KEY NODE <<<"$(rank1_task "$ID")"
 PGID=$(cat "$DATA/agent-$NODE/tasks/$KEY/task.pid")
 kill -KILL -- "-$PGID"
 pass "rank 1 of job $ID (task $KEY on $NODE) killed with SIGKILL after checkpoint $BEFORE"
-rmc wait "$ID" --timeout 180 || { rmc show "$ID"; rmc logs "$ID"; fail "job $ID did not succeed after a worker was killed"; }
-[ "$(job_field "$ID" restarts)" = 1 ] || fail "job $ID restarted $(job_field "$ID" restarts) times, not once"
-LOGS=$(rmc logs "$ID")
+LOGS=$(succeeds_after_one_restart "$ID" "a worker was killed")
 grep -q "^\[0\] resuming from .*ckpt-[0-9]* (step [1-9][0-9]*" <<<"$LOGS" || fail "the restarted gang did not resume from a checkpoint: $LOGS"
 grep -q "^\[0\] final test accuracy" <<<"$LOGS" || fail "no final accuracy: $LOGS"
 rmc show "$ID" | grep -q "restart 1 of 2 after rank 1 failed" || { rmc show "$ID"; fail "no restart event naming rank 1"; }
 pass "the whole gang restarted once, resumed from $(grep -o 'ckpt-[0-9]*' <<<"$(grep resuming <<<"$LOGS")" | head -1), and succeeded"
 
-# ---- 2. kill -9 of an agent with its tasks (the host is gone)
+# ---- 2. a worker hangs inside a collective
+ID=$(jq -n '{name: "ft-hang", kind: "distributed", replicas: 2, max_restarts: 1, resources: {cpu: 1, memory: "1Gi"},
+  env: {RINGMASTER_COMM_TIMEOUT: "8"},
+  command: ["ringmaster-train", "--model", "mlp", "--epochs", "1", "--checkpoint-every", "100", "--threads", "1",
+            "--progress", "none"]}' | rmc submit -)
+await_checkpoint "$ID" > /dev/null
+read -r KEY NODE <<<"$(rank1_task "$ID")"
+HUNG=$(cat "$DATA/agent-$NODE/tasks/$KEY/task.pid")
+kill -STOP -- "-$HUNG"
+pass "rank 1 of job $ID (task $KEY on $NODE) frozen with SIGSTOP mid-training"
+LOGS=$(succeeds_after_one_restart "$ID" "a worker hung")
+grep -q "^\[0\] .*timed out after 8.0 s waiting for rank 1" <<<"$LOGS" || fail "rank 0 did not name the hung rank 1: $LOGS"
+grep -q "^\[0\] resuming from .*ckpt-[0-9]*" <<<"$LOGS" || fail "the restarted gang did not resume from a checkpoint: $LOGS"
+rmc show "$ID" | grep -q "restart 1 of 1 after rank 0 failed" || { rmc show "$ID"; fail "no restart event after rank 0's timeout"; }
+! kill -0 "$HUNG" 2>/dev/null || fail "the hung worker (pid $HUNG) was left behind"
+pass "rank 0 timed out naming rank 1, the gang restarted from its checkpoint and succeeded"
+
+# ---- 3. kill -9 of an agent with its tasks (the host is gone)
 ID=$(jq -n '{name: "ft-lost", replicas: 1, max_restarts: 1, resources: {cpu: 1, memory: "64Mi"},
   command: "echo attempt $RINGMASTER_ATTEMPT; sleep 4; echo done"}' | rmc submit -)
 wait_state "$ID" RUNNING 30
