@@ -21,9 +21,10 @@ void Add(Resources& to, const Resources& r, int sign) {
   to.gpus += sign * r.gpus;
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+bool EqualsIgnoreCase(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 // Kubernetes' percentageOfNodesToScore default: every node below 100, then
@@ -88,10 +89,14 @@ class Scheduler::Pass {
 
   // Which nodes the job's static filters (health, GPU type, labels) allow.
   const std::vector<char>& Mask(const JobRequest& job, const std::string& only_type = "") {
-    std::string key = only_type + "\x1f";
-    for (const auto& t : job.gpu_types) key += Lower(t) + "\x1e";
-    key += "\x1f";
-    for (const auto& [k, v] : job.node_selector) key += k + "=" + v + "\x1e";
+    // The constraint as a key (case kept: "V100" and "v100" only cache twice).
+    key_.clear();
+    key_ += only_type;
+    key_ += '\x1f';
+    for (const auto& t : job.gpu_types) (key_ += t) += '\x1e';
+    key_ += '\x1f';
+    for (const auto& [k, v] : job.node_selector) (((key_ += k) += '=') += v) += '\x1e';
+    const std::string& key = key_;
     auto it = masks_.find(key);
     if (it != masks_.end()) return it->second;
     std::vector<char> mask(nodes_.size(), 1);
@@ -104,7 +109,7 @@ class Scheduler::Pass {
       }
       if (mask[i] && !only_type.empty()) mask[i] = GpuTypeMatches(nodes_[i].gpu_model, only_type);
     }
-    return masks_.emplace(std::move(key), std::move(mask)).first->second;
+    return masks_.emplace(key, std::move(mask)).first->second;
   }
 
   // Places replicas one by one on the best-scoring allowed node, allocating as
@@ -159,7 +164,7 @@ class Scheduler::Pass {
       for (const auto& [type, tput] : job.throughput) {
         const bool accepted = job.gpu_types.empty() ||
                               std::any_of(job.gpu_types.begin(), job.gpu_types.end(),
-                                          [&](const std::string& t) { return Lower(t) == Lower(type); });
+                                          [&](const std::string& t) { return EqualsIgnoreCase(t, type); });
         if (accepted && tput > 0) ranked.push_back({-tput, type});
       }
       std::sort(ranked.begin(), ranked.end());
@@ -224,7 +229,8 @@ class Scheduler::Pass {
   const std::vector<NodeState>& nodes_;  // node facts the masks are computed from
   size_t limit_ = 0;
   size_t next_start_ = 0;
-  std::map<std::string, std::vector<char>> masks_;
+  std::string key_;  // scratch for Mask
+  std::map<std::string, std::vector<char>, std::less<>> masks_;
   std::map<std::pair<std::tuple<int64_t, int64_t, int>, const std::vector<char>*>, int64_t> slots_;
 };
 
