@@ -1,6 +1,6 @@
 // Joining a ringcomm group from inside a Ringmaster task. The platform sets
 // RINGMASTER_STORE (host:port of rank 0's rendezvous store), RANK,
-// WORLD_SIZE, RINGMASTER_GENERATION (the job's restart count) and
+// WORLD_SIZE, RINGMASTER_GENERATION (the gang's start count) and
 // RINGMASTER_ADDR (this task's node address); rank 0 serves the store on
 // its own port, every rank connects, and the Context forms under that
 // generation, so a restarted gang never meets a stale one.

@@ -222,6 +222,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
 
   if (!job.stop_state) {
     last_resize_ms_.erase(job.id);
+    attained_s_.erase(job.id);
     return SetJobState(job, State::kSucceeded, fmt::format("all {} tasks succeeded", tasks.size()));
   }
   State final_state = *job.stop_state;
@@ -230,6 +231,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   job.stop_reason.clear();
   if (final_state != State::kPending) {
     last_resize_ms_.erase(job.id);
+    attained_s_.erase(job.id);
     return SetJobState(job, final_state, reason);
   }
 
@@ -365,7 +367,11 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
   // each attempt of the gang forms a new generation.
   set("RINGMASTER_STORE", master_addr + ":" + master_port);
-  set("RINGMASTER_GENERATION", std::to_string(job.restarts));
+  // The gang's start count (its highest attempt): every restart, resize or
+  // preemption forms a new generation, so no rank meets a stale one.
+  int generation = 0;
+  for (const Task& t : gang) generation = std::max(generation, t.attempt);
+  set("RINGMASTER_GENERATION", std::to_string(generation));
   // torch.distributed (env:// init, torchrun conventions)
   set("RANK", std::to_string(task.rank));
   set("WORLD_SIZE", std::to_string(job.replicas));

@@ -342,6 +342,15 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   }
   EXPECT_EQ(grown[2].attempt, 1);
   EXPECT_EQ(grown[0].attempt, 2);
+  // Every rank of the resized gang, the new one too, forms a new ringcomm generation.
+  auto assigned = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  int ranks = 0;
+  for (const auto& t : assigned["tasks"]) {
+    if (t["job_id"] != id) continue;
+    EXPECT_EQ(t["env"]["RINGMASTER_GENERATION"], "2") << t.dump();
+    ++ranks;
+  }
+  EXPECT_EQ(ranks, 3);
 
   // A higher-priority job arrives and does not fit: the elastic job gives back one worker.
   int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
