@@ -105,7 +105,8 @@ bool Agent::Register() {
                          {"agent_version", kAgentVersion},
                          {"address", address_},
                          {"port_lo", options_.port_lo},
-                         {"port_hi", options_.port_hi}};
+                         {"port_hi", options_.port_hi},
+                         {"labels", options_.labels}};
   auto res = api_.Post("/api/v1/agent/register", body);
   if (!res.ok()) {
     spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());

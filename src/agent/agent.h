@@ -36,6 +36,7 @@ struct AgentOptions {
   std::string address;           // how other nodes reach tasks here; "" = this host's IPv4 address
   int port_lo = 41000;           // ports the platform may hand to tasks on this node
   int port_hi = 41999;
+  std::map<std::string, std::string> labels;  // what jobs' node selectors match
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds tick_interval{200};
 };

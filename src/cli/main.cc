@@ -122,6 +122,7 @@ struct NodeFlags {
   std::string memory;
   std::string address;
   std::string ports = "41000-41999";
+  std::vector<std::string> labels;  // key=value
 };
 
 agent::AgentOptions MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
@@ -137,6 +138,11 @@ agent::AgentOptions MakeAgentOptions(const NodeFlags& f, const std::string& serv
     o.cpu_milli = *c;
   }
   o.address = f.address;
+  for (const std::string& kv : f.labels) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) Die("--label: \"" + kv + "\" is not key=value (e.g. rack=r1)");
+    o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   if (sscanf(f.ports.c_str(), "%d-%d", &o.port_lo, &o.port_hi) != 2 || o.port_lo < 1 || o.port_hi > 65535 ||
       o.port_lo > o.port_hi) {
     Die("--ports: \"" + f.ports + "\" is not a port range like 41000-41999");
@@ -374,6 +380,7 @@ int Main(int argc, char** argv) {
     cmd->add_option("--memory", node.memory, "memory to offer, e.g. 8Gi (default: all)");
     cmd->add_option("--address", node.address, "address other nodes reach tasks here at (default: this host's)");
     cmd->add_option("--ports", node.ports, "ports the platform may give tasks here")->capture_default_str();
+    cmd->add_option("--label", node.labels, "a node label key=value that jobs' node_selector can match; repeatable");
   };
   SchedulerFlags sched;
   auto add_scheduler_flags = [&](CLI::App* cmd) {

@@ -127,18 +127,22 @@ void PrintJob(const json& j) {
 }
 
 void PrintNodes(const json& nodes) {
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "LABELS"}};
   for (const auto& n : nodes) {
     const json& a = n["allocated"];
     const json& u = n["usage"];
     std::string gpus = std::to_string(n["gpus"].size());
     if (!n["gpus"].empty()) gpus += " x " + n["gpus"][0].value("model", "?");
+    std::string labels;
+    if (n.contains("labels") && n["labels"].is_object()) {
+      for (const auto& [k, v] : n["labels"].items()) labels += (labels.empty() ? "" : ",") + k + "=" + v.get<std::string>();
+    }
     rows.push_back({Str(n, "id"), Str(n, "name"), Str(n, "state"), Str(n, "cpu"),
                     FormatBytes(n.value("memory_bytes", int64_t{0})), gpus,
                     fmt::format("{} cpu, {}, {} gpu, {} tasks", Str(a, "cpu"), FormatBytes(a.value("memory_bytes", int64_t{0})),
                                 Str(a, "gpus"), Str(a, "tasks")),
                     fmt::format("{:.0f}%", 100 * u.value("cpu_util", 0.0)), FormatBytes(u.value("memory_used_bytes", int64_t{0})),
-                    FormatDuration(n.value("last_heartbeat_age_ms", int64_t{0})) + " ago"});
+                    FormatDuration(n.value("last_heartbeat_age_ms", int64_t{0})) + " ago", labels});
   }
   PrintTable(rows);
 }

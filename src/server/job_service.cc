@@ -573,6 +573,7 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
   r.per_task = {spec.cpu_milli, spec.memory_bytes, spec.gpus};
   r.gpu_types = spec.gpu_types;
   r.throughput = spec.gpu_throughput;
+  r.node_selector = spec.node_selector;
   r.user = user;
   r.priority = j.priority;
   r.submit_ms = j.created_ms;
@@ -621,6 +622,12 @@ Status JobService::ScheduleOnce() {
     s.capacity = {n.cpu_milli, n.memory_bytes, n.gpu_count};
     s.gpu_model = n.gpu_model;
     s.cpu_util = n.cpu_util;
+    const auto labels = nlohmann::json::parse(n.labels_json, nullptr, /*allow_exceptions=*/false);
+    if (labels.is_object()) {
+      for (const auto& [k, v] : labels.items()) {
+        if (v.is_string()) s.labels[k] = v.get<std::string>();
+      }
+    }
     s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
     for (const Task& t : placed) {
       if (t.node_id != n.id) continue;

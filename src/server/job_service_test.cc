@@ -450,6 +450,24 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   EXPECT_EQ(Job(low[1]).state, State::kPending);
 }
 
+TEST_F(JobServiceTest, ANodeSelectorPicksLabelledNodesAndSaysWhyNot) {
+  store::Node n;
+  n.name = "plain";
+  n.cpu_milli = 8000;
+  n.memory_bytes = 8LL << 30;
+  ASSERT_TRUE(svc_->RegisterNode(n).ok());
+  n.name = "fast";
+  n.labels_json = R"({"net": "ib", "rack": "r2"})";
+  const int64_t fast = *svc_->RegisterNode(n);
+  int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\nnode_selector: {net: ib}\n");
+  int64_t nowhere = Submit("command: x\nresources: {cpu: 1}\nnode_selector: {rack: r9}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(id)) EXPECT_EQ(t.node_id, fast);
+  EXPECT_EQ(Job(nowhere).state, State::kPending);
+  EXPECT_NE(Job(nowhere).reason.find("node plain has no label rack"), std::string::npos) << Job(nowhere).reason;
+  EXPECT_NE(Job(nowhere).reason.find("node fast has label rack=r2, not r9"), std::string::npos) << Job(nowhere).reason;
+}
+
 TEST_F(JobServiceTest, ARunPastItsTimeLimitFails) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\ntime_limit: 1m\nmax_restarts: 3\n");

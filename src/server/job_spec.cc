@@ -125,7 +125,7 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
 StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
-                                          "max_restarts", "priority", "time_limit", "working_dir"}));
+                                          "max_restarts", "priority", "time_limit", "node_selector", "working_dir"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -200,6 +200,15 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
     RM_ASSIGN_OR_RETURN(int64_t p, GetInt(root["priority"], "priority", -kMaxPriority, kMaxPriority));
     spec.priority = static_cast<int>(p);
   }
+  if (root["node_selector"]) {
+    const YAML::Node& sel = root["node_selector"];
+    if (!sel.IsMap()) return InvalidArgument("node_selector: must map label names to values, got " + Quote(sel));
+    for (auto it = sel.begin(); it != sel.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+      if (key.empty()) return InvalidArgument("node_selector: label names must be non-empty strings");
+      RM_ASSIGN_OR_RETURN(spec.node_selector[key], GetString(it->second, "node_selector." + key));
+    }
+  }
   if (root["time_limit"]) {
     const YAML::Node& t = root["time_limit"];
     static const std::regex kDuration(R"(^([0-9]+)(s|m|h|d)?$)");
@@ -259,6 +268,7 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
+  if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
   if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
   return j;
 }
@@ -288,6 +298,7 @@ JobSpec JobSpecFromJson(const nlohmann::json& j) {
   s.max_restarts = j.value("max_restarts", 0);
   s.priority = j.value("priority", 0);
   s.working_dir = j.value("working_dir", "");
+  s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
   s.time_limit_ms = std::atoll(j.value("time_limit", std::string("0")).c_str()) * 1000;
   return s;
 }

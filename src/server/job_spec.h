@@ -39,6 +39,8 @@ struct JobSpec {
   bool elastic() const { return max_replicas > min_replicas; }
   int max_restarts = 0;
   int priority = 0;
+  // Node labels the job's nodes must have (`node_selector: {rack: r1}`).
+  std::map<std::string, std::string> node_selector;
   // A run longer than this is stopped (FAILED); backfill plans with it. 0 = none.
   int64_t time_limit_ms = 0;
   std::string working_dir;            // absolute; "" = the task's own scratch directory

@@ -131,6 +131,12 @@ TEST(JobSpec, SeveralGpuTypesThroughputsAndATimeLimit) {
   old["resources"]["gpu_type"] = "a100";
   EXPECT_EQ(JobSpecFromJson(old).gpu_types, std::vector<std::string>{"a100"});
 
+  auto sel = ParseJobSpec("command: x\nnode_selector: {rack: r1, net: ib}\n");
+  ASSERT_TRUE(sel.ok()) << sel.status().ToString();
+  EXPECT_EQ(JobSpecFromJson(JobSpecToJson(*sel)).node_selector,
+            (std::map<std::string, std::string>{{"net", "ib"}, {"rack", "r1"}}));
+  EXPECT_EQ(ErrorOf("command: x\nnode_selector: [rack]\n"), "node_selector: must map label names to values, got a list");
+  EXPECT_EQ(ErrorOf("command: x\nnode_selector: {rack: [a]}\n"), "node_selector.rack: must be a string, got a list");
   EXPECT_EQ(ErrorOf("command: x\ntime_limit: soon\n"),
             "time_limit: \"soon\" is not a duration (use e.g. 90m, 2h or 3600)");
   EXPECT_EQ(ErrorOf("command: x\nresources: {gpu: 1, gpu_throughput: {v100: fast}}\n"),

@@ -460,6 +460,7 @@ void Server::Routes() {
                      {"usage", {{"cpu_util", n.cpu_util}, {"memory_used_bytes", n.memory_used_bytes}}},
                      {"agent_version", n.agent_version},
                      {"address", n.address},
+                     {"labels", json::parse(n.labels_json, nullptr, false)},
                      {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""}});
     }
     return Reply{200, {{"nodes", out}}};
@@ -571,6 +572,12 @@ void Server::Routes() {
       n.address = b.value("address", "");
       n.port_lo = b.value("port_lo", 0);
       n.port_hi = b.value("port_hi", -1);
+      json labels = b.value("labels", json::object());
+      if (!labels.is_object()) return InvalidArgument("labels: must be an object of strings");
+      for (const auto& [k, v] : labels.items()) {
+        if (k.empty() || !v.is_string()) return InvalidArgument(fmt::format("labels.{}: must be a non-empty name with a string value", k));
+      }
+      n.labels_json = labels.dump();
     } catch (const std::exception& e) {
       return InvalidArgument(std::string("register: ") + e.what());
     }

@@ -160,6 +160,19 @@ TEST_F(ServerTest, OnlyAdminsManageUsersAndSpeakTheAgentProtocol) {
   EXPECT_EQ(ErrorMessage(bad), "role: \"root\" is not a role (expected admin or user)");
 }
 
+TEST_F(ServerTest, AgentsRegisterLabelsThatNodesShow) {
+  auto r = Call("POST", "/api/v1/agent/register", admin_,
+                R"({"name":"n1","cpu_milli":1000,"memory_bytes":1,"labels":{"rack":"r1"}})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto nodes = json::parse(Call("GET", "/api/v1/nodes", admin_)->body)["nodes"];
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["labels"]["rack"], "r1");
+  auto bad = Call("POST", "/api/v1/agent/register", admin_,
+                  R"({"name":"n2","cpu_milli":1000,"memory_bytes":1,"labels":{"rack":7}})");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(ErrorMessage(bad), "labels.rack: must be a non-empty name with a string value");
+}
+
 TEST_F(ServerTest, MalformedSpecsAreRefusedNamingTheProblemAndCreateNoJob) {
   struct Case {
     std::string spec, message_prefix;

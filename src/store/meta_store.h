@@ -59,6 +59,7 @@ struct Node {
   std::string address;  // where other nodes reach tasks on this one
   int port_lo = 0;      // ports the platform may hand to tasks here: [port_lo, port_hi]
   int port_hi = -1;
+  std::string labels_json = "{}";  // {"rack": "r1", ...}: what node selectors match
 };
 
 struct Job {

@@ -100,6 +100,10 @@ ALTER TABLE tasks ADD COLUMN port INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN resize_to INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 4: node labels (node selectors)
+    R"sql(
+ALTER TABLE nodes ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -154,7 +158,7 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms";
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to";
@@ -194,6 +198,7 @@ Node ReadNode(const Stmt& s) {
   n.address = s.Text(12);
   n.port_lo = static_cast<int>(s.Int(13));
   n.port_hi = static_cast<int>(s.Int(14));
+  n.labels_json = s.Text(15);
   return n;
 }
 
@@ -367,17 +372,17 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
-           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
            "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
            "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
            "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
            "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
            "agent_version=excluded.agent_version, address=excluded.address, "
-           "port_lo=excluded.port_lo, port_hi=excluded.port_hi RETURNING id");
+           "port_lo=excluded.port_lo, port_hi=excluded.port_hi, labels_json=excluded.labels_json RETURNING id");
     s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
         .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
-        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi);
+        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json);
     if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
     return s.Int(0);
   }

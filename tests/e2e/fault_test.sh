@@ -31,7 +31,7 @@ done
 URL=$(jq -r .url "$DATA/server.json")
 start_agent() {  # start_agent NAME PORTS
   "$RM" agent --server "$URL" --token-file "$DATA/admin.token" --data "$DATA/agent-$1" --node-name "$1" \
-    --cpus 2 --memory 4Gi --ports "$2" >> "$DATA/agent-$1.log" 2>&1 &
+    --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
   AGENT_PID[$1]=$!
 }
 start_agent node-a 42200-42249
@@ -87,6 +87,12 @@ grep -q "^\[0\] resuming from .*ckpt-[0-9]*" <<<"$LOGS" || fail "the restarted g
 rmc show "$ID" | grep -q "restart 1 of 1 after rank 0 failed" || { rmc show "$ID"; fail "no restart event after rank 0's timeout"; }
 ! kill -0 "$HUNG" 2>/dev/null || fail "the hung worker (pid $HUNG) was left behind"
 pass "rank 0 timed out naming rank 1, the gang restarted from its checkpoint and succeeded"
+
+# Node labels reach the scheduler: a node selector picks the agent started with --label zone=b.
+ID=$(jq -n '{name: "zone-b", node_selector: {zone: "b"}, resources: {cpu: 0.1, memory: "16Mi"}, command: "true"}' | rmc submit -)
+rmc wait "$ID" --timeout 30 > /dev/null || { rmc show "$ID"; fail "job $ID with node_selector zone=b did not run"; }
+[ "$(rmc show "$ID" --json | jq -r '.tasks[0].node')" = node-b ] || fail "node_selector zone=b ran job $ID elsewhere"
+pass "node_selector {zone: b} placed job $ID on node-b (agent --label zone=b)"
 
 # ---- 3. kill -9 of an agent with its tasks (the host is gone)
 ID=$(jq -n '{name: "ft-lost", replicas: 1, max_restarts: 1, resources: {cpu: 1, memory: "64Mi"},
