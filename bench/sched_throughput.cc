@@ -66,11 +66,11 @@ int main() {
     // Running work: jobs placed on an empty cluster until a quarter of the GPUs are taken.
     Snapshot snap{3'600'000, Nodes(nodes_n), {}};
     {
-      const Scheduler& s = DefaultScheduler();
+      auto s = Scheduler::Create(SchedulerConfig{});
       int64_t used = 0;
       for (const JobRequest& j : Jobs(nodes_n * 2, 1'000'000, rng)) {
         if (used >= nodes_n * 8 / 4) break;
-        auto ids = s.PlaceGang(snap.nodes, j);
+        auto ids = (*s)->PlaceGang(snap.nodes, j);
         if (ids.empty()) continue;
         used += static_cast<int64_t>(j.per_task.gpus) * j.replicas;
         snap.running.push_back({j, ids, 0, 0, false});

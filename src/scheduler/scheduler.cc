@@ -39,6 +39,11 @@ size_t NodesToScore(int configured, size_t n) {
 struct Usage {
   int64_t cpu_milli = 0;
   int64_t gpus = 0;
+  Usage& operator+=(const Usage& o) {
+    cpu_milli += o.cpu_milli;
+    gpus += o.gpus;
+    return *this;
+  }
 };
 
 bool Exceeds(const Quota& q, const Usage& u) {
@@ -85,6 +90,17 @@ class Scheduler::Pass {
  public:
   Pass(const Scheduler& s, const std::vector<NodeState>& nodes) : s_(s), nodes_(nodes) {
     limit_ = NodesToScore(s.config_.nodes_to_score, nodes.size());
+  }
+
+  // Adds (sign +1) or removes (-1) a running job's allocation in `view`.
+  void AddJob(std::vector<NodeState>& view, const RunningJob& rj, int sign) {
+    if (index_of_.empty()) {
+      for (size_t i = 0; i < nodes_.size(); ++i) index_of_[nodes_[i].id] = i;
+    }
+    for (int64_t id : rj.node_ids) {
+      auto it = index_of_.find(id);
+      if (it != index_of_.end()) Add(view[it->second].allocated, rj.request.per_task, sign);
+    }
   }
 
   // Which nodes the job's static filters (health, GPU type, labels) allow.
@@ -230,6 +246,7 @@ class Scheduler::Pass {
   size_t limit_ = 0;
   size_t next_start_ = 0;
   std::string key_;  // scratch for Mask
+  std::map<int64_t, size_t> index_of_;  // node id -> index, built on first use
   std::map<std::string, std::vector<char>, std::less<>> masks_;
   std::map<std::pair<std::tuple<int64_t, int64_t, int>, const std::vector<char>*>, int64_t> slots_;
 };
@@ -270,11 +287,6 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& co
   return s;
 }
 
-const Scheduler& DefaultScheduler() {
-  static const Scheduler* s = Scheduler::Create(SchedulerConfig{}).value().release();
-  return *s;
-}
-
 std::vector<int64_t> Scheduler::PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) const {
   return NewPlacer(nodes).PlaceGang(nodes, job);
 }
@@ -294,18 +306,82 @@ std::vector<int64_t> Scheduler::Placer::PlaceGang(std::vector<NodeState>& nodes,
   return ids;
 }
 
+std::vector<Preemption> Scheduler::ChooseVictims(Pass& pass, const Snapshot& snap, const std::vector<NodeState>& future,
+                                                 const JobRequest& job, bool within_quota,
+                                                 const std::set<int64_t>& borrowing,
+                                                 const std::set<int64_t>& going) const {
+  struct Candidate {
+    const RunningJob* rj;
+    double lost_s;
+    std::string why;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& rj : snap.running) {
+    const int64_t id = rj.request.job_id;
+    if (going.count(id)) continue;
+    const bool borrower = borrowing.count(id) > 0;
+    std::string cause;
+    if (borrower && within_quota && rj.request.user != job.user) {
+      cause = fmt::format("reclaiming quota: user {} borrows beyond its quota", rj.request.user);
+    } else if (policy_->MayPreempt(job, rj, snap.now_ms) &&
+               (borrower || rj.request.user == job.user || !config_.quotas.count(rj.request.user))) {
+      cause = policy_->Outranks(job, rj);
+    } else {
+      continue;
+    }
+    const int64_t since = std::max(rj.started_ms, rj.last_checkpoint_ms);
+    const double lost = static_cast<double>(std::max<int64_t>(0, snap.now_ms - since)) / 1000 * DeviceWeight(rj.request);
+    candidates.push_back({&rj, lost, std::move(cause)});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tuple(a.lost_s, a.rj->request.priority, -a.rj->started_ms, a.rj->request.job_id) <
+           std::tuple(b.lost_s, b.rj->request.priority, -b.rj->started_ms, b.rj->request.job_id);
+  });
+  auto fits = [&](const std::vector<NodeState>& view) {
+    std::vector<NodeState> attempt = view;
+    return !pass.PlaceGang(attempt, job).empty();
+  };
+  // Take victims in order until the job fits ...
+  std::vector<NodeState> trial = future;
+  std::vector<size_t> taken;
+  bool room = false;
+  for (size_t c = 0; c < candidates.size() && !room; ++c) {
+    pass.AddJob(trial, *candidates[c].rj, -1);
+    taken.push_back(c);
+    room = fits(trial);
+  }
+  if (!room) return {};
+  // ... then reprieve those it does not need, the most lost work first.
+  for (size_t k = taken.size(); k-- > 0;) {
+    const RunningJob& rj = *candidates[taken[k]].rj;
+    pass.AddJob(trial, rj, +1);
+    if (fits(trial)) {
+      taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      pass.AddJob(trial, rj, -1);
+    }
+  }
+  std::vector<Preemption> out;
+  for (size_t c : taken) {
+    const Candidate& cand = candidates[c];
+    out.push_back({cand.rj->request.job_id, job.job_id, cand.lost_s,
+                   fmt::format("preempted for job {} ({}); {:.0f} device-seconds since its last checkpoint",
+                               job.job_id, cand.why, cand.lost_s)});
+  }
+  return out;
+}
+
 Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pending) const {
   Plan plan;
   const int64_t now = snap.now_ms;
   std::vector<NodeState> nodes = snap.nodes;  // allocations grow as we place
   Pass pass(*this, snap.nodes);
-  std::map<int64_t, size_t> index_of;
-  for (size_t i = 0; i < nodes.size(); ++i) index_of[nodes[i].id] = i;
-  auto release = [&](std::vector<NodeState>& view, const RunningJob& rj) {
-    for (int64_t id : rj.node_ids) {
-      auto it = index_of.find(id);
-      if (it != index_of.end()) Add(view[it->second].allocated, rj.request.per_task, -1);
-    }
+  // Records a placement and its quota use.
+  auto place = [&](const JobRequest& job, const std::vector<int>& chosen, bool borrowing) {
+    Placement p{job.job_id, {}, borrowing};
+    for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
+    plan.placements.push_back(std::move(p));
+    plan.pending_reasons.erase(job.job_id);
   };
 
   // Quota use per user, and which running jobs borrow: a user's jobs count
@@ -321,9 +397,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     });
     for (const RunningJob* rj : by_rank) {
       Usage& u = usage[rj->request.user];
-      const Usage t = Total(rj->request);
-      u.cpu_milli += t.cpu_milli;
-      u.gpus += t.gpus;
+      u += Total(rj->request);
       auto q = config_.quotas.find(rj->request.user);
       if (q != config_.quotas.end() && Exceeds(q->second, u)) borrowing.insert(rj->request.job_id);
     }
@@ -341,9 +415,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   // Backfill: the head's reservation in its bottleneck resource (GPUs, else CPU).
   int64_t shadow_ms = INT64_MAX, extra = 0;
   int looked_behind = 0;
-  auto amount = [](const JobRequest& j, bool gpus) {
-    return gpus ? static_cast<int64_t>(j.per_task.gpus) * j.replicas : j.per_task.cpu_milli * j.replicas;
-  };
+  auto amount = [](const JobRequest& j, bool gpus) { return gpus ? Total(j).gpus : Total(j).cpu_milli; };
   bool head_gpus = false;
 
   for (const JobRequest* jp : queue) {
@@ -366,8 +438,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     const Quota* quota = nullptr;
     if (auto q = config_.quotas.find(job.user); q != config_.quotas.end()) quota = &q->second;
     Usage after = usage[job.user];
-    after.cpu_milli += Total(job).cpu_milli;
-    after.gpus += Total(job).gpus;
+    after += Total(job);
     const bool over_quota = quota && Exceeds(*quota, after);
     if (over_quota && !quota->borrow) {
       reason = fmt::format("{}; over quota: {}, and its quota may not borrow", needs,
@@ -393,14 +464,9 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       if (ends_in_time || take <= extra) {
         std::vector<int> chosen = pass.PlaceGang(nodes, job);
         if (!chosen.empty()) {
-          Placement p{job.job_id, {}, false};
-          for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
-          plan.placements.push_back(std::move(p));
-          plan.pending_reasons.erase(job.job_id);
+          place(job, chosen, false);
+          usage[job.user] = after;
           if (!ends_in_time) extra -= take;
-          Usage& u = usage[job.user];
-          u.cpu_milli += Total(job).cpu_milli;
-          u.gpus += Total(job).gpus;
           continue;
         }
         why = "it does not fit now";
@@ -419,10 +485,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
 
     std::vector<int> chosen = pass.PlaceGang(nodes, job);
     if (!chosen.empty()) {
-      Placement p{job.job_id, {}, over_quota};
-      for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
-      plan.placements.push_back(std::move(p));
-      plan.pending_reasons.erase(job.job_id);
+      place(job, chosen, over_quota);
       usage[job.user] = after;
       continue;
     }
@@ -450,7 +513,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     std::vector<int64_t> stopping;
     for (const auto& rj : snap.running) {
       if (!going.count(rj.request.job_id)) continue;
-      release(future, rj);
+      pass.AddJob(future, rj, -1);
       stopping.push_back(rj.request.job_id);
     }
     if (!stopping.empty()) {
@@ -463,69 +526,16 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
 
     // Preemption: the fewest victims, least lost work first, that make room.
     if (config_.preemption) {
-      struct Candidate {
-        const RunningJob* rj;
-        double lost_s;
-        std::string why;
-      };
-      std::vector<Candidate> candidates;
-      for (const auto& rj : snap.running) {
-        const int64_t id = rj.request.job_id;
-        if (going.count(id)) continue;
-        const bool borrower = borrowing.count(id) > 0;
-        std::string cause;
-        if (borrower && quota && rj.request.user != job.user) {
-          cause = fmt::format("reclaiming quota: user {} borrows beyond its quota", rj.request.user);
-        } else if (policy_->MayPreempt(job, rj, now) &&
-                   (borrower || rj.request.user == job.user || !config_.quotas.count(rj.request.user))) {
-          cause = policy_->Outranks(job, rj);
-        } else {
-          continue;
-        }
-        const int64_t since = std::max(rj.started_ms, rj.last_checkpoint_ms);
-        const double lost = static_cast<double>(std::max<int64_t>(0, now - since)) / 1000 * DeviceWeight(rj.request);
-        candidates.push_back({&rj, lost, std::move(cause)});
-      }
-      std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-        return std::tuple(a.lost_s, a.rj->request.priority, -a.rj->started_ms, a.rj->request.job_id) <
-               std::tuple(b.lost_s, b.rj->request.priority, -b.rj->started_ms, b.rj->request.job_id);
-      });
-      std::vector<NodeState> trial = future;
-      std::vector<size_t> taken;
-      bool fits = false;
-      for (size_t c = 0; c < candidates.size() && !fits; ++c) {
-        release(trial, *candidates[c].rj);
-        taken.push_back(c);
-        std::vector<NodeState> attempt = trial;
-        fits = !pass.PlaceGang(attempt, job).empty();
-      }
-      if (fits) {
-        // Reprieve what is not needed, the most lost work first.
-        for (size_t k = taken.size(); k-- > 0;) {
-          const RunningJob& rj = *candidates[taken[k]].rj;
-          for (int64_t id : rj.node_ids) {
-            if (auto it = index_of.find(id); it != index_of.end()) Add(trial[it->second].allocated, rj.request.per_task, +1);
-          }
-          std::vector<NodeState> attempt = trial;
-          if (!pass.PlaceGang(attempt, job).empty()) {
-            taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(k));
-          } else {
-            release(trial, rj);
-          }
-        }
-        std::vector<int64_t> victims;
-        for (size_t c : taken) {
-          const Candidate& cand = candidates[c];
-          const int64_t id = cand.rj->request.job_id;
-          victims.push_back(id);
-          going.insert(id);
-          plan.preemptions.push_back(
-              {id, job.job_id, cand.lost_s,
-               fmt::format("preempted for job {} ({}); {:.0f} device-seconds since its last checkpoint", job.job_id,
-                           cand.why, cand.lost_s)});
+      std::vector<Preemption> victims = ChooseVictims(pass, snap, future, job, quota != nullptr, borrowing, going);
+      if (!victims.empty()) {
+        std::vector<int64_t> ids;
+        for (Preemption& v : victims) {
+          ids.push_back(v.job_id);
+          going.insert(v.job_id);
+          plan.preemptions.push_back(std::move(v));
         }
         reason = fmt::format("{}; preempting {} to make room (they checkpoint and stop first): {}", needs,
-                             JobList(victims), why);
+                             JobList(ids), why);
         continue;
       }
     }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,6 +165,11 @@ class Scheduler {
 
  private:
   explicit Scheduler(SchedulerConfig config);
+  // The running jobs `job` should preempt to fit on `future` (the nodes once
+  // stopping jobs are gone): fewest needed, least lost work first.
+  std::vector<Preemption> ChooseVictims(Pass& pass, const Snapshot& snap, const std::vector<NodeState>& future,
+                                        const JobRequest& job, bool within_quota, const std::set<int64_t>& borrowing,
+                                        const std::set<int64_t>& going) const;
 
   SchedulerConfig config_;
   std::vector<std::unique_ptr<FilterPlugin>> static_filters_;   // node facts only: evaluated once per job shape
@@ -171,9 +177,6 @@ class Scheduler {
   std::vector<std::pair<std::unique_ptr<ScorePlugin>, double>> scores_;
   std::unique_ptr<Policy> policy_;
 };
-
-// The scheduler the server and the tools use when configured with nothing.
-const Scheduler& DefaultScheduler();
 
 // "2 x {cpu 1, memory 512Mi, gpu 1 (a100|h100)}"
 std::string DescribeRequest(const JobRequest& job);

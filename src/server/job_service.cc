@@ -317,7 +317,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
                      {"argv", spec.command},
                      {"env", env},
                      {"working_dir", spec.working_dir},
-                     {"stop_grace_ms", options_.stop_grace_ms}});
+                     {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
   }
   return nlohmann::json{{"index", current()}, {"tasks", tasks}};
 }
@@ -643,6 +643,9 @@ Status JobService::ScheduleOnce() {
   // much service each job has had (LAS), and time limits.
   std::map<int64_t, std::vector<const Task*>> gang_tasks;
   for (const Task& t : placed) gang_tasks[t.job_id].push_back(&t);
+  const bool anyone_waiting = std::any_of(active.begin(), active.end(), [](const Job& j) {
+    return j.state == State::kPending && !j.stop_state;
+  });
   const int64_t since_last_pass = last_pass_ms_ > 0 ? std::max<int64_t>(0, now - last_pass_ms_) : 0;
   last_pass_ms_ = now;
   for (Job& j : active) {
@@ -661,7 +664,8 @@ Status JobService::ScheduleOnce() {
       all_running = all_running && t->state == State::kRunning;
     }
     rj.started_ms = all_running ? started : now;
-    const int64_t ckpt = LastCheckpointMs(j);
+    // Only preemption reads checkpoint times: no directory listings while nothing waits.
+    const int64_t ckpt = anyone_waiting ? LastCheckpointMs(j) : 0;
     rj.last_checkpoint_ms = ckpt > rj.started_ms ? ckpt : 0;
     rj.stopping = j.stop_state.has_value();
     if (all_running && !rj.stopping) {

@@ -35,6 +35,9 @@ struct JobServiceOptions {
   int64_t restart_backoff_ms = 1'000;
   int64_t max_restart_backoff_ms = 60'000;
   int64_t stop_grace_ms = 5'000;     // SIGTERM .. SIGKILL
+  // SIGTERM .. SIGKILL for a gang stopped to resume later (a preemption or an
+  // elastic resize): time to finish a step (or an evaluation) and checkpoint.
+  int64_t checkpoint_grace_ms = 30'000;
   std::chrono::milliseconds schedule_interval{1000};
   // The file store's root (a local directory for now): every job gets
   // <files_dir>/users/<user>/jobs/<id>/{checkpoints,outputs} and shares

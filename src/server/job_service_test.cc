@@ -437,6 +437,9 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
   for (const auto& t : a["tasks"]) {
     EXPECT_EQ(t["desired"], t["job_id"] == low[1] ? "stop" : "run") << t.dump();
+    if (t["job_id"] == low[1]) {
+      EXPECT_EQ(t["stop_grace_ms"], 30'000);  // time to checkpoint, not the usual 5 s
+    }
   }
   // Until it has stopped nothing more is preempted.
   ASSERT_TRUE(svc_->ScheduleOnce().ok());

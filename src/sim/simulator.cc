@@ -39,7 +39,7 @@ struct Job {
 class Engine {
  public:
   Engine(const std::vector<TraceJob>& trace, const SimOptions& o, const scheduler::Scheduler& sched)
-      : o_(o), sched_(sched) {
+      : o_(o) {
     std::vector<std::pair<std::string, int>> types = o.gpu_types;
     if (types.empty()) types.push_back({"", o.nodes});
     for (size_t t = 0; t < types.size(); ++t) {
@@ -350,9 +350,8 @@ class Engine {
   }
 
   const SimOptions o_;
-  const scheduler::Scheduler& sched_;
   std::vector<NodeState> nodes_;
-  std::optional<scheduler::Scheduler::Placer> placer_;  // over nodes_
+  std::optional<scheduler::Scheduler::Placer> placer_;  // over nodes_; its Scheduler outlives the Engine
   std::vector<int> node_type_;  // index into the cluster's GPU types, per node
   std::vector<Job> jobs_;
   int64_t total_gpus_ = 0;

@@ -31,7 +31,7 @@ pass "job $URGENT ran; the scheduler preempted $A (least work lost), not $B: $(g
 
 rmc wait "$A" --timeout 240 || { rmc show "$A"; rmc logs "$A" | tail -30; fail "preempted job $A did not succeed"; }
 LOGS=$(rmc logs "$A")
-STOP=$(grep -o "^\[0\] stopped at step [0-9]*" <<<"$LOGS" | grep -o "[0-9]*$" | head -1)
+STOP=$(grep -o "^\[0\] stopped at step [0-9]*" <<<"$LOGS" | grep -o "[0-9]*$" | head -1 || true)
 [ -n "$STOP" ] || fail "job $A did not checkpoint when told to stop: $LOGS"
 grep -q "^\[0\] resuming from .*ckpt-$STOP (step $STOP" <<<"$LOGS" || fail "job $A did not resume from its stop checkpoint $STOP: $LOGS"
 grep -q "^\[0\] final test accuracy" <<<"$LOGS" || fail "no final accuracy: $LOGS"
