@@ -377,7 +377,9 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   std::vector<NodeState> nodes = snap.nodes;  // allocations grow as we place
   Pass pass(*this, snap.nodes);
   // Records a placement and its quota use.
+  std::vector<const JobRequest*> placed;  // in this pass: they run from now on
   auto place = [&](const JobRequest& job, const std::vector<int>& chosen, bool borrowing) {
+    placed.push_back(&job);
     Placement p{job.job_id, {}, borrowing};
     for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
     plan.placements.push_back(std::move(p));
@@ -552,6 +554,9 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       for (const auto& rj : snap.running) {
         if (rj.request.expected_runtime_ms <= 0) continue;
         ends.push_back({rj.started_ms + rj.request.expected_runtime_ms, amount(rj.request, head_gpus)});
+      }
+      for (const JobRequest* j : placed) {
+        if (j->expected_runtime_ms > 0) ends.push_back({now + j->expected_runtime_ms, amount(*j, head_gpus)});
       }
       std::sort(ends.begin(), ends.end());
       const int64_t want = amount(job, head_gpus);

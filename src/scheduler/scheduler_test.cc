@@ -435,6 +435,20 @@ TEST(Backfill, StartsShortJobsWithoutDelayingTheHeadsReservation) {
   EXPECT_TRUE(plan.placements.empty());
 }
 
+TEST(Backfill, JobsPlacedEarlierInThePassCountForTheReservation) {
+  SchedulerConfig c;
+  c.policy = "backfill";
+  JobRequest first = MakeJob(1, 1, 1000, 2);
+  first.expected_runtime_ms = 60 * kMin;  // placed now, ends at 60 min
+  JobRequest head = MakeJob(2, 1, 1000, 4);
+  head.expected_runtime_ms = 10 * kMin;
+  JobRequest short_job = MakeJob(3, 1, 1000, 2);
+  short_job.expected_runtime_ms = 30 * kMin;  // ends before the head's reservation at 60 min
+  Plan plan = Make(c)->Schedule({0, {MakeNode(1, "a", 64000, 4, "H100")}, {}}, {first, head, short_job});
+  ASSERT_EQ(plan.placements.size(), 2u);
+  EXPECT_EQ(plan.placements[1].job_id, 3);
+}
+
 // --- LAS ---
 
 TEST(Las, LeastAttainedFirstAndPreemptsOnlyAfterTheLease) {

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "scheduler/policy.h"
+
 namespace ringmaster::sim {
 namespace {
 
@@ -174,8 +176,7 @@ class Engine {
   // Moves a job to the LAS level its attained service puts it in.
   void Relevel(Job& j) {
     if (o_.policy != Policy::kLas) return;
-    int level = 0;
-    for (double th : o_.las_thresholds_gpu_s) level += j.attained_gpu_s >= th - 1e-6;
+    const int level = scheduler::LasLevel(o_.las_thresholds_gpu_s, j.attained_gpu_s);  // the server's rule
     if (level == j.level) return;
     active_.erase(Key(j));
     const bool was_pending = pending_.erase(Key(j)) > 0;
@@ -271,7 +272,10 @@ class Engine {
     // EASY: the head's reservation ("shadow time") from running jobs' expected ends.
     const Job& head = jobs_[std::get<2>(*pending_.begin())];
     std::vector<std::pair<double, int>> ends;
-    for (size_t id : running_) ends.push_back({now_ + jobs_[id].remaining_s / jobs_[id].rate, Gpus(jobs_[id])});
+    // remaining_s is as of run_since (Account runs at a job's own events).
+    for (size_t id : running_) {
+      ends.push_back({jobs_[id].run_since + jobs_[id].remaining_s / jobs_[id].rate, Gpus(jobs_[id])});
+    }
     std::sort(ends.begin(), ends.end());
     int64_t avail = free_gpus_;
     double shadow = kNever;
