@@ -182,6 +182,18 @@ Status JobService::Cancel(int64_t job_id, const std::string& by) {
   return Status::Ok();
 }
 
+namespace {
+
+// Device-seconds a task has held since it started (GPUs, or CPU cores for a
+// CPU-only task), up to `until_ms`: what LAS counts as attained service.
+double TaskService(const Task& t, int64_t until_ms) {
+  if (t.started_ms <= 0 || until_ms <= t.started_ms) return 0;
+  const double devices = t.gpus > 0 ? t.gpus : static_cast<double>(t.cpu_milli) / 1000;
+  return static_cast<double>(until_ms - t.started_ms) / 1000 * devices;
+}
+
+}  // namespace
+
 Status JobService::SettleJobLocked(int64_t job_id) {
   RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(job_id));
   if (IsTerminal(job.state)) return Status::Ok();
@@ -220,9 +232,10 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   bool all_ended = std::all_of(tasks.begin(), tasks.end(), [](const Task& t) { return IsTerminal(t.state); });
   if (!all_ended) return Status::Ok();
 
+  // The run is over: bank the service it received (LAS orders by it).
+  for (const Task& t : tasks) job.service_s += TaskService(t, t.finished_ms);
   if (!job.stop_state) {
     last_resize_ms_.erase(job.id);
-    attained_s_.erase(job.id);
     return SetJobState(job, State::kSucceeded, fmt::format("all {} tasks succeeded", tasks.size()));
   }
   State final_state = *job.stop_state;
@@ -231,7 +244,6 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   job.stop_reason.clear();
   if (final_state != State::kPending) {
     last_resize_ms_.erase(job.id);
-    attained_s_.erase(job.id);
     return SetJobState(job, final_state, reason);
   }
 
@@ -257,6 +269,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
     t.port = 0;
     t.desired = Desired::kRun;
     t.exit_code.reset();
+    t.started_ms = t.finished_ms = 0;  // this run's times are banked; the next run sets its own
     if (t.state == State::kPending) {
       RM_RETURN_IF_ERROR(store_->UpdateTask(t));  // a rank a resize just added
     } else {
@@ -578,8 +591,7 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
   r.priority = j.priority;
   r.submit_ms = j.created_ms;
   r.expected_runtime_ms = spec.time_limit_ms;
-  auto it = attained_s_.find(j.id);
-  r.attained_service_s = it == attained_s_.end() ? 0 : it->second;
+  r.attained_service_s = j.service_s;  // ended runs; ScheduleOnce adds the current one
   return r;
 }
 
@@ -646,8 +658,6 @@ Status JobService::ScheduleOnce() {
   const bool anyone_waiting = std::any_of(active.begin(), active.end(), [](const Job& j) {
     return j.state == State::kPending && !j.stop_state;
   });
-  const int64_t since_last_pass = last_pass_ms_ > 0 ? std::max<int64_t>(0, now - last_pass_ms_) : 0;
-  last_pass_ms_ = now;
   for (Job& j : active) {
     auto g = gang_tasks.find(j.id);
     if (g == gang_tasks.end()) continue;
@@ -662,6 +672,7 @@ Status JobService::ScheduleOnce() {
       rj.node_ids.push_back(t->node_id);
       started = std::max(started, t->started_ms);
       all_running = all_running && t->state == State::kRunning;
+      if (t->state == State::kRunning) rj.request.attained_service_s += TaskService(*t, now);
     }
     rj.started_ms = all_running ? started : now;
     // Only preemption reads checkpoint times: no directory listings while nothing waits.
@@ -669,7 +680,6 @@ Status JobService::ScheduleOnce() {
     rj.last_checkpoint_ms = ckpt > rj.started_ms ? ckpt : 0;
     rj.stopping = j.stop_state.has_value();
     if (all_running && !rj.stopping) {
-      attained_s_[j.id] += static_cast<double>(since_last_pass) / 1000 * scheduler::DeviceWeight(rj.request);
       if (spec.time_limit_ms > 0 && now - started > spec.time_limit_ms) {
         j.stop_state = State::kFailed;
         j.stop_reason = fmt::format("time limit {} reached", FormatDuration(spec.time_limit_ms));

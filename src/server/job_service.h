@@ -123,10 +123,6 @@ class JobService {
   const JobServiceOptions options_;
   const std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::map<int64_t, int64_t> last_resize_ms_;  // GUARDED_BY(mu_): elastic job -> when it was last resized
-  // GUARDED_BY(mu_): device-seconds each job has run (LAS), kept in memory:
-  // a restarted server counts afresh.
-  std::map<int64_t, double> attained_s_;
-  int64_t last_pass_ms_ = 0;  // GUARDED_BY(mu_)
 
   std::mutex mu_;  // serialises every state change
   std::condition_variable changed_;                 // node versions moved

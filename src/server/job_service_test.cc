@@ -471,6 +471,37 @@ TEST_F(JobServiceTest, ANodeSelectorPicksLabelledNodesAndSaysWhyNot) {
   EXPECT_NE(Job(nowhere).reason.find("node fast has label rack=r2, not r9"), std::string::npos) << Job(nowhere).reason;
 }
 
+TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
+  JobServiceOptions o;
+  o.scheduler.policy = "las";
+  o.scheduler.las_thresholds_s = {50};
+  o.scheduler.las_min_run_ms = 0;
+  svc_.reset();
+  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  int64_t node = AddNode("vm", 1000);
+  int64_t old_job = Submit("command: train\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(old_job)[0], "running").ok());
+  for (int i = 0; i < 10; ++i) {
+    clock_.AdvanceMs(10'000);
+    ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  }
+  // 100 cpu-seconds attained: level 1. A newcomer (level 0) preempts it.
+  int64_t fresh = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_NE(Job(old_job).stop_reason.find("LAS level 0 (attained 0 device-s) before level 1 (100 device-s)"),
+            std::string::npos)
+      << Job(old_job).stop_reason;
+  ASSERT_TRUE(Report(Tasks(old_job)[0], "exited", -1, 15).ok());
+  EXPECT_DOUBLE_EQ(Job(old_job).service_s, 100);  // banked when the run ended
+  // A restarted server still knows: the fresh job runs first, the old one waits.
+  svc_.reset();
+  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(fresh).state, State::kScheduled);
+  EXPECT_EQ(Job(old_job).state, State::kPending);
+}
+
 TEST_F(JobServiceTest, ARunPastItsTimeLimitFails) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\ntime_limit: 1m\nmax_restarts: 3\n");

@@ -84,6 +84,7 @@ struct Job {
   int64_t finished_ms = 0;
   int64_t not_before_ms = 0;  // a restarting job waits out its backoff until then
   int resize_to = 0;          // an elastic job being stopped to restart at this size (0: none)
+  double service_s = 0;       // device-seconds its ended runs held (LAS's attained service)
 };
 
 enum class Desired { kRun, kStop };

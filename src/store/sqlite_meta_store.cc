@@ -104,6 +104,10 @@ ALTER TABLE jobs ADD COLUMN resize_to INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE nodes ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 5: attained service (LAS), kept across server restarts
+    R"sql(
+ALTER TABLE jobs ADD COLUMN service_s REAL NOT NULL DEFAULT 0;
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -161,7 +165,7 @@ constexpr const char* kNodeCols =
     "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
-    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to";
+    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
     "memory_bytes, gpus, created_ms, started_ms, finished_ms, port";
@@ -223,6 +227,7 @@ Job ReadJob(const Stmt& s) {
   j.finished_ms = s.Int(16);
   j.not_before_ms = s.Int(17);
   j.resize_to = static_cast<int>(s.Int(18));
+  j.service_s = s.Real(19);
   return j;
 }
 
@@ -409,7 +414,7 @@ class SqliteMetaStore final : public MetaStore {
       Stmt s(db_,
              "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
              "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
-             "finished_ms, not_before_ms, resize_to) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+             "finished_ms, not_before_ms, resize_to, service_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindJob(s, j);
       RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
       id = sqlite3_last_insert_rowid(db_);
@@ -445,7 +450,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE jobs SET user_id=?, name=?, kind=?, state=?, reason=?, spec_json=?, priority=?, "
            "replicas=?, max_restarts=?, restarts=?, stop_state=?, stop_reason=?, created_ms=?, "
-           "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=?, resize_to=? WHERE id=?");
+           "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=?, resize_to=?, service_s=? WHERE id=?");
     BindJob(s, j);
     s.Bind(j.id);
     return StepOne(s, "job " + std::to_string(j.id));
@@ -536,7 +541,8 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(j.user_id).Bind(j.name).Bind(j.kind).Bind(StateName(j.state)).Bind(j.reason)
         .Bind(j.spec_json).Bind(j.priority).Bind(j.replicas).Bind(j.max_restarts).Bind(j.restarts)
         .Bind(j.stop_state ? StateName(*j.stop_state) : "").Bind(j.stop_reason).Bind(j.created_ms)
-        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms).Bind(j.not_before_ms).Bind(j.resize_to);
+        .Bind(j.updated_ms).Bind(j.started_ms).Bind(j.finished_ms).Bind(j.not_before_ms).Bind(j.resize_to)
+        .Bind(j.service_s);
   }
 
   static void BindTaskBody(Stmt& s, const Task& t) {
