@@ -69,10 +69,9 @@ std::string JobList(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-double DeviceWeight(const JobRequest& job) {
-  const double per_task = job.per_task.gpus > 0 ? job.per_task.gpus : static_cast<double>(job.per_task.cpu_milli) / 1000;
-  return per_task * job.replicas;
-}
+double Devices(const Resources& r) { return r.gpus > 0 ? r.gpus : static_cast<double>(r.cpu_milli) / 1000; }
+
+double DeviceWeight(const JobRequest& job) { return Devices(job.per_task) * job.replicas; }
 
 std::string DescribeRequest(const JobRequest& job) {
   std::string r = fmt::format("cpu {}, memory {}", FormatCpu(job.per_task.cpu_milli),

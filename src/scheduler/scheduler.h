@@ -181,8 +181,10 @@ class Scheduler {
 // "2 x {cpu 1, memory 512Mi, gpu 1 (a100|h100)}"
 std::string DescribeRequest(const JobRequest& job);
 
-// The device-seconds a job of this shape uses per second: GPUs, or CPU cores
-// for a CPU-only job. What lost work and attained service are counted in.
+// The devices one task holds: GPUs, or CPU cores for a CPU-only task. Lost
+// work and attained service are counted in device-seconds.
+double Devices(const Resources& per_task);
+// Devices(per_task) times replicas: a whole job's device-seconds per second.
 double DeviceWeight(const JobRequest& job);
 
 }  // namespace ringmaster::scheduler

@@ -184,12 +184,11 @@ Status JobService::Cancel(int64_t job_id, const std::string& by) {
 
 namespace {
 
-// Device-seconds a task has held since it started (GPUs, or CPU cores for a
-// CPU-only task), up to `until_ms`: what LAS counts as attained service.
+// Device-seconds a task has held from its start up to `until_ms`: what LAS
+// counts as attained service.
 double TaskService(const Task& t, int64_t until_ms) {
   if (t.started_ms <= 0 || until_ms <= t.started_ms) return 0;
-  const double devices = t.gpus > 0 ? t.gpus : static_cast<double>(t.cpu_milli) / 1000;
-  return static_cast<double>(until_ms - t.started_ms) / 1000 * devices;
+  return static_cast<double>(until_ms - t.started_ms) / 1000 * scheduler::Devices({t.cpu_milli, t.memory_bytes, t.gpus});
 }
 
 }  // namespace
