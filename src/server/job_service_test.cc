@@ -37,6 +37,12 @@ class JobServiceTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
+  // A server restart on the same store (and a way to start with other options).
+  void Restart(const JobServiceOptions& options = {}) {
+    svc_.reset();
+    svc_ = std::make_unique<JobService>(store_.get(), &clock_, options);
+  }
+
   int64_t AddNode(const std::string& name, int64_t cpu_milli, int gpus = 0) {
     store::Node n;
     n.name = name;
@@ -292,9 +298,8 @@ TEST_F(JobServiceTest, ARestartedServerGivesAgentsAFullLeaseBeforeMarkingAnythin
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   // The server is down for a minute, then starts again.
-  svc_.reset();
   clock_.AdvanceMs(60'000);
-  svc_ = std::make_unique<JobService>(store_.get(), &clock_);
+  Restart();
   clock_.AdvanceMs(5'000);
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
@@ -401,10 +406,9 @@ TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPrior
 }
 
 TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
-  svc_.reset();
   JobServiceOptions o;
   o.files_dir = (dir_ / "files").string();
-  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  Restart(o);
   int64_t node = AddNode("vm", 3000);
   std::vector<int64_t> low;
   for (int i = 0; i < 3; ++i) low.push_back(Submit("command: train\nresources: {cpu: 1}\n"));
@@ -476,8 +480,7 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   o.scheduler.policy = "las";
   o.scheduler.las_thresholds_s = {50};
   o.scheduler.las_min_run_ms = 0;
-  svc_.reset();
-  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  Restart(o);
   int64_t node = AddNode("vm", 1000);
   int64_t old_job = Submit("command: train\nresources: {cpu: 1}\n");
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
@@ -495,8 +498,7 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   ASSERT_TRUE(Report(Tasks(old_job)[0], "exited", -1, 15).ok());
   EXPECT_DOUBLE_EQ(Job(old_job).service_s, 100);  // banked when the run ended
   // A restarted server still knows: the fresh job runs first, the old one waits.
-  svc_.reset();
-  svc_ = std::make_unique<JobService>(store_.get(), &clock_, o);
+  Restart(o);
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Job(fresh).state, State::kScheduled);
   EXPECT_EQ(Job(old_job).state, State::kPending);
