@@ -5,7 +5,7 @@ TRACE ?= ../shared/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize bench demo clean
+.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize fuzz bench demo clean
 
 all: build
 
@@ -44,6 +44,11 @@ test-sanitize: deps
 	# forked tests run under ASan above; TSan checks every threaded test.
 	$(SANITIZE_ENV) TSAN_OPTIONS=halt_on_error=1 build-tsan/src/comm/comm_test \
 	  --gtest_filter=-Processes/*:Transports/FaultTest.*
+
+# libFuzzer (clang, ASan+UBSan) on every fuzz target for FUZZ_SECONDS each
+# (default 60); see scripts/fuzz.sh. Findings become tests/fuzz/regressions.
+fuzz: deps
+	bash scripts/fuzz.sh
 
 # The ringcomm benchmark against Gloo and MPI, and training throughput
 # against torch DDP (see docs/performance.md).

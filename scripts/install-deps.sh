@@ -21,6 +21,8 @@ PACKAGES=(
   python3-torch python3-dev pybind11-dev
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc
+  # `make fuzz`: libFuzzer with ASan+UBSan
+  clang libclang-rt-14-dev
 )
 
 missing=()

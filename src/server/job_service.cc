@@ -102,6 +102,10 @@ void JobService::BumpNodeLocked(int64_t node_id) {
   changed_.notify_all();
 }
 
+std::string JobService::UserFilesDir(int64_t user_id) const {
+  return fmt::format("{}/users/{}", options_.files_dir, user_id);
+}
+
 bool JobService::NodeReady(const store::Node& node) const {
   return clock_->NowMs() - node.last_heartbeat_ms <= options_.node_timeout_ms;
 }
@@ -113,9 +117,32 @@ Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
   job.reason = reason;
   job.updated_ms = now;
   if (to == State::kRunning && job.started_ms == 0) job.started_ms = now;
-  if (IsTerminal(to)) job.finished_ms = now;
+  if (IsTerminal(to)) {
+    job.finished_ms = now;
+    specs_.erase(job.id);
+  }
   RM_RETURN_IF_ERROR(store_->UpdateJob(job));
   return store_->AddEvent(ev);
+}
+
+StatusOr<std::shared_ptr<const JobSpec>> JobService::SpecLocked(const Job& job) {
+  auto it = specs_.find(job.id);
+  if (it != specs_.end()) return it->second;
+  RM_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(job.spec_json));
+  auto shared = std::make_shared<const JobSpec>(std::move(spec));
+  specs_[job.id] = shared;
+  return shared;
+}
+
+Status JobService::FailUnreadableLocked(Job& job, const Status& why) {
+  spdlog::error("job {}: {}", job.id, why.ToString());
+  if (job.stop_state == State::kFailed) return Status::Ok();
+  return store_->InTransaction([&]() -> Status {
+    job.stop_state = State::kFailed;
+    job.stop_reason = "its stored spec cannot be read: " + why.message();
+    RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+    return SettleJobLocked(job.id);
+  });
 }
 
 Status JobService::SetTaskState(Task& task, State to, const std::string& reason) {
@@ -249,8 +276,8 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   if (job.resize_to > 0) {
     // An elastic resize: the gang restarts at its new size at once (no backoff,
     // not a restart), and resumes from its checkpoint.
-    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
-    RM_RETURN_IF_ERROR(store_->ResizeTasks(job.id, job.resize_to, PendingTask(spec, reason, clock_->NowMs())));
+    RM_ASSIGN_OR_RETURN(auto spec, SpecLocked(job));
+    RM_RETURN_IF_ERROR(store_->ResizeTasks(job.id, job.resize_to, PendingTask(*spec, reason, clock_->NowMs())));
     job.replicas = job.resize_to;
     job.resize_to = 0;
     RM_ASSIGN_OR_RETURN(tasks, store_->ListTasks(job.id));
@@ -310,18 +337,30 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
   nlohmann::json tasks = nlohmann::json::array();
   std::map<int64_t, Job> jobs;
   std::map<int64_t, std::vector<Task>> gangs;
+  std::map<int64_t, std::string> users;
   for (const Task& t : placed) {
     if (t.node_id != node_id) continue;
     if (!jobs.count(t.job_id)) {
       RM_ASSIGN_OR_RETURN(jobs[t.job_id], store_->GetJob(t.job_id));
     }
     const Job& job = jobs[t.job_id];
-    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(job.spec_json));
+    auto spec_or = SpecLocked(job);
+    if (!spec_or.ok()) continue;  // the scheduler fails that job
+    const JobSpec& spec = **spec_or;
     if (!gangs.count(t.job_id)) {
       RM_ASSIGN_OR_RETURN(gangs[t.job_id], store_->ListTasks(t.job_id));
     }
     RM_ASSIGN_OR_RETURN(auto env, TaskEnvironment(job, spec, t, gangs[t.job_id]));
+    if (!users.count(job.user_id)) {
+      auto u = store_->GetUser(job.user_id);
+      users[job.user_id] = u.ok() ? u->name : "";
+    }
+    // Who the task runs as: the agent maps the user to a uid of its own
+    // (agent --task-uids / --task-user) and never runs a task as root.
+    nlohmann::json user = {{"id", job.user_id}, {"name", users[job.user_id]}};
+    if (!options_.files_dir.empty()) user["files_dir"] = UserFilesDir(job.user_id);
     tasks.push_back({{"task_id", t.id},
+                     {"user", user},
                      {"job_id", t.job_id},
                      {"rank", t.rank},
                      {"attempt", t.attempt},
@@ -370,11 +409,12 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   set("RINGMASTER_ADDR", addr(task));
   set("RINGMASTER_PORT", std::to_string(task.port));
   // The job's files (stable across restarts: a restarted gang resumes from its checkpoints).
+  // Each user's own tree: datasets too, so no user's task can plant data another user's job reads.
   if (!options_.files_dir.empty()) {
-    const std::string job_dir = fmt::format("{}/users/{}/jobs/{}", options_.files_dir, job.user_id, job.id);
+    const std::string job_dir = fmt::format("{}/jobs/{}", UserFilesDir(job.user_id), job.id);
     set("RINGMASTER_CHECKPOINT_DIR", job_dir + "/checkpoints");
     set("RINGMASTER_OUTPUT_DIR", job_dir + "/outputs");
-    set("RINGMASTER_DATASETS_DIR", options_.files_dir + "/datasets");
+    set("RINGMASTER_DATASETS_DIR", UserFilesDir(job.user_id) + "/datasets");
   }
   // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
   // each attempt of the gang forms a new generation.
@@ -462,17 +502,17 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
   const int64_t now = clock_->NowMs();
   struct Elastic {
     Job job;
-    JobSpec spec;
+    std::shared_ptr<const JobSpec> spec;
     scheduler::JobRequest one;  // one replica's request
   };
   std::vector<Elastic> elastic;
   for (const Job& j : active) {
     if (j.state != State::kRunning || j.stop_state) continue;
-    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
-    if (!spec.elastic()) continue;
-    scheduler::JobRequest one = RequestFor(j, spec, "");
+    auto spec = SpecLocked(j);
+    if (!spec.ok() || !(*spec)->elastic()) continue;
+    scheduler::JobRequest one = RequestFor(j, **spec, "");
     one.replicas = 1;
-    elastic.push_back({j, spec, one});
+    elastic.push_back({j, *spec, one});
   }
   if (elastic.empty()) return Status::Ok();
   // Lowest priority first: the first to shrink, the last to grow.
@@ -503,14 +543,14 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
       RM_ASSIGN_OR_RETURN(Job wj, store_->GetJob(w.job_id));
       for (Elastic& e : elastic) {
         const bool outranked = e.job.priority < wj.priority || (crowded && e.job.priority == wj.priority);
-        if (shrunk.count(e.job.id) || !outranked || e.job.replicas <= e.spec.min_replicas) continue;
+        if (shrunk.count(e.job.id) || !outranked || e.job.replicas <= e.spec->min_replicas) continue;
         RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(e.job.id));
         std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.rank > b.rank; });
         std::vector<scheduler::NodeState> trial = nodes;
         int give = 0;
         bool fits = false;
         for (const Task& t : tasks) {  // highest ranks go first
-          if (e.job.replicas - give <= e.spec.min_replicas) break;
+          if (e.job.replicas - give <= e.spec->min_replicas) break;
           for (auto& n : trial) {
             if (n.id != t.node_id) continue;
             n.allocated.cpu_milli -= t.cpu_milli;
@@ -544,10 +584,10 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
     Elastic& e = *it;
     auto last = last_resize_ms_.find(e.job.id);
     const int64_t since = std::max(e.job.started_ms, last == last_resize_ms_.end() ? 0 : last->second);
-    if (now - since < options_.elastic_cooldown_ms || e.job.replicas >= e.spec.max_replicas) continue;
+    if (now - since < options_.elastic_cooldown_ms || e.job.replicas >= e.spec->max_replicas) continue;
     const double before = share();
     int add = 0;
-    while (e.job.replicas + add < e.spec.max_replicas && share() < options_.elastic_scale_up_below &&
+    while (e.job.replicas + add < e.spec->max_replicas && share() < options_.elastic_scale_up_below &&
            !scheduler_->PlaceGang(nodes, e.one).empty()) {
       ++add;
     }
@@ -597,7 +637,7 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
 int64_t JobService::LastCheckpointMs(const Job& job) const {
   if (options_.files_dir.empty()) return 0;
   namespace fs = std::filesystem;
-  const fs::path dir = fmt::format("{}/users/{}/jobs/{}/checkpoints", options_.files_dir, job.user_id, job.id);
+  const fs::path dir = fmt::format("{}/jobs/{}/checkpoints", UserFilesDir(job.user_id), job.id);
   std::error_code ec;
   int64_t newest = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -660,7 +700,12 @@ Status JobService::ScheduleOnce() {
   for (Job& j : active) {
     auto g = gang_tasks.find(j.id);
     if (g == gang_tasks.end()) continue;
-    const JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
+    auto spec_or = SpecLocked(j);
+    if (!spec_or.ok()) {
+      RM_RETURN_IF_ERROR(FailUnreadableLocked(j, spec_or.status()));
+      continue;
+    }
+    const JobSpec& spec = **spec_or;
     scheduler::RunningJob rj;
     rj.request = RequestFor(j, spec, user_names[j.user_id]);
     std::vector<const Task*> tasks = g->second;
@@ -699,8 +744,12 @@ Status JobService::ScheduleOnce() {
   std::vector<scheduler::JobRequest> queue;
   std::map<int64_t, Job*> by_id;
   for (Job& j : pending) {
-    JobSpec spec = JobSpecFromJson(nlohmann::json::parse(j.spec_json));
-    queue.push_back(RequestFor(j, spec, user_names[j.user_id]));
+    auto spec = SpecLocked(j);
+    if (!spec.ok()) {
+      RM_RETURN_IF_ERROR(FailUnreadableLocked(j, spec.status()));
+      continue;
+    }
+    queue.push_back(RequestFor(j, **spec, user_names[j.user_id]));
     by_id[j.id] = &j;
   }
   std::map<int64_t, const scheduler::JobRequest*> queue_by_id;

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -40,8 +41,8 @@ struct JobServiceOptions {
   int64_t checkpoint_grace_ms = 30'000;
   std::chrono::milliseconds schedule_interval{1000};
   // The file store's root (a local directory for now): every job gets
-  // <files_dir>/users/<user>/jobs/<id>/{checkpoints,outputs} and shares
-  // <files_dir>/datasets. The server sets it to <data>/files when empty.
+  // <files_dir>/users/<user id>/jobs/<id>/{checkpoints,outputs}, and each user
+  // has <files_dir>/users/<user id>/datasets. The server sets it to <data>/files when empty.
   std::string files_dir;
   // Elastic jobs grow while no job waits and the cluster's allocated share
   // (the larger of CPU and GPU) is below this; at most once per cooldown.
@@ -86,6 +87,8 @@ class JobService {
   // One scheduling pass; the loop calls it, tests call it directly.
   Status ScheduleOnce();
   bool NodeReady(const store::Node& node) const;
+  // <files_dir>/users/<id>: one user's files (jobs' checkpoints and outputs, datasets).
+  std::string UserFilesDir(int64_t user_id) const;
 
  private:
   Status SetJobState(store::Job& job, store::State to, const std::string& reason);
@@ -101,6 +104,11 @@ class JobService {
   // Stops a job's gang so that it is requeued at once with `replicas` tasks,
   // not counted as a restart: an elastic resize, or a preemption (same size).
   Status ResizeLocked(store::Job& job, int replicas, const std::string& why);
+  // The job's spec, parsed once and cached until the job ends (a stored spec
+  // never changes), so a scheduler pass does not re-parse every pending job.
+  StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const store::Job& job);
+  // A job whose stored spec cannot be read fails (its tasks are stopped); the server goes on.
+  Status FailUnreadableLocked(store::Job& job, const Status& why);
   // What the scheduler sees of a job.
   scheduler::JobRequest RequestFor(const store::Job& job, const JobSpec& spec, const std::string& user) const;
   // When the job last wrote to its checkpoint dir (0: never): preemption's
@@ -123,6 +131,7 @@ class JobService {
   const JobServiceOptions options_;
   const std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::map<int64_t, int64_t> last_resize_ms_;  // GUARDED_BY(mu_): elastic job -> when it was last resized
+  std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change
   std::condition_variable changed_;                 // node versions moved

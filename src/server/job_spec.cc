@@ -273,7 +273,9 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   return j;
 }
 
-JobSpec JobSpecFromJson(const nlohmann::json& j) {
+StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(spec_json);
   JobSpec s;
   s.name = j.value("name", "");
   s.kind = j.value("kind", "train");
@@ -301,6 +303,9 @@ JobSpec JobSpecFromJson(const nlohmann::json& j) {
   s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
   s.time_limit_ms = std::atoll(j.value("time_limit", std::string("0")).c_str()) * 1000;
   return s;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("stored spec: ") + e.what());
+  }
 }
 
 }  // namespace ringmaster::server

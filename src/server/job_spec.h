@@ -52,7 +52,9 @@ constexpr int kMaxPriority = 1000;
 
 StatusOr<JobSpec> ParseJobSpec(const std::string& text);
 nlohmann::json JobSpecToJson(const JobSpec& spec);
-// For specs already validated and stored by the server.
-JobSpec JobSpecFromJson(const nlohmann::json& j);
+// A spec the server validated and stored (JobSpecToJson's text). InvalidArgument
+// when the stored text is not such a spec (a damaged or hand-edited database):
+// the caller fails that job, never the process.
+StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json);
 
 }  // namespace ringmaster::server

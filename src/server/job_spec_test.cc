@@ -60,7 +60,7 @@ TEST(JobSpec, AcceptsJson) {
 TEST(JobSpec, RoundTripsThroughJson) {
   auto spec = ParseJobSpec("command: [a, b]\nresources: {cpu: 1.25, memory: 1000001}\nenv: {X: y}\n");
   ASSERT_TRUE(spec.ok());
-  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec));
+  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec).dump()).value();
   EXPECT_EQ(back.command, spec->command);
   EXPECT_EQ(back.cpu_milli, 1250);
   EXPECT_EQ(back.memory_bytes, 1000001);
@@ -94,7 +94,7 @@ TEST(JobSpec, ElasticReplicasAreARangeForDistributedJobs) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->replicas, 2);  // it starts at min
   EXPECT_TRUE(spec->elastic());
-  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec));
+  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec).dump()).value();
   EXPECT_EQ(back.min_replicas, 2);
   EXPECT_EQ(back.max_replicas, 8);
   EXPECT_FALSE(ParseJobSpec("command: x\nreplicas: 3\n")->elastic());
@@ -119,7 +119,7 @@ TEST(JobSpec, SeveralGpuTypesThroughputsAndATimeLimit) {
   EXPECT_EQ(spec->gpu_types, (std::vector<std::string>{"v100", "p100"}));
   EXPECT_DOUBLE_EQ(spec->gpu_throughput.at("v100"), 3.1);
   EXPECT_EQ(spec->time_limit_ms, 90 * 60'000);
-  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec));
+  JobSpec back = JobSpecFromJson(JobSpecToJson(*spec).dump()).value();
   EXPECT_EQ(back.gpu_types, spec->gpu_types);
   EXPECT_EQ(back.gpu_throughput, spec->gpu_throughput);
   EXPECT_EQ(back.time_limit_ms, spec->time_limit_ms);
@@ -129,11 +129,11 @@ TEST(JobSpec, SeveralGpuTypesThroughputsAndATimeLimit) {
   // A spec stored before gpu_type could be a list still reads.
   nlohmann::json old = JobSpecToJson(*spec);
   old["resources"]["gpu_type"] = "a100";
-  EXPECT_EQ(JobSpecFromJson(old).gpu_types, std::vector<std::string>{"a100"});
+  EXPECT_EQ(JobSpecFromJson(old.dump()).value().gpu_types, std::vector<std::string>{"a100"});
 
   auto sel = ParseJobSpec("command: x\nnode_selector: {rack: r1, net: ib}\n");
   ASSERT_TRUE(sel.ok()) << sel.status().ToString();
-  EXPECT_EQ(JobSpecFromJson(JobSpecToJson(*sel)).node_selector,
+  EXPECT_EQ(JobSpecFromJson(JobSpecToJson(*sel).dump()).value().node_selector,
             (std::map<std::string, std::string>{{"net", "ib"}, {"rack", "r1"}}));
   EXPECT_EQ(ErrorOf("command: x\nnode_selector: [rack]\n"), "node_selector: must map label names to values, got a list");
   EXPECT_EQ(ErrorOf("command: x\nnode_selector: {rack: [a]}\n"), "node_selector.rack: must be a string, got a list");
