@@ -1,74 +1,369 @@
 #include "server/job_spec.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include <regex>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <new>
+#include <optional>
 #include <set>
+#include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "common/json_limits.h"
 #include "common/units.h"
 
 namespace ringmaster::server {
 namespace {
 
+// ---- Depth, before the document is built.
+//
+// yaml-cpp's parser recurses once per nested collection (it gives up at 2000
+// levels), and its scanner reads a whole line of `[[[[...` ahead, some 200
+// bytes of memory per bracket, before the parser sees the first one. So: a
+// linear scan of the text for flow collections ([...] and {...}) nested too
+// deep, and then a pass over yaml-cpp's events, which stops its parser at
+// the first collection past the limit, block or flow, before it recurses
+// further. The scan may miss brackets that only a full YAML parser places
+// (it knows quotes, comments and block scalars, roughly); the event pass
+// is exact.
+
+bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// The line of the first flow collection nested more than `limit` deep, if any.
+std::optional<int> FlowTooDeepAt(std::string_view text, int limit) {
+  const size_t n = text.size();
+  const auto at = [&](size_t k) { return k < n ? text[k] : '\n'; };  // past the end: as a last newline
+  int depth = 0, line = 1;
+  size_t line_start = 0;         // offset of the current line
+  size_t block_col = 0;          // column of the current block node: its block scalar's lines are deeper
+  size_t key_col = 0;            // column of the last scalar that may be a key (before `: `)
+  bool token_start = true;       // a node may start here: a quote or bracket opens a quoted scalar or collection
+  bool after_colon = false;      // on this line, after a block `: `, so a scalar here is a value, not a key
+  bool plain_open = false;       // the line ends inside a plain scalar, which a deeper next line continues
+  bool after_json_node = false;  // a flow `:` right after a quoted scalar or a collection is an indicator
+  // Moves to the line starting at `next`; returns the offset of its first non-space.
+  const auto new_line = [&](size_t next) {
+    ++line;
+    line_start = next;
+    size_t indent = 0;
+    while (at(next + indent) == ' ') ++indent;
+    token_start = !(plain_open && depth == 0 && indent > block_col);
+    if (token_start) {
+      plain_open = false;
+      block_col = key_col = indent;
+    }
+    after_colon = false;
+    return next + indent;
+  };
+  const auto flow_indicator = [&](char c) { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}'; };
+  size_t i = 0;
+  while (i < n) {
+    const char c = text[i];
+    if (c == '\n') {
+      i = new_line(i + 1);
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    if (c == '#' && (i == 0 || IsBlank(text[i - 1]))) {  // a comment, which also ends a plain scalar
+      while (i < n && text[i] != '\n') ++i;
+      plain_open = false;
+      continue;
+    }
+    const size_t col = i - line_start;
+    if (token_start && (c == '"' || c == '\'')) {  // a quoted scalar, perhaps over several lines
+      if (depth == 0 && !after_colon) key_col = col;
+      for (++i; i < n; ++i) {
+        if (c == '"' && text[i] == '\\') {
+          if (at(i + 1) == '\n') {
+            ++line;
+            line_start = i + 2;
+          }
+          ++i;
+        } else if (text[i] == c) {
+          if (c == '\'' && at(i + 1) == '\'') {
+            ++i;  // '' is a quote inside single quotes
+          } else {
+            break;
+          }
+        } else if (text[i] == '\n') {
+          ++line;
+          line_start = i + 1;
+        }
+      }
+      ++i;
+      token_start = plain_open = false;
+      after_json_node = true;
+      continue;
+    }
+    if (token_start && depth == 0 && (c == '|' || c == '>')) {  // a block scalar: skip its lines
+      size_t k = i + 1;
+      while (k < n && (text[k] == '+' || text[k] == '-' || (text[k] >= '0' && text[k] <= '9'))) ++k;
+      while (k < n && (text[k] == ' ' || text[k] == '\t')) ++k;
+      if (at(k) == '#' && IsBlank(text[k - 1])) {
+        while (k < n && text[k] != '\n') ++k;
+      }
+      if (at(k) == '\r') ++k;
+      if (at(k) == '\n') {
+        size_t next = k + 1;  // the start of a line that may be the scalar's
+        while (next < n) {
+          size_t indent = 0;
+          while (at(next + indent) == ' ') ++indent;
+          const char first = at(next + indent);
+          const bool empty = first == '\n' || (first == '\r' && at(next + indent + 1) == '\n');
+          if (!empty && indent <= block_col) break;
+          size_t end = next;
+          while (end < n && text[end] != '\n') ++end;
+          next = end + 1;
+          if (next < n) ++line;
+        }
+        plain_open = false;
+        i = next < n ? new_line(next) : n;
+        continue;
+      }
+    }
+    const bool indicator = IsBlank(at(i + 1)) || (depth > 0 && flow_indicator(at(i + 1)));
+    if (c == '[' || c == '{') {
+      if (token_start || depth > 0) {
+        if (++depth > limit) return line;
+        token_start = true;
+        plain_open = after_json_node = false;
+        ++i;
+        continue;
+      }
+    } else if (depth > 0 && (c == ']' || c == '}')) {
+      --depth;
+      token_start = plain_open = false;
+      after_json_node = true;
+      ++i;
+      continue;
+    } else if (depth > 0 && c == ',') {
+      token_start = true;
+      plain_open = after_json_node = false;
+      ++i;
+      continue;
+    } else if ((c == '-' || c == '?') && token_start && indicator) {
+      if (depth == 0) {
+        block_col = key_col = col;
+        after_colon = false;
+      }
+      plain_open = false;
+      ++i;
+      continue;
+    } else if (c == ':' && (indicator || (depth > 0 && after_json_node))) {
+      if (depth == 0) {
+        block_col = key_col;
+        after_colon = true;
+      }
+      token_start = true;
+      plain_open = after_json_node = false;
+      ++i;
+      continue;
+    } else if (token_start && col == 0 && (text.substr(i, 3) == "---" || text.substr(i, 3) == "...") &&
+               IsBlank(at(i + 3))) {
+      i += 3;  // a document marker; a node may follow on its line
+      continue;
+    } else if (token_start && (c == '&' || c == '!' || c == '*')) {  // an anchor, tag or alias
+      for (++i; i < n && !IsBlank(text[i]) && !flow_indicator(text[i]);) ++i;
+      if (c == '*') {
+        token_start = false;
+        after_json_node = true;
+      }
+      continue;
+    }
+    // Part of a plain scalar.
+    if (token_start && depth == 0 && !after_colon) key_col = col;
+    token_start = after_json_node = false;
+    plain_open = true;
+    ++i;
+  }
+  return std::nullopt;
+}
+
+struct TooDeep {
+  int line;  // 1-based
+};
+
+// Counts nesting from yaml-cpp's events; throws TooDeep past `limit`, before
+// the parser goes one level deeper (throwing is the only way to stop it).
+class DepthLimit : public YAML::EventHandler {
+ public:
+  explicit DepthLimit(int limit) : limit_(limit) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void Enter(const YAML::Mark& mark) {
+    if (++depth_ > limit_) throw TooDeep{mark.line + 1};
+  }
+  const int limit_;
+  int depth_ = 0;
+};
+
+std::string YamlError(const YAML::Exception& e) {
+  if (e.mark.is_null()) return fmt::format("spec: not valid YAML or JSON: {}", Printable(e.msg, 200));
+  return fmt::format("spec: not valid YAML or JSON: line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1,
+                     Printable(e.msg, 200));
+}
+
+// ---- Reading the document into a JobSpec.
+
 std::string Quote(const YAML::Node& n) {
-  if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
+  if (n.IsScalar()) return "\"" + Printable(n.Scalar()) + "\"";
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
   return "null";
 }
 
-Status CheckKeys(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& allowed) {
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+bool IsJobName(std::string_view s) {  // [A-Za-z0-9][A-Za-z0-9._-]{0,62}
+  if (s.empty() || s.size() > 63 || !(IsAlpha(s[0]) || IsDigit(s[0]))) return false;
+  for (char c : s) {
+    if (!(IsAlpha(c) || IsDigit(c) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+bool IsVariableName(std::string_view s) {  // [A-Za-z_][A-Za-z0-9_]*
+  if (s.empty() || IsDigit(s[0])) return false;
+  for (char c : s) {
+    if (!(IsAlpha(c) || IsDigit(c) || c == '_')) return false;
+  }
+  return true;
+}
+
+// `[+-]?[0-9]+`, read without overflow.
+struct Int {
+  enum { kOk, kNotAnInteger, kOutOfRange } result = kNotAnInteger;
+  int64_t value = 0;
+};
+Int ToInt(std::string_view s) {
+  Int out;
+  const bool plus = !s.empty() && s[0] == '+';
+  if (plus) s.remove_prefix(1);  // from_chars takes '-' only
+  const std::string_view digits = !plus && !s.empty() && s[0] == '-' ? s.substr(1) : s;
+  if (digits.empty() || !IsDigit(digits[0])) return out;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out.value);
+  if (end != s.data() + s.size()) return out;
+  out.result = ec == std::errc::result_out_of_range ? Int::kOutOfRange : Int::kOk;
+  return out;
+}
+
+class SpecReader {
+ public:
+  StatusOr<JobSpec> Read(const YAML::Node& root);
+
+ private:
+  // The scalar's text, once it is counted against kMaxSpecExpandedBytes and
+  // found fit to hand to a task: valid UTF-8 (it must dump as JSON) and no
+  // NUL (execve would cut the string there). REQUIRES: n.IsScalar().
+  StatusOr<std::string> Text(const YAML::Node& n, const std::string& field);
+  StatusOr<std::string> GetString(const YAML::Node& n, const std::string& field);
+  StatusOr<int64_t> GetInt(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi);
+  // A key of a user's mapping (env, node_selector, gpu_throughput), with
+  // the same checks as Text; refused when it appeared before in `seen`.
+  StatusOr<std::string> Key(const YAML::Node& key, const std::string& map_field, std::set<std::string>* seen);
+  Status CheckKeys(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& allowed);
+  Status ReadResources(const YAML::Node& r, JobSpec* spec);
+
+  size_t expanded_ = 0;
+};
+
+StatusOr<std::string> SpecReader::Text(const YAML::Node& n, const std::string& field) {
+  const std::string& s = n.Scalar();
+  // Counted before anything else is done with it: 100k aliases of one 100 KB
+  // string are 10 GB of work.
+  expanded_ += s.size();
+  if (expanded_ > kMaxSpecExpandedBytes) {
+    return InvalidArgument(fmt::format("spec: expands to more than {} MiB (YAML aliases?)",
+                                       kMaxSpecExpandedBytes >> 20));
+  }
+  if (const size_t bad = InvalidUtf8At(s); bad != std::string::npos) {
+    return InvalidArgument(fmt::format("{}: not valid UTF-8 (byte 0x{:02x} at offset {})", field,
+                                       static_cast<unsigned char>(s[bad]), bad));
+  }
+  if (s.find('\0') != std::string::npos) return InvalidArgument(field + ": contains a NUL byte");
+  return s;
+}
+
+StatusOr<std::string> SpecReader::GetString(const YAML::Node& n, const std::string& field) {
+  if (!n.IsScalar()) return InvalidArgument(fmt::format("{}: must be a string, got {}", field, Quote(n)));
+  return Text(n, field);
+}
+
+StatusOr<int64_t> SpecReader::GetInt(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) {
+  if (!n.IsScalar()) return InvalidArgument(fmt::format("{}: must be an integer, got {}", field, Quote(n)));
+  const Int v = ToInt(n.Scalar());
+  if (v.result == Int::kOutOfRange) return InvalidArgument(fmt::format("{}: {} is out of range", field, Quote(n)));
+  if (v.result != Int::kOk) return InvalidArgument(fmt::format("{}: {} is not an integer", field, Quote(n)));
+  if (v.value < lo || v.value > hi) {
+    return InvalidArgument(fmt::format("{}: must be between {} and {}, got {}", field, lo, hi, v.value));
+  }
+  return v.value;
+}
+
+StatusOr<std::string> SpecReader::Key(const YAML::Node& key, const std::string& map_field,
+                                      std::set<std::string>* seen) {
+  if (!key.IsScalar()) return InvalidArgument(fmt::format("{}: keys must be strings, got {}", map_field, Quote(key)));
+  RM_ASSIGN_OR_RETURN(std::string k, Text(key, fmt::format("{}.{}", map_field, Printable(key.Scalar()))));
+  if (!seen->insert(k).second) return InvalidArgument(fmt::format("{}.{}: given twice", map_field, Printable(k)));
+  return k;
+}
+
+Status SpecReader::CheckKeys(const YAML::Node& map, const std::string& prefix,
+                             const std::set<std::string>& allowed) {
+  std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
     if (!allowed.count(key)) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return InvalidArgument(fmt::format("{}{}: unknown field (expected one of: {})", prefix, key, list));
+      return InvalidArgument(
+          fmt::format("{}{}: unknown field (expected one of: {})", prefix, Printable(key), list));
     }
+    if (!seen.insert(key).second) return InvalidArgument(fmt::format("{}{}: given twice", prefix, key));
   }
   return Status::Ok();
 }
 
-StatusOr<std::string> GetString(const YAML::Node& n, const std::string& field) {
-  if (!n.IsScalar()) return InvalidArgument(fmt::format("{}: must be a string, got {}", field, Quote(n)));
-  return n.Scalar();
-}
-
-StatusOr<int64_t> GetInt(const YAML::Node& n, const std::string& field, int64_t lo, int64_t hi) {
-  if (!n.IsScalar()) return InvalidArgument(fmt::format("{}: must be an integer, got {}", field, Quote(n)));
-  static const std::regex kInt(R"(^[+-]?[0-9]+$)");
-  if (!std::regex_match(n.Scalar(), kInt)) {
-    return InvalidArgument(fmt::format("{}: {} is not an integer", field, Quote(n)));
-  }
-  int64_t v;
-  try {
-    v = std::stoll(n.Scalar());
-  } catch (...) {
-    return InvalidArgument(fmt::format("{}: {} is out of range", field, Quote(n)));
-  }
-  if (v < lo || v > hi) {
-    return InvalidArgument(fmt::format("{}: must be between {} and {}, got {}", field, lo, hi, v));
-  }
-  return v;
-}
-
-Status ParseResources(const YAML::Node& r, JobSpec* spec) {
+Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
   if (!r.IsMap()) return InvalidArgument("resources: must be a mapping, got " + Quote(r));
   RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput"}));
   if (r["cpu"]) {
     const YAML::Node& c = r["cpu"];
     if (!c.IsScalar()) return InvalidArgument("resources.cpu: must be a number, got " + Quote(c));
     if (!c.Scalar().empty() && c.Scalar()[0] == '-') {
-      return InvalidArgument(fmt::format("resources.cpu: must be > 0, got {}", c.Scalar()));
+      return InvalidArgument(fmt::format("resources.cpu: must be > 0, got {}", Printable(c.Scalar())));
     }
     auto milli = ParseCpuMilli(c.Scalar());
     if (!milli) {
       return InvalidArgument(fmt::format("resources.cpu: {} is not a CPU quantity (use e.g. 2, 0.5 or 500m)",
                                          Quote(c)));
     }
-    if (*milli <= 0) return InvalidArgument(fmt::format("resources.cpu: must be > 0, got {}", c.Scalar()));
+    if (*milli <= 0) {
+      return InvalidArgument(fmt::format("resources.cpu: must be > 0, got {}", Printable(c.Scalar())));
+    }
     spec->cpu_milli = *milli;
   }
   if (r["memory"]) {
@@ -78,7 +373,9 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
     if (!bytes) {
       return InvalidArgument(fmt::format("resources.memory: {} is not a size (use e.g. 512Mi or 4Gi)", Quote(m)));
     }
-    if (*bytes <= 0) return InvalidArgument(fmt::format("resources.memory: must be > 0, got {}", m.Scalar()));
+    if (*bytes <= 0) {
+      return InvalidArgument(fmt::format("resources.memory: must be > 0, got {}", Printable(m.Scalar())));
+    }
     spec->memory_bytes = *bytes;
   }
   if (r["gpu"]) {
@@ -88,33 +385,37 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
   if (r["gpu_type"]) {
     const YAML::Node& t = r["gpu_type"];
     if (t.IsSequence()) {
-      for (size_t i = 0; i < t.size(); ++i) {
-        RM_ASSIGN_OR_RETURN(std::string one, GetString(t[i], fmt::format("resources.gpu_type[{}]", i)));
+      size_t i = 0;
+      for (auto it = t.begin(); it != t.end(); ++it, ++i) {
+        RM_ASSIGN_OR_RETURN(std::string one, GetString(*it, fmt::format("resources.gpu_type[{}]", i)));
         if (one.empty()) return InvalidArgument(fmt::format("resources.gpu_type[{}]: must not be empty", i));
-        spec->gpu_types.push_back(one);
+        spec->gpu_types.push_back(std::move(one));
       }
       if (spec->gpu_types.empty()) return InvalidArgument("resources.gpu_type: an empty list accepts no GPU");
     } else {
       RM_ASSIGN_OR_RETURN(std::string one, GetString(t, "resources.gpu_type"));
-      if (!one.empty()) spec->gpu_types.push_back(one);
+      if (!one.empty()) spec->gpu_types.push_back(std::move(one));
     }
     if (spec->gpus == 0) return InvalidArgument("resources.gpu_type: set, but resources.gpu is 0");
   }
   if (r["gpu_throughput"]) {
     const YAML::Node& t = r["gpu_throughput"];
     if (!t.IsMap()) return InvalidArgument("resources.gpu_throughput: must map GPU types to speeds, got " + Quote(t));
+    std::set<std::string> seen;
     for (auto it = t.begin(); it != t.end(); ++it) {
-      const std::string type = it->first.Scalar();
-      const std::string field = "resources.gpu_throughput." + type;
-      double v = 0;
-      try {
-        size_t used = 0;
-        v = it->second.IsScalar() ? std::stod(it->second.Scalar(), &used) : -1;
-        if (used != it->second.Scalar().size()) v = -1;
-      } catch (...) {
-        v = -1;
+      RM_ASSIGN_OR_RETURN(std::string type, Key(it->first, "resources.gpu_throughput", &seen));
+      if (type.empty()) return InvalidArgument("resources.gpu_throughput: GPU types must be non-empty strings");
+      const std::string field = "resources.gpu_throughput." + Printable(type);
+      double v = -1;
+      const YAML::Node speed = it->second;
+      if (speed.IsScalar()) {
+        std::string_view s = speed.Scalar();
+        if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        // inf would be stored as JSON null; the spec must read back as it was given.
+        if (s.empty() || s[0] == '-' || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) v = -1;
       }
-      if (!(v > 0)) return InvalidArgument(fmt::format("{}: must be a number > 0, got {}", field, Quote(it->second)));
+      if (!(v > 0)) return InvalidArgument(fmt::format("{}: must be a number > 0, got {}", field, Quote(speed)));
       spec->gpu_throughput[type] = v;
     }
     if (spec->gpus == 0) return InvalidArgument("resources.gpu_throughput: set, but resources.gpu is 0");
@@ -122,37 +423,47 @@ Status ParseResources(const YAML::Node& r, JobSpec* spec) {
   return Status::Ok();
 }
 
-StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
+StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
                                           "max_restarts", "priority", "time_limit", "node_selector", "working_dir"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
-    static const std::regex kName(R"(^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$)");
-    if (!std::regex_match(spec.name, kName)) {
+    if (!IsJobName(spec.name)) {
       return InvalidArgument(fmt::format(
-          "name: \"{}\" is not a valid name (letters, digits, '.', '_', '-'; at most 63)", spec.name));
+          "name: \"{}\" is not a valid name (letters, digits, '.', '_', '-'; at most 63)", Printable(spec.name)));
     }
   }
   if (root["kind"]) {
     RM_ASSIGN_OR_RETURN(spec.kind, GetString(root["kind"], "kind"));
     if (spec.kind != "dev" && spec.kind != "train" && spec.kind != "distributed") {
-      return InvalidArgument(
-          fmt::format("kind: \"{}\" is not a job kind (expected dev, train or distributed)", spec.kind));
+      return InvalidArgument(fmt::format("kind: \"{}\" is not a job kind (expected dev, train or distributed)",
+                                         Printable(spec.kind)));
     }
   }
   const YAML::Node& cmd = root["command"];
   if (!cmd) return InvalidArgument("command: required (a string run by /bin/sh, or a list of arguments)");
   if (cmd.IsScalar()) {
-    if (cmd.Scalar().empty()) return InvalidArgument("command: must not be empty");
-    spec.command = {"/bin/sh", "-c", cmd.Scalar()};
+    RM_ASSIGN_OR_RETURN(std::string line, Text(cmd, "command"));
+    if (line.empty()) return InvalidArgument("command: must not be empty");
+    if (line.size() > kMaxArgBytes) {
+      return InvalidArgument(fmt::format("command: {} bytes, longer than one argument can be ({}); put the script "
+                                         "in a file", line.size(), kMaxArgBytes));
+    }
+    spec.command = {"/bin/sh", "-c", std::move(line)};
   } else if (cmd.IsSequence()) {
-    if (cmd.size() == 0) return InvalidArgument("command: must not be an empty list");
-    for (size_t i = 0; i < cmd.size(); ++i) {
-      RM_ASSIGN_OR_RETURN(std::string arg, GetString(cmd[i], fmt::format("command[{}]", i)));
+    size_t i = 0;
+    for (auto it = cmd.begin(); it != cmd.end(); ++it, ++i) {
+      const std::string field = fmt::format("command[{}]", i);
+      RM_ASSIGN_OR_RETURN(std::string arg, GetString(*it, field));
+      if (arg.size() > kMaxArgBytes) {
+        return InvalidArgument(
+            fmt::format("{}: {} bytes, longer than one argument can be ({})", field, arg.size(), kMaxArgBytes));
+      }
       spec.command.push_back(std::move(arg));
     }
+    if (spec.command.empty()) return InvalidArgument("command: must not be an empty list");
     if (spec.command[0].empty()) return InvalidArgument("command[0]: the program must not be empty");
   } else {
     return InvalidArgument("command: must be a string or a list of strings, got " + Quote(cmd));
@@ -160,19 +471,28 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
   if (root["env"]) {
     const YAML::Node& env = root["env"];
     if (!env.IsMap()) return InvalidArgument("env: must be a mapping of NAME: value, got " + Quote(env));
-    static const std::regex kVar(R"(^[A-Za-z_][A-Za-z0-9_]*$)");
+    std::set<std::string> seen;
     for (auto it = env.begin(); it != env.end(); ++it) {
-      std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
-      if (!std::regex_match(key, kVar)) {
-        return InvalidArgument(fmt::format("env.{}: not a valid variable name", key.empty() ? "?" : key));
+      const YAML::Node k = it->first;  // a handle; `it->` is a proxy that dies with the expression
+      if (!k.IsScalar() || !IsVariableName(k.Scalar())) {
+        return InvalidArgument(
+            fmt::format("env.{}: not a valid variable name", k.IsScalar() && !k.Scalar().empty()
+                                                                  ? Printable(k.Scalar()) : "?"));
       }
-      RM_ASSIGN_OR_RETURN(spec.env[key], GetString(it->second, "env." + key));
+      RM_ASSIGN_OR_RETURN(std::string key, Key(k, "env", &seen));
+      const std::string field = "env." + Printable(key);
+      RM_ASSIGN_OR_RETURN(std::string value, GetString(it->second, field));
+      if (key.size() + 1 + value.size() > kMaxArgBytes) {
+        return InvalidArgument(fmt::format("{}: {} bytes with its name, longer than one variable can be ({})", field,
+                                           key.size() + 1 + value.size(), kMaxArgBytes));
+      }
+      spec.env[key] = std::move(value);
     }
   }
   if (root["image"]) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
   }
-  if (root["resources"]) RM_RETURN_IF_ERROR(ParseResources(root["resources"], &spec));
+  if (root["resources"]) RM_RETURN_IF_ERROR(ReadResources(root["resources"], &spec));
   if (root["replicas"] && root["replicas"].IsMap()) {
     const YAML::Node& r = root["replicas"];
     RM_RETURN_IF_ERROR(CheckKeys(r, "replicas.", {"min", "max"}));
@@ -183,8 +503,11 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
     if (spec.kind != "distributed") {
       return InvalidArgument(fmt::format("replicas: an elastic range needs kind: distributed, not {}", spec.kind));
     }
-    spec.replicas = spec.min_replicas = static_cast<int>(lo);
-    spec.max_replicas = static_cast<int>(hi);
+    spec.replicas = static_cast<int>(lo);
+    if (hi > lo) {  // {min: 4, max: 4} is a fixed size, as it reads back from the store
+      spec.min_replicas = static_cast<int>(lo);
+      spec.max_replicas = static_cast<int>(hi);
+    }
   } else if (root["replicas"]) {
     RM_ASSIGN_OR_RETURN(int64_t r, GetInt(root["replicas"], "replicas", 1, kMaxReplicas));
     spec.replicas = static_cast<int>(r);
@@ -203,57 +526,118 @@ StatusOr<JobSpec> ParseRoot(const YAML::Node& root) {
   if (root["node_selector"]) {
     const YAML::Node& sel = root["node_selector"];
     if (!sel.IsMap()) return InvalidArgument("node_selector: must map label names to values, got " + Quote(sel));
+    std::set<std::string> seen;
     for (auto it = sel.begin(); it != sel.end(); ++it) {
-      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
-      if (key.empty()) return InvalidArgument("node_selector: label names must be non-empty strings");
-      RM_ASSIGN_OR_RETURN(spec.node_selector[key], GetString(it->second, "node_selector." + key));
+      if (!it->first.IsScalar() || it->first.Scalar().empty()) {
+        return InvalidArgument("node_selector: label names must be non-empty strings");
+      }
+      RM_ASSIGN_OR_RETURN(std::string key, Key(it->first, "node_selector", &seen));
+      RM_ASSIGN_OR_RETURN(spec.node_selector[key], GetString(it->second, "node_selector." + Printable(key)));
     }
   }
   if (root["time_limit"]) {
     const YAML::Node& t = root["time_limit"];
-    static const std::regex kDuration(R"(^([0-9]+)(s|m|h|d)?$)");
-    std::smatch m;
-    const std::string text = t.IsScalar() ? t.Scalar() : "";
-    if (!std::regex_match(text, m, kDuration)) {
+    const std::string_view text = t.IsScalar() ? std::string_view(t.Scalar()) : std::string_view();
+    size_t digits = 0;
+    while (digits < text.size() && IsDigit(text[digits])) ++digits;
+    const std::string_view unit = text.substr(digits);
+    if (digits == 0 || !(unit.empty() || unit == "s" || unit == "m" || unit == "h" || unit == "d")) {
       return InvalidArgument(fmt::format("time_limit: {} is not a duration (use e.g. 90m, 2h or 3600)", Quote(t)));
     }
-    const int64_t unit_s = m[2] == "d" ? 86400 : m[2] == "h" ? 3600 : m[2] == "m" ? 60 : 1;
-    int64_t n = 0;
-    try {
-      n = std::stoll(m[1]);
-    } catch (...) {
-      n = -1;
-    }
+    const int64_t unit_s = unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : 1;
+    const Int parsed = ToInt(text.substr(0, digits));
+    const int64_t n = parsed.result == Int::kOk ? parsed.value : -1;
     if (n <= 0 || n > 366LL * 86400 / unit_s) {
-      return InvalidArgument(fmt::format("time_limit: must be between 1s and 366d, got {}", text));
+      return InvalidArgument(fmt::format("time_limit: must be between 1s and 366d, got {}", Printable(text)));
     }
     spec.time_limit_ms = n * unit_s * 1000;
   }
   if (root["working_dir"]) {
     RM_ASSIGN_OR_RETURN(spec.working_dir, GetString(root["working_dir"], "working_dir"));
     if (spec.working_dir.empty() || spec.working_dir[0] != '/') {
-      return InvalidArgument(fmt::format("working_dir: \"{}\" must be an absolute path", spec.working_dir));
+      return InvalidArgument(
+          fmt::format("working_dir: \"{}\" must be an absolute path", Printable(spec.working_dir)));
+    }
+    if (spec.working_dir.size() > kMaxPathBytes) {
+      return InvalidArgument(fmt::format("working_dir: {} bytes, longer than a path can be ({})",
+                                         spec.working_dir.size(), kMaxPathBytes));
     }
   }
   if (spec.name.empty()) spec.name = spec.kind;
   return spec;
 }
 
-}  // namespace
-
-StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
+StatusOr<JobSpec> Parse(const std::string& text) {
+  if (text.size() > kMaxSpecBytes) {
+    return InvalidArgument(fmt::format("spec: {} bytes, more than the limit of {} ({} MiB)", text.size(),
+                                       kMaxSpecBytes, kMaxSpecBytes >> 20));
+  }
+  const auto too_deep = [](int line) {
+    return InvalidArgument(
+        fmt::format("spec: nested more than {} levels deep (line {}); a job spec needs 3", kMaxSpecDepth, line));
+  };
+  if (const std::optional<int> line = FlowTooDeepAt(text, kMaxSpecDepth)) return too_deep(*line);
+  try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DepthLimit depth(kMaxSpecDepth);
+    if (parser.HandleNextDocument(depth) && parser.HandleNextDocument(depth)) {
+      return InvalidArgument("spec: more than one YAML document (---): submit one job per spec");
+    }
+  } catch (const TooDeep& e) {
+    return too_deep(e.line);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(YamlError(e));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("spec: not valid YAML or JSON: line {}, column {}: {}", e.mark.line + 1,
-                                       e.mark.column + 1, e.msg));
+    return InvalidArgument(YamlError(e));
   }
   try {
-    return ParseRoot(root);
+    return SpecReader().Read(root);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("spec: {}", e.what()));
+    return InvalidArgument(fmt::format("spec: {}", Printable(e.what(), 200)));
   }
+}
+
+// A string of a stored spec that a task is given: execve stops at a NUL.
+void CheckStoredArg(const std::string& s, const std::string& field) {
+  if (s.find('\0') != std::string::npos) throw std::runtime_error(field + ": contains a NUL byte");
+}
+
+// An integer of a stored spec. nlohmann's value<int>() casts a float or a
+// huge number unchecked (undefined behaviour); a damaged record must fail
+// its job, nothing else.
+template <typename Int>
+Int StoredInt(const nlohmann::json& obj, const char* key, Int fallback) {
+  if (!obj.is_object() || !obj.contains(key)) return fallback;
+  const nlohmann::json& v = obj.at(key);
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                        : v.is_number_integer() && v.get<int64_t>() >= std::numeric_limits<Int>::min() &&
+                              v.get<int64_t>() <= std::numeric_limits<Int>::max();
+  if (!fits) throw std::runtime_error(fmt::format("{}: {} is not an integer in range", key, Printable(v.dump(), 64)));
+  return static_cast<Int>(v.get<int64_t>());
+}
+
+}  // namespace
+
+StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
+  StatusOr<JobSpec> spec = [&]() -> StatusOr<JobSpec> {
+    try {
+      return Parse(text);
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("spec: out of memory reading it");
+    } catch (const std::exception& e) {
+      return Internal(fmt::format("spec: {}", Printable(e.what(), 200)));
+    }
+  }();
+  // Every message names the field and quotes the value through Printable;
+  // this keeps it so for the ones that quote yaml-cpp: one line, valid UTF-8.
+  if (!spec.ok()) return Status(spec.status().code(), Printable(spec.status().message(), 1024));
+  return spec;
 }
 
 nlohmann::json JobSpecToJson(const JobSpec& s) {
@@ -274,37 +658,51 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
 }
 
 StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
+  // A stored spec is JobSpecToJson's: 3 levels deep, and a few MiB at most
+  // (1 MiB of strings, some escaped as \u00XX).
+  RM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(spec_json, {.max_bytes = 16 << 20, .max_depth = 8},
+                                                        "stored spec"));
   try {
-    const nlohmann::json j = nlohmann::json::parse(spec_json);
-  JobSpec s;
-  s.name = j.value("name", "");
-  s.kind = j.value("kind", "train");
-  s.command = j.value("command", std::vector<std::string>{});
-  s.env = j.value("env", std::map<std::string, std::string>{});
-  s.image = j.value("image", "");
-  const auto& r = j.at("resources");
-  s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
-  s.memory_bytes = r.value("memory", int64_t{512LL << 20});
-  s.gpus = r.value("gpu", 0);
-  if (r.contains("gpu_type")) {
-    const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
-    if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());
-    if (t.is_array()) s.gpu_types = t.get<std::vector<std::string>>();
-  }
-  s.gpu_throughput = r.value("gpu_throughput", std::map<std::string, double>{});
-  s.replicas = j.value("replicas", 1);
-  if (j.contains("elastic")) {
-    s.min_replicas = j["elastic"].value("min", s.replicas);
-    s.max_replicas = j["elastic"].value("max", s.replicas);
-  }
-  s.max_restarts = j.value("max_restarts", 0);
-  s.priority = j.value("priority", 0);
-  s.working_dir = j.value("working_dir", "");
-  s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
-  s.time_limit_ms = std::atoll(j.value("time_limit", std::string("0")).c_str()) * 1000;
-  return s;
+    JobSpec s;
+    s.name = j.value("name", "");
+    s.kind = j.value("kind", "train");
+    s.command = j.value("command", std::vector<std::string>{});
+    s.env = j.value("env", std::map<std::string, std::string>{});
+    s.image = j.value("image", "");
+    const auto& r = j.at("resources");
+    s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
+    s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);
+    s.gpus = StoredInt<int>(r, "gpu", 0);
+    if (r.contains("gpu_type")) {
+      const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
+      if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());
+      if (t.is_array()) s.gpu_types = t.get<std::vector<std::string>>();
+    }
+    s.gpu_throughput = r.value("gpu_throughput", std::map<std::string, double>{});
+    s.replicas = StoredInt<int>(j, "replicas", 1);
+    if (j.contains("elastic")) {
+      if (!j["elastic"].is_object()) throw std::runtime_error("elastic: not an object");
+      s.min_replicas = StoredInt<int>(j["elastic"], "min", s.replicas);
+      s.max_replicas = StoredInt<int>(j["elastic"], "max", s.replicas);
+    }
+    s.max_restarts = StoredInt<int>(j, "max_restarts", 0);
+    s.priority = StoredInt<int>(j, "priority", 0);
+    s.working_dir = j.value("working_dir", "");
+    s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
+    if (j.contains("time_limit")) {  // seconds, as a string
+      const Int seconds = ToInt(j["time_limit"].get<std::string>());
+      if (seconds.result != Int::kOk || seconds.value < 0 || seconds.value > 366LL * 86400) {
+        throw std::runtime_error("time_limit: not a number of seconds up to 366 days");
+      }
+      s.time_limit_ms = seconds.value * 1000;
+    }
+    for (size_t i = 0; i < s.command.size(); ++i) CheckStoredArg(s.command[i], fmt::format("command[{}]", i));
+    for (const auto& [name, value] : s.env) CheckStoredArg(name + "=" + value, "env." + Printable(name));
+    CheckStoredArg(s.working_dir, "working_dir");
+    CheckStoredArg(s.image, "image");
+    return s;
   } catch (const std::exception& e) {
-    return InvalidArgument(std::string("stored spec: ") + e.what());
+    return InvalidArgument("stored spec: " + Printable(e.what(), 200));
   }
 }
 

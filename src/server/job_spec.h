@@ -1,9 +1,12 @@
 // JobSpec: what a user submits (docs/jobspec.md), parsed from YAML or JSON
 // and validated strictly: unknown fields and bad values are refused with an
 // InvalidArgument whose message starts with the field's path, e.g.
-// `resources.memory: "lots" is not a size`. Pure functions; thread-safe.
+// `resources.memory: "lots" is not a size`. The text is untrusted: every
+// input is refused or accepted within the limits below, without crashing,
+// and what is accepted is exactly what a task gets. Pure functions; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -44,12 +47,28 @@ struct JobSpec {
   // A run longer than this is stopped (FAILED); backfill plans with it. 0 = none.
   int64_t time_limit_ms = 0;
   std::string working_dir;            // absolute; "" = the task's own scratch directory
+
+  bool operator==(const JobSpec&) const = default;
 };
 
 constexpr int kMaxReplicas = 1024;
 constexpr int kMaxRestarts = 100;
 constexpr int kMaxPriority = 1000;
 
+// Limits on untrusted spec text (docs/jobspec.md#limits).
+constexpr size_t kMaxSpecBytes = 1 << 20;          // the text, as the server caps request bodies
+constexpr size_t kMaxSpecExpandedBytes = 1 << 20;  // all its strings, YAML aliases expanded
+constexpr int kMaxSpecDepth = 32;                  // collections in collections; a valid spec needs 3
+// Linux's MAX_ARG_STRLEN less the terminating NUL: the longest string one
+// argument, or one NAME=value of the environment, can be for execve.
+constexpr size_t kMaxArgBytes = (32 << 12) - 1;
+constexpr size_t kMaxPathBytes = 4095;             // PATH_MAX less the NUL
+
+// Refuses (InvalidArgument, naming the field) text that is not a valid spec,
+// is larger or nests deeper than the limits, expands past
+// kMaxSpecExpandedBytes, or holds a string that is not valid UTF-8 or holds
+// a NUL byte. What it accepts always goes through JobSpecToJson(...).dump()
+// and back through JobSpecFromJson unchanged.
 StatusOr<JobSpec> ParseJobSpec(const std::string& text);
 nlohmann::json JobSpecToJson(const JobSpec& spec);
 // A spec the server validated and stored (JobSpecToJson's text). InvalidArgument
