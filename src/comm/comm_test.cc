@@ -1,8 +1,14 @@
 // ringcomm against a simple reference: every op x dtype x count x world
 // size x transport, with ranks as threads and as processes; plus failures:
-// a SIGKILLed rank, a stalled rank, abort, mismatched counts.
+// a SIGKILLed rank, a stalled rank, abort, mismatched counts; point to point
+// matched by tag and progressing on its own; teardown within the deadline;
+// strangers on a rank's listener and on the store.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +18,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "comm/context.h"
 #include "comm/store.h"
@@ -421,6 +428,45 @@ TEST(Failures, AbortEndsABlockedOperationAndEveryLaterOne) {
   EXPECT_EQ(results[0][1], "Aborted: allreduce: aborted: the job is shrinking");
 }
 
+// The store is gone (its rank served it and left), so no failure note can be
+// recorded: the cause still reaches every survivor, in band (a failure notice
+// between frames) or through the shared-memory segment, and every survivor
+// names the rank that failed, not the neighbour it heard it from.
+TEST(Failures, EverySurvivorNamesTheFailedRankWithoutAStore) {
+  for (TransportKind t : {TransportKind::kTcp, TransportKind::kShm}) {
+    auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
+    const int world = 3;
+    std::atomic<int> formed{0};
+    std::vector<std::string> errors(world), names(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+        Options o = TestOptions(t);
+        o.timeout = 10s;
+        auto ctx = Context::Create(store.get(), r, world, o).value();
+        names[r] = ctx->Describe(2);
+        ++formed;
+        while (formed.load() < world + 1) std::this_thread::sleep_for(1ms);  // the store is stopped now
+        std::vector<float> v(1 << 20, 1.0f);
+        if (r == 2) {  // told to stop while the others wait for it in the all-reduce
+          std::this_thread::sleep_for(100ms);
+          ctx->Abort("the node is draining");
+        }
+        errors[r] = ctx->AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, Algorithm::kRing).ToString();
+      });
+    }
+    while (formed.load() < world) std::this_thread::sleep_for(1ms);
+    server->Stop();
+    ++formed;
+    for (auto& th : threads) th.join();
+    for (int r : {0, 1}) {
+      EXPECT_NE(errors[r].find(names[r] + " failed: aborted: the node is draining"), std::string::npos)
+          << Name(t) << " rank " << r << ": " << errors[r];
+    }
+  }
+}
+
 TEST(Failures, MismatchedCountsAreReportedNotCorrupted) {
   auto results = RunThreads(2, TestOptions(TransportKind::kTcp), [](Context& c) -> std::vector<std::string> {
     std::vector<int32_t> v(c.rank() == 0 ? 100 : 200, 1);
@@ -512,20 +558,20 @@ TEST(Stores, FileAndTcpStoresShareTheContract) {
   auto tcp = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
   for (Store* s : {static_cast<Store*>(&file), static_cast<Store*>(tcp.get())}) {
     EXPECT_EQ(s->Get("missing", 50ms).status().code(), StatusCode::kDeadlineExceeded);
-    ASSERT_TRUE(s->Set("a/b", "value").ok());
+    ASSERT_TRUE(s->Set("a/b", "value", 1s).ok());
     EXPECT_EQ(s->Get("a/b", 50ms).value(), "value");
-    EXPECT_EQ(s->Add("n", 2).value(), 2);
-    EXPECT_EQ(s->Add("n", 3).value(), 5);
+    EXPECT_EQ(s->Add("n", 2, 1s).value(), 2);
+    EXPECT_EQ(s->Add("n", 3, 1s).value(), 5);
     std::thread late([s] {
       std::this_thread::sleep_for(50ms);
-      (void)s->Set("late", "here");
+      (void)s->Set("late", "here", 1s);
     });
     // Get waits for a key set later (a different connection for TCP: the store
     // is shared by the waiting Get, so use a second client).
     late.join();
     EXPECT_EQ(s->Get("late", 1s).value(), "here");
     PrefixStore scoped("gen/7/", s);
-    ASSERT_TRUE(scoped.Set("k", "v").ok());
+    ASSERT_TRUE(scoped.Set("k", "v", 1s).ok());
     EXPECT_EQ(s->Get("gen/7/k", 50ms).value(), "v");
   }
   std::filesystem::remove_all(dir);
@@ -547,6 +593,485 @@ TEST(Reduce, KernelsCoverEveryTypeAndOp) {
       }
     }
   }
+}
+
+// ---- point to point: matched by (peer, tag), on a channel of its own
+
+Options P2pOptions(TransportKind t) {
+  Options o = TestOptions(t);
+  o.timeout = 10s;
+  return o;
+}
+
+// What rank `src` sends with `tag`: distinct per (src, tag, salt, index).
+std::vector<int32_t> Payload(int src, int tag, size_t n, int salt = 0) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i) + 1000000 * src + 10000 * tag + 100 * salt;
+  return v;
+}
+
+// Below and above the eager limit: buffered at once, and offered then sent when the receive is posted.
+const size_t kSmall = 10, kLarge = 300000;
+
+class P2pTest : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(P2pTest, TaggedMessagesReceivedOutOfOrderGetTheirOwnPayloads) {
+  auto results = RunThreads(3, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> failures;
+    const int next = (c.rank() + 1) % 3, prev = (c.rank() + 2) % 3;
+    for (size_t n : {kSmall, kLarge}) {
+      std::vector<std::vector<int32_t>> out;
+      std::vector<std::shared_ptr<Work>> sends;
+      for (int tag : {1, 2, 3}) out.push_back(Payload(c.rank(), tag, n));
+      for (int tag : {1, 2, 3}) sends.push_back(c.SendAsync(out[tag - 1].data(), n, DataType::kInt32, next, tag));
+      for (int tag : {3, 1, 2}) {
+        std::vector<int32_t> got(n);
+        if (Status st = c.Recv(got.data(), n, DataType::kInt32, prev, tag); !st.ok()) failures.push_back(st.ToString());
+        if (got != Payload(prev, tag, n)) failures.push_back(fmt::format("n={} tag {}: got {} ...", n, tag, got[0]));
+      }
+      for (auto& s : sends) {
+        if (Status st = s->Wait(); !st.ok()) failures.push_back(st.ToString());
+      }
+    }
+    return failures;
+  });
+  for (const auto& r : results) {
+    for (const auto& f : r) ADD_FAILURE() << f;
+  }
+}
+
+TEST_P(P2pTest, MessagesOfOneTagNeverOvertakeEachOther) {
+  auto results = RunThreads(2, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> failures;
+    const int peer = 1 - c.rank();
+    for (size_t n : {kSmall, kLarge}) {
+      std::vector<std::vector<int32_t>> out, in(5, std::vector<int32_t>(n));
+      std::vector<std::shared_ptr<Work>> works;
+      for (int i = 0; i < 5; ++i) out.push_back(Payload(c.rank(), 7, n, i));
+      for (int i = 0; i < 5; ++i) works.push_back(c.SendAsync(out[i].data(), n, DataType::kInt32, peer, 7));
+      std::vector<std::shared_ptr<Work>> recvs;
+      for (int i = 0; i < 5; ++i) recvs.push_back(c.RecvAsync(in[i].data(), n, DataType::kInt32, peer, 7));
+      for (int i = 4; i >= 0; --i) {  // waited on in reverse: the order they were posted in decides
+        if (Status st = recvs[i]->Wait(); !st.ok()) failures.push_back(st.ToString());
+        if (in[i] != Payload(peer, 7, n, i)) failures.push_back(fmt::format("n={} receive {} got message {}", n, i, (in[i][0] % 10000) / 100));
+      }
+      for (auto& w : works) {
+        if (Status st = w->Wait(); !st.ok()) failures.push_back(st.ToString());
+      }
+    }
+    return failures;
+  });
+  for (const auto& r : results) {
+    for (const auto& f : r) ADD_FAILURE() << f;
+  }
+}
+
+TEST_P(P2pTest, MessagesThatArriveBeforeTheirReceiveAreBuffered) {
+  auto results = RunThreads(2, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> failures;
+    if (c.rank() == 0) {
+      // Each send completes with no receive posted yet: the bytes wait at the receiver.
+      for (int tag : {5, 6, 7}) {
+        auto v = Payload(0, tag, kSmall);
+        if (Status st = c.Send(v.data(), kSmall, DataType::kInt32, 1, tag); !st.ok()) failures.push_back(st.ToString());
+      }
+    }
+    // After the barrier the messages have long arrived; rank 1 claims them newest first.
+    if (Status st = c.Barrier(); !st.ok()) failures.push_back(st.ToString());
+    if (c.rank() == 1) {
+      for (int tag : {7, 6, 5}) {
+        std::vector<int32_t> got(kSmall);
+        if (Status st = c.Recv(got.data(), kSmall, DataType::kInt32, 0, tag); !st.ok()) failures.push_back(st.ToString());
+        if (got != Payload(0, tag, kSmall)) failures.push_back(fmt::format("tag {}: got {}", tag, got[0]));
+      }
+    }
+    return failures;
+  });
+  for (const auto& r : results) {
+    for (const auto& f : r) ADD_FAILURE() << f;
+  }
+}
+
+TEST_P(P2pTest, TaggedMessagesAndCollectivesInterleave) {
+  auto results = RunThreads(3, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> failures;
+    auto ok = [&](const Status& st) {
+      if (!st.ok()) failures.push_back(st.ToString());
+    };
+    const int next = (c.rank() + 1) % 3, prev = (c.rank() + 2) % 3;
+    auto a = Payload(c.rank(), 1, kSmall), b = Payload(c.rank(), 2, kLarge);
+    auto s1 = c.SendAsync(a.data(), kSmall, DataType::kInt32, next, 1);
+    std::vector<float> v(100000, 1.0f);
+    ok(c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum));
+    auto s2 = c.SendAsync(b.data(), kLarge, DataType::kInt32, next, 2);
+    auto bw = c.BroadcastAsync(v.data(), v.size(), DataType::kFloat32, 1);
+    std::vector<int32_t> got2(kLarge), got1(kSmall);
+    ok(c.Recv(got2.data(), kLarge, DataType::kInt32, prev, 2));
+    ok(bw->Wait());
+    ok(c.Recv(got1.data(), kSmall, DataType::kInt32, prev, 1));
+    ok(s1->Wait());
+    ok(s2->Wait());
+    ok(c.Barrier());
+    if (v[0] != 3.0f) failures.push_back(fmt::format("allreduce gave {}", v[0]));
+    if (got1 != Payload(prev, 1, kSmall)) failures.push_back("tag 1 payload");
+    if (got2 != Payload(prev, 2, kLarge)) failures.push_back("tag 2 payload");
+    return failures;
+  });
+  for (const auto& r : results) {
+    for (const auto& f : r) ADD_FAILURE() << f;
+  }
+}
+
+// Both ranks post their receive before their send (torch's batch_isend_irecv
+// does): a pending receive must not hold the send behind it.
+TEST_P(P2pTest, ReceivesPostedFirstDoNotHoldSendsBack) {
+  auto results = RunThreads(2, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> failures;
+    const int peer = 1 - c.rank();
+    for (size_t n : {kSmall, kLarge, size_t{4} << 20}) {
+      std::vector<int32_t> got(n);
+      auto out = Payload(c.rank(), 0, n);
+      auto r = c.RecvAsync(got.data(), n, DataType::kInt32, peer);
+      auto s = c.SendAsync(out.data(), n, DataType::kInt32, peer);
+      if (Status st = r->Wait(); !st.ok()) failures.push_back(st.ToString());
+      if (Status st = s->Wait(); !st.ok()) failures.push_back(st.ToString());
+      if (got != Payload(peer, 0, n)) failures.push_back(fmt::format("n={}: wrong payload", n));
+    }
+    return failures;
+  });
+  for (const auto& r : results) {
+    for (const auto& f : r) ADD_FAILURE() << f;
+  }
+}
+
+// A send moves while its rank does something else entirely: nobody waits on it.
+TEST_P(P2pTest, SendsProgressWithoutAnyoneWaitingOnThem) {
+  std::atomic<int64_t> recv_done_ms{0}, sender_back_ms{0};
+  auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count(); };
+  auto results = RunThreads(2, P2pOptions(GetParam()), [&](Context& c) -> std::vector<std::string> {
+    const size_t n = 2 << 20;  // 8 MiB: more than any socket buffer or ring holds
+    if (c.rank() == 0) {
+      auto out = Payload(0, 4, n);
+      auto s = c.SendAsync(out.data(), n, DataType::kInt32, 1, 4);
+      std::this_thread::sleep_for(1500ms);  // computing; not a ringcomm call in sight
+      sender_back_ms = since();
+      return {s->Wait().ToString()};
+    }
+    std::vector<int32_t> got(n);
+    Status st = c.Recv(got.data(), n, DataType::kInt32, 0, 4);
+    recv_done_ms = since();
+    return {st.ToString(), got == Payload(0, 4, n) ? "ok" : "wrong payload"};
+  });
+  EXPECT_EQ(results[0], std::vector<std::string>{"Ok"});
+  EXPECT_EQ(results[1], (std::vector<std::string>{"Ok", "ok"}));
+  EXPECT_LT(recv_done_ms.load(), sender_back_ms.load()) << "the receive waited for the sender to wait";
+}
+
+// A rank whose worker is stuck in a collective (its peer has not joined it
+// yet) still sends and receives: point to point never queues behind collectives.
+TEST_P(P2pTest, PointToPointDoesNotWaitBehindACollective) {
+  auto results = RunThreads(2, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<std::string> out;
+    std::vector<float> v(1000, 1.0f);
+    int32_t x = c.rank() + 10, y = 0;
+    std::shared_ptr<Work> ar;
+    if (c.rank() == 0) ar = c.AllReduceAsync(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    out.push_back(c.SendAsync(&x, 1, DataType::kInt32, 1 - c.rank(), 8)->Wait().ToString());
+    out.push_back(c.Recv(&y, 1, DataType::kInt32, 1 - c.rank(), 8).ToString());
+    if (c.rank() == 1) out.push_back(c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum).ToString());
+    else out.push_back(ar->Wait().ToString());
+    out.push_back(fmt::format("{} {}", y, v[0]));
+    return out;
+  });
+  EXPECT_EQ(results[0], (std::vector<std::string>{"Ok", "Ok", "Ok", "11 2"}));
+  EXPECT_EQ(results[1], (std::vector<std::string>{"Ok", "Ok", "Ok", "10 2"}));
+}
+
+TEST_P(P2pTest, MismatchedSizesAreReportedNamingThePeer) {
+  auto results = RunThreads(2, P2pOptions(GetParam()), [](Context& c) -> std::vector<std::string> {
+    std::vector<int32_t> v(100, 1);
+    if (c.rank() == 0) return {c.SendAsync(v.data(), 100, DataType::kInt32, 1, 3)->Wait().ToString()};
+    return {c.Recv(v.data(), 50, DataType::kInt32, 0, 3).ToString(), c.Describe(0)};
+  });
+  EXPECT_NE(results[1][0].find(fmt::format("InvalidArgument: recv: {} sent 400 bytes with tag 3 where this rank expected 200",
+                                           results[1][1])),
+            std::string::npos)
+      << results[1][0];
+}
+
+TEST_P(P2pTest, UnclaimedMessagesBeyondTheBoundFailNamingThePeer) {
+  Options o = P2pOptions(GetParam());
+  o.p2p_eager_bytes = 1024;
+  o.p2p_unexpected_bytes = 8192;
+  auto results = RunThreads(2, o, [](Context& c) -> std::vector<std::string> {
+    std::vector<int32_t> v(256, 1);  // 1 KiB: eager
+    if (c.rank() == 0) {
+      std::vector<std::shared_ptr<Work>> sends;
+      for (int i = 0; i < 20; ++i) sends.push_back(c.SendAsync(v.data(), 256, DataType::kInt32, 1, 1));
+      for (auto& s : sends) (void)s->Wait();  // they fail once rank 1 gives up; `v` must outlive them
+      return {};
+    }
+    std::this_thread::sleep_for(100ms);
+    return {c.Recv(v.data(), 256, DataType::kInt32, 0, 2).ToString(), c.Describe(0)};
+  });
+  EXPECT_NE(results[1][0].find(fmt::format("ResourceExhausted: recv: {} sent more than 8192 bytes of point-to-point "
+                                           "messages that no receive has claimed",
+                                           results[1][1])),
+            std::string::npos)
+      << results[1][0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, P2pTest, ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
+TEST(P2pFailures, AReceiveNobodyAnswersTimesOutNamingThePeer) {
+  Options o = P2pOptions(TransportKind::kTcp);
+  o.timeout = 300ms;
+  auto results = RunThreads(2, o, [](Context& c) -> std::vector<std::string> {
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(800ms);
+      return {};
+    }
+    int32_t x;
+    auto start = std::chrono::steady_clock::now();
+    Status st = c.Recv(&x, 1, DataType::kInt32, 1, 9);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    return {st.ToString(), c.Describe(1), std::to_string(took)};
+  });
+  EXPECT_EQ(results[0][0], fmt::format("DeadlineExceeded: recv: timed out after 0.3 s waiting for {} (tag 9)", results[0][1]));
+  EXPECT_LT(std::stoi(results[0][2]), 1500);
+}
+
+TEST(P2pFailures, AReceiveFromAPeerThatLeftSaysSoAtOnce) {
+  for (TransportKind t : {TransportKind::kTcp, TransportKind::kShm}) {
+    auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
+    std::vector<std::string> got;
+    std::string leaver;
+    std::thread a([&] {
+      auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+      auto ctx = Context::Create(store.get(), 0, 2, P2pOptions(t)).value();
+      leaver = ctx->Describe(1);
+      int32_t x;
+      auto start = std::chrono::steady_clock::now();
+      Status st = ctx->Recv(&x, 1, DataType::kInt32, 1, 4);
+      got = {st.ToString(), std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - start).count())};
+    });
+    std::thread b([&] {
+      auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+      auto ctx = Context::Create(store.get(), 1, 2, P2pOptions(t)).value();
+      std::this_thread::sleep_for(200ms);
+    });  // destroyed: a goodbye
+    a.join();
+    b.join();
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], fmt::format("Unavailable: recv: {} left the group while this rank still needed it", leaver)) << Name(t);
+    EXPECT_LT(std::stoi(got[1]), 5000) << Name(t);
+  }
+}
+
+// ---- teardown: bounded by the deadline whatever is in flight
+
+TEST(Teardown, DestroyingAContextWithWorkInFlightEndsByTheDeadline) {
+  Options o = P2pOptions(TransportKind::kTcp);
+  o.timeout = 500ms;
+  int64_t destroy_ms = -1;
+  std::vector<std::string> statuses;
+  auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
+  std::thread idle([&] {
+    auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+    auto ctx = Context::Create(store.get(), 1, 2, o).value();
+    std::this_thread::sleep_for(1500ms);  // never joins what rank 0 starts
+  });
+  {
+    auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+    auto ctx = Context::Create(store.get(), 0, 2, o).value();
+    int32_t x = 0;
+    std::vector<float> v(1000, 1.0f);
+    auto recv = ctx->RecvAsync(&x, 1, DataType::kInt32, 1, 5);
+    auto ar = ctx->AllReduceAsync(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    auto start = std::chrono::steady_clock::now();
+    ctx.reset();
+    destroy_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(recv->Done() && ar->Done());
+    statuses = {recv->Wait().ToString(), ar->Wait().ToString()};
+  }
+  idle.join();
+  EXPECT_LT(destroy_ms, 500 + 1000) << "destruction outlived the deadline";
+  for (const auto& s : statuses) EXPECT_NE(s, "Ok") << s;
+}
+
+// ---- hostile input: other users' processes can reach a rank's listener and the store
+
+int Dial(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What the peer sends within `timeout`, and whether it closed the connection.
+std::pair<std::string, bool> ReadFor(int fd, std::chrono::milliseconds timeout) {
+  std::string got;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) continue;
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return {got, true};
+    if (n < 0) {
+      if (errno == EAGAIN) continue;
+      return {got, true};
+    }
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return {got, false};
+}
+
+std::string Request(uint8_t op, const std::string& key, const std::string& value) {
+  std::string f(13 + key.size() + value.size(), '\0');
+  f[0] = static_cast<char>(op);
+  uint32_t kl = static_cast<uint32_t>(key.size());
+  uint64_t vl = value.size();
+  std::memcpy(&f[1], &kl, 4);
+  std::memcpy(&f[5], key.data(), key.size());
+  std::memcpy(&f[5 + key.size()], &vl, 8);
+  std::memcpy(&f[13 + key.size()], value.data(), value.size());
+  return f;
+}
+
+TEST(Hostile, StrangersOnTheListenerDoNotStopAGroupForming) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
+  Options o = P2pOptions(TransportKind::kTcp);
+  std::vector<std::string> out(2);
+  std::thread rank0([&] {
+    auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+    auto ctx = Context::Create(store.get(), 0, 2, o);
+    if (!ctx.ok()) {
+      out[0] = ctx.status().ToString();
+      return;
+    }
+    float x = 1;
+    out[0] = (*ctx)->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).ToString();
+  });
+  // Rank 0's port, from the store, as anyone on the host could read it.
+  auto spy = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+  auto record = nlohmann::json::parse(spy->Get("gen/0/rank/0", 10s).value());
+  const int port = record["port"];
+  std::vector<int> strangers;
+  strangers.push_back(Dial(port));  // silent
+  int garbage = Dial(port);
+  (void)!write(garbage, "GET / HTTP/1.0\r\n\r\n", 18);
+  strangers.push_back(garbage);
+  int stale = Dial(port);
+  int32_t hello[4] = {0x48434d52, 1, 0, 99};  // right magic, wrong generation
+  (void)!write(stale, hello, sizeof hello);
+  strangers.push_back(stale);
+  int half = Dial(port);
+  (void)!write(half, hello, 6);  // a hello that never finishes
+  strangers.push_back(half);
+  auto start = std::chrono::steady_clock::now();
+  std::thread rank1([&] {
+    auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+    auto ctx = Context::Create(store.get(), 1, 2, o);
+    if (!ctx.ok()) {
+      out[1] = ctx.status().ToString();
+      return;
+    }
+    float x = 1;
+    out[1] = (*ctx)->AllReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).ToString();
+  });
+  rank0.join();
+  rank1.join();
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(out, (std::vector<std::string>{"Ok", "Ok"}));
+  EXPECT_LT(took, 4s) << "setup waited for a stranger's hello";
+  for (int fd : strangers) {
+    EXPECT_TRUE(ReadFor(fd, 100ms).second) << "a stranger's connection was kept";
+    close(fd);
+  }
+}
+
+TEST(Hostile, TheStoreServerSurvivesMalformedRequestsAndSilentClients) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0).value();
+  auto store = TcpStore::Connect("127.0.0.1", server->port(), 10s).value();
+  ASSERT_TRUE(store->Set("big", std::string(1 << 20, 'x'), 5s).ok());
+  ASSERT_TRUE(store->Set("word", "abc", 5s).ok());
+  auto dropped = [&](const std::string& bytes) {
+    int fd = Dial(server->port());
+    (void)!write(fd, bytes.data(), bytes.size());
+    bool closed = ReadFor(fd, 2s).second;
+    close(fd);
+    return closed;
+  };
+  EXPECT_TRUE(dropped(std::string("\x7f", 1))) << "an unknown request";
+  EXPECT_TRUE(dropped(std::string("\x01\xff\xff\xff\xff", 5))) << "a 4 GiB key";
+  std::string huge_value = Request(1, "k", "");
+  uint64_t vl = uint64_t{1} << 40;
+  std::memcpy(&huge_value[6], &vl, 8);
+  EXPECT_TRUE(dropped(huge_value)) << "a 1 TiB value";
+  // add on a word: an error reply, and the connection serves on.
+  int fd = Dial(server->port());
+  std::string two = Request(3, "word", "1") + Request(2, "word", "");
+  (void)!write(fd, two.data(), two.size());
+  auto [replies, closed] = ReadFor(fd, 500ms);
+  EXPECT_FALSE(closed);
+  ASSERT_GE(replies.size(), 9u);
+  EXPECT_EQ(replies[0], 1) << "add on a word was not an error";
+  EXPECT_NE(replies.find("abc"), std::string::npos) << "the connection stopped serving";
+  close(fd);
+  // Silent, half-sent and never-reading clients do not hold the others up.
+  int silent = Dial(server->port());
+  int half = Dial(server->port());
+  (void)!write(half, "\x02\x03\x00", 3);
+  int greedy = Dial(server->port());
+  std::string gets;
+  for (int i = 0; i < 100; ++i) gets += Request(2, "big", "");  // 100 MiB of replies it never reads
+  (void)!write(greedy, gets.data(), gets.size());
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(store->Set("k" + std::to_string(i), "v", 2s).ok());
+    ASSERT_EQ(store->Get("k" + std::to_string(i), 2s).value(), "v");
+  }
+  EXPECT_EQ(store->Add("n", 5, 2s).value(), 5);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_TRUE(ReadFor(greedy, 3s).second) << "a client that never reads was kept";
+  for (int c : {silent, half, greedy}) close(c);
+}
+
+TEST(Hostile, AStoreClientRefusesAnImpossibleReply) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread liar([&] {
+    int c = accept(listener, nullptr, nullptr);
+    (void)ReadFor(c, 200ms);
+    char reply[9] = {0};
+    uint64_t n = uint64_t{1} << 50;  // a petabyte, allegedly
+    std::memcpy(reply + 1, &n, 8);
+    (void)!write(c, reply, sizeof reply);
+    (void)ReadFor(c, 500ms);
+    close(c);
+  });
+  auto store = TcpStore::Connect("127.0.0.1", ntohs(addr.sin_port), 5s).value();
+  auto v = store->Get("x", 2s);
+  liar.join();
+  close(listener);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("malformed reply"), std::string::npos) << v.status().ToString();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -21,15 +22,13 @@
 
 #include <fmt/format.h>
 
+#include "comm/store_protocol.h"
 #include "common/files.h"
 
 namespace ringmaster::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3 };
-enum Reply : uint8_t { kOk = 0, kError = 1 };
 
 std::string HexKey(const std::string& key) {
   std::string out;
@@ -40,30 +39,21 @@ std::string HexKey(const std::string& key) {
   return out;
 }
 
-// Frames: u8 op | u32 key length | key | u64 value length | value.
-std::string Frame(uint8_t op, const std::string& key, const std::string& value) {
-  std::string f(1 + 4 + key.size() + 8 + value.size(), '\0');
-  f[0] = static_cast<char>(op);
-  uint32_t kl = static_cast<uint32_t>(key.size());
-  uint64_t vl = value.size();
-  std::memcpy(&f[1], &kl, 4);
-  std::memcpy(&f[5], key.data(), key.size());
-  std::memcpy(&f[5 + key.size()], &vl, 8);
-  std::memcpy(&f[13 + key.size()], value.data(), value.size());
-  return f;
+int64_t MsLeft(Clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
 }
 
 // Reads exactly n bytes before `deadline`.
 Status ReadFull(int fd, void* buf, size_t n, Clock::time_point deadline, const std::string& what) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    int64_t left = MsLeft(deadline);
     if (left <= 0) return DeadlineExceeded(what + ": timed out");
     pollfd pfd{fd, POLLIN, 0};
     int r = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (r < 0 && errno != EINTR) return Unavailable(what + ": " + std::strerror(errno));
     if (r <= 0) continue;
-    ssize_t got = read(fd, p, n);
+    ssize_t got = recv(fd, p, n, MSG_DONTWAIT);
     if (got == 0) return Unavailable(what + ": connection closed");
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -75,22 +65,58 @@ Status ReadFull(int fd, void* buf, size_t n, Clock::time_point deadline, const s
   return Status::Ok();
 }
 
-Status WriteFull(int fd, const std::string& data, const std::string& what) {
+// Writes all of `data` before `deadline`.
+Status WriteFull(int fd, std::string_view data, Clock::time_point deadline, const std::string& what) {
   size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd pfd{fd, POLLOUT, 0};
-        poll(&pfd, 1, 1000);
-        continue;
-      }
-      return Unavailable(what + ": " + std::strerror(errno));
+    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      off += static_cast<size_t>(n);
+      continue;
     }
-    off += static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return Unavailable(what + ": " + std::strerror(errno));
+    int64_t left = MsLeft(deadline);
+    if (left <= 0) return DeadlineExceeded(what + ": timed out sending");
+    pollfd pfd{fd, POLLOUT, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
   }
   return Status::Ok();
+}
+
+// One connection attempt that gives up at `deadline` (a host that drops
+// SYNs would otherwise hold connect() for minutes).
+StatusOr<int> ConnectOnce(const sockaddr_in& addr, Clock::time_point deadline) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Unavailable(std::strerror(errno));
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno != EINPROGRESS) {
+      int e = errno;
+      close(fd);
+      return Unavailable(std::strerror(e));
+    }
+    pollfd pfd{fd, POLLOUT, 0};
+    int64_t left = std::max<int64_t>(MsLeft(deadline), 1);
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, INT32_MAX))) <= 0) {
+      close(fd);
+      return DeadlineExceeded("connection timed out");
+    }
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      close(fd);
+      return Unavailable(std::strerror(err));
+    }
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+bool ParseInt(const std::string& s, int64_t* v) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
 }
 
 }  // namespace
@@ -101,7 +127,7 @@ FileStore::FileStore(std::string dir) : dir_(std::move(dir)) { (void)MakeDirs(di
 
 std::string FileStore::Path(const std::string& key) const { return dir_ + "/" + HexKey(key); }
 
-Status FileStore::Set(const std::string& key, const std::string& value) {
+Status FileStore::Set(const std::string& key, const std::string& value, std::chrono::milliseconds) {
   return WriteFileAtomic(Path(key), value, 0600);
 }
 
@@ -116,16 +142,20 @@ StatusOr<std::string> FileStore::Get(const std::string& key, std::chrono::millis
   }
 }
 
-StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta) {
+StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta, std::chrono::milliseconds) {
   std::string lock_path = dir_ + "/.lock";
   int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("store: open " + lock_path + ": " + std::strerror(errno));
   flock(fd, LOCK_EX);
   int64_t v = 0;
+  Status st;
   auto cur = ReadFile(Path(key));
-  if (cur.ok()) v = std::stoll(*cur);
-  v += delta;
-  Status st = WriteFileAtomic(Path(key), std::to_string(v), 0600);
+  if (cur.ok() && !ParseInt(*cur, &v)) {
+    st = FailedPrecondition(fmt::format("store: key \"{}\" does not hold an integer", key));
+  } else {
+    v += delta;
+    st = WriteFileAtomic(Path(key), std::to_string(v), 0600);
+  }
   flock(fd, LOCK_UN);
   close(fd);
   if (!st.ok()) return st;
@@ -174,84 +204,75 @@ void TcpStoreServer::Stop() {
 void TcpStoreServer::Run() {
   struct Client {
     int fd;
-    std::string in;
+    std::string out;  // replies not yet sent
+    size_t sent = 0;
   };
-  std::vector<Client> clients;
-  std::map<std::string, std::string> data;
-  std::map<std::string, std::vector<int>> waiting;  // key -> fds blocked in Get
-  auto reply = [](int fd, const std::string& v) {
-    std::string r(9 + v.size(), '\0');
-    r[0] = static_cast<char>(kOk);
-    uint64_t n = v.size();
-    std::memcpy(&r[1], &n, 8);
-    std::memcpy(&r[9], v.data(), v.size());
-    (void)WriteFull(fd, r, "store reply");
+  std::map<int, Client> clients;  // by fd
+  StoreCore core;
+  auto drop = [&](int fd) {
+    core.Drop(fd);
+    close(fd);
+    clients.erase(fd);
   };
   while (true) {
     std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    for (auto& c : clients) fds.push_back({c.fd, POLLIN, 0});
+    for (auto& [fd, c] : clients) fds.push_back({fd, static_cast<short>(POLLIN | (c.out.size() > c.sent ? POLLOUT : 0)), 0});
     if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents) return;
+    if (fds[1].revents) break;
     if (fds[0].revents & POLLIN) {
-      int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) {
+      int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c >= 0 && clients.size() >= kMaxClients) {
+        close(c);  // full: turn it away rather than run out of descriptors
+      } else if (c >= 0) {
         int one = 1;
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        clients.push_back({c, ""});
+        clients[c] = Client{c, "", 0};
       }
     }
+    std::vector<StoreCore::Reply> replies;
+    std::vector<int> gone;
     for (size_t i = 2; i < fds.size(); ++i) {
-      if (!fds[i].revents) continue;
-      Client& c = clients[i - 2];
-      char buf[65536];
-      ssize_t n = read(c.fd, buf, sizeof buf);
-      if (n <= 0) {
-        close(c.fd);
-        c.fd = -1;
-        continue;
-      }
-      c.in.append(buf, static_cast<size_t>(n));
-      // Serve every complete request in the buffer.
-      while (c.in.size() >= 13) {
-        uint32_t kl;
-        std::memcpy(&kl, &c.in[1], 4);
-        if (c.in.size() < 13 + kl) break;
-        uint64_t vl;
-        std::memcpy(&vl, &c.in[5 + kl], 8);
-        if (c.in.size() < 13 + kl + vl) break;
-        uint8_t op = static_cast<uint8_t>(c.in[0]);
-        std::string key = c.in.substr(5, kl), value = c.in.substr(13 + kl, vl);
-        c.in.erase(0, 13 + kl + vl);
-        if (op == kSet) {
-          data[key] = value;
-          reply(c.fd, "");
-          for (int w : waiting[key]) reply(w, value);
-          waiting.erase(key);
-        } else if (op == kGet) {
-          auto it = data.find(key);
-          if (it != data.end()) reply(c.fd, it->second);
-          else waiting[key].push_back(c.fd);
-        } else if (op == kAdd) {
-          int64_t v = 0;
-          if (data.count(key)) v = std::stoll(data[key]);
-          v += std::stoll(value);
-          data[key] = std::to_string(v);
-          reply(c.fd, data[key]);
-          for (int w : waiting[key]) reply(w, data[key]);
-          waiting.erase(key);
+      const int fd = fds[i].fd;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[65536];
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        std::string error;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          gone.push_back(fd);
+        } else if (n > 0 && !core.Feed(fd, std::string_view(buf, static_cast<size_t>(n)), &replies, &error)) {
+          gone.push_back(fd);  // a malformed request: nothing else it sends can be trusted
         }
       }
     }
-    std::erase_if(clients, [&](const Client& c) {
-      if (c.fd >= 0) return false;
-      return true;
-    });
-    for (auto& [k, fds_waiting] : waiting) {
-      std::erase_if(fds_waiting, [&](int fd) {
-        return std::none_of(clients.begin(), clients.end(), [&](const Client& c) { return c.fd == fd; });
-      });
+    for (auto& r : replies) {
+      auto it = clients.find(r.client);
+      if (it != clients.end()) it->second.out += r.bytes;
     }
+    for (auto& [fd, c] : clients) {
+      while (c.sent < c.out.size()) {
+        ssize_t n = send(fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          c.sent += static_cast<size_t>(n);
+          continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR) gone.push_back(fd);
+        break;
+      }
+      if (c.sent == c.out.size()) {
+        c.out.clear();
+        c.sent = 0;
+      } else if (c.out.size() - c.sent > kMaxPendingReply) {
+        gone.push_back(fd);  // it does not read its replies
+      } else if (c.sent > (1 << 20)) {
+        c.out.erase(0, c.sent);
+        c.sent = 0;
+      }
+    }
+    std::sort(gone.begin(), gone.end());
+    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+    for (int fd : gone) drop(fd);
   }
+  for (auto& [fd, c] : clients) close(fd);
 }
 
 // ----------------------------------------------------------------- TcpStore
@@ -266,17 +287,12 @@ StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, i
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     return InvalidArgument("store: \"" + host + "\" is not an IPv4 address");
   }
-  std::string last;
+  std::string last = "timed out";
   while (Clock::now() < deadline) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      return std::unique_ptr<TcpStore>(new TcpStore(fd, host, port));
-    }
-    last = std::strerror(errno);
-    close(fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto fd = ConnectOnce(addr, deadline);
+    if (fd.ok()) return std::unique_ptr<TcpStore>(new TcpStore(*fd, host, port));
+    last = fd.status().message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(MsLeft(deadline), 0, 20)));
   }
   return DeadlineExceeded(fmt::format("store: cannot reach {} in {} ms: {}", where, timeout.count(), last));
 }
@@ -285,48 +301,59 @@ TcpStore::~TcpStore() {
   if (fd_ >= 0) close(fd_);
 }
 
-int TcpStore::Release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 StatusOr<std::string> TcpStore::Call(uint8_t op, const std::string& key, const std::string& value,
                                      std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> l(mu_);
-  std::string what = fmt::format("store {}:{} key \"{}\"", host_, port_, key);
-  if (fd_ < 0) return Unavailable(what + ": not connected");
-  RM_RETURN_IF_ERROR(WriteFull(fd_, Frame(op, key, value), what));
-  auto deadline = Clock::now() + timeout;
-  uint8_t status;
-  Status st = ReadFull(fd_, &status, 1, deadline, what);
-  if (st.code() == StatusCode::kDeadlineExceeded) {
-    // The server still owes us this reply, so this connection is out of step:
-    // start a fresh one for later calls.
-    close(fd_);
-    auto fresh = Connect(host_, port_, std::chrono::seconds(5));
-    fd_ = fresh.ok() ? (*fresh)->Release() : -1;
-    return DeadlineExceeded(fmt::format("store: key \"{}\" did not appear in {} ms", key, timeout.count()));
+  const auto deadline = Clock::now() + timeout;
+  const std::string what = fmt::format("store {}:{} key \"{}\"", host_, port_, key);
+  if (key.size() > kMaxStoreKeyBytes || value.size() > kMaxStoreValueBytes) {
+    return InvalidArgument(fmt::format("{}: key or value too large", what));
   }
-  RM_RETURN_IF_ERROR(st);
+  if (fd_ < 0) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+    auto fd = ConnectOnce(addr, deadline);
+    if (!fd.ok()) return Unavailable(fmt::format("{}: cannot reconnect: {}", what, fd.status().message()));
+    fd_ = *fd;
+  }
+  auto fail = [&](Status st) {
+    // The server may still owe a reply on this connection: it is out of step.
+    close(fd_);
+    fd_ = -1;
+    if (st.code() == StatusCode::kDeadlineExceeded && op == kStoreGet) {
+      return DeadlineExceeded(fmt::format("store: key \"{}\" did not appear in {} ms", key, timeout.count()));
+    }
+    return st;
+  };
+  if (Status st = WriteFull(fd_, EncodeStoreRequest(op, key, value), deadline, what); !st.ok()) return fail(st);
+  uint8_t status;
   uint64_t n;
-  RM_RETURN_IF_ERROR(ReadFull(fd_, &n, 8, deadline, what));
+  if (Status st = ReadFull(fd_, &status, 1, deadline, what); !st.ok()) return fail(st);
+  if (Status st = ReadFull(fd_, &n, 8, deadline, what); !st.ok()) return fail(st);
+  if (n > kMaxStoreValueBytes || (status != kStoreOk && status != kStoreError)) {
+    return fail(Unavailable(fmt::format("{}: malformed reply (status {}, {} bytes): not a ringcomm store?", what, status, n)));
+  }
   std::string out(n, '\0');
-  RM_RETURN_IF_ERROR(ReadFull(fd_, out.data(), n, deadline, what));
+  if (Status st = ReadFull(fd_, out.data(), n, deadline, what); !st.ok()) return fail(st);
+  if (status == kStoreError) return FailedPrecondition(fmt::format("{}: {}", what, out));
   return out;
 }
 
-Status TcpStore::Set(const std::string& key, const std::string& value) {
-  return Call(kSet, key, value, std::chrono::seconds(30)).status();
+Status TcpStore::Set(const std::string& key, const std::string& value, std::chrono::milliseconds timeout) {
+  return Call(kStoreSet, key, value, timeout).status();
 }
 
 StatusOr<std::string> TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  return Call(kGet, key, "", timeout);
+  return Call(kStoreGet, key, "", timeout);
 }
 
-StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta) {
-  RM_ASSIGN_OR_RETURN(std::string v, Call(kAdd, key, std::to_string(delta), std::chrono::seconds(30)));
-  return std::stoll(v);
+StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta, std::chrono::milliseconds timeout) {
+  RM_ASSIGN_OR_RETURN(std::string v, Call(kStoreAdd, key, std::to_string(delta), timeout));
+  int64_t n = 0;
+  if (!ParseInt(v, &n)) return Unavailable(fmt::format("store: add \"{}\": the reply is not an integer", key));
+  return n;
 }
 
 }  // namespace ringmaster::comm

@@ -29,6 +29,13 @@ TcpPair::TcpPair(int fd) : fd_(fd) { fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O
 
 TcpPair::~TcpPair() { close(fd_); }
 
+void TcpPair::Shutdown(bool clean) { shutdown(fd_, clean ? SHUT_WR : SHUT_RDWR); }
+
+size_t TcpPair::Peek(void* buf, size_t n) {
+  ssize_t r = recv(fd_, buf, n, MSG_PEEK | MSG_DONTWAIT);
+  return r > 0 ? static_cast<size_t>(r) : 0;
+}
+
 StatusOr<size_t> TcpPair::TryWrite(const iovec* iov, int n) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);

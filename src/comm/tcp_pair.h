@@ -1,4 +1,5 @@
 // TCP pairs: non-blocking sockets with TCP_NODELAY and large buffers.
+// Connection setup (listening, dialling, the handshake) is tcp_device.h.
 #pragma once
 
 #include "comm/transport.h"
@@ -12,11 +13,13 @@ class TcpPair final : public Pair {
   ~TcpPair() override;
   StatusOr<size_t> TryWrite(const iovec* iov, int n) override;
   StatusOr<size_t> TryRead(const iovec* iov, int n) override;
+  size_t Peek(void* buf, size_t n) override;
   int fd() const override { return fd_; }
+  void Shutdown(bool clean) override;
   const char* kind() const override { return "tcp"; }
 
  private:
-  int fd_;
+  const int fd_;
 };
 
 // Socket options every ringcomm connection gets.

@@ -6,7 +6,62 @@
 namespace ringmaster::comm {
 namespace {
 
+#if defined(__FLT16_MANT_DIG__)
 using Half = _Float16;
+#else
+// Compilers without _Float16 on this target (clang before 15 on x86-64, which
+// the fuzz build uses) convert in software, rounding to nearest even.
+uint16_t SoftFloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t mant = x & 0x007fffff;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff);
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 | (mant >> 13) : 0));
+  exp = exp - 127 + 15;
+  if (exp >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x00800000;
+    const uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(h);
+}
+float SoftHalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+  if (exp == 0 && mant == 0) {
+    x = sign;
+  } else if (exp == 0) {  // subnormal
+    exp = 127 - 15 + 1;
+    while (!(mant & 0x400)) {
+      mant <<= 1;
+      --exp;
+    }
+    x = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000 | (mant << 13);
+  } else {
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+struct Half {
+  uint16_t bits;
+  Half() = default;
+  explicit Half(float f) : bits(SoftFloatToHalf(f)) {}
+  explicit operator float() const { return SoftHalfToFloat(bits); }
+};
+#endif
 
 inline float Bf16ToF(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
