@@ -5,11 +5,25 @@
 //
 // The group forms a ringcomm Context over torch's own rendezvous store (the
 // TCPStore or FileStore init_process_group made), adapted to ringcomm's
-// Store. Like ProcessGroupGloo, every operation is queued to one worker
-// thread that runs them in issue order (the order must match across ranks);
-// each returns a Work whose Future completes when the collective has, which
-// is what DDP's reducer chains its bucket callbacks on. CPU tensors of
-// float32/64, float16, bfloat16, int32/64 and uint8.
+// Store with every call bounded: the store may be served by a rank that has
+// gone. Like ProcessGroupGloo, collectives are queued to one worker thread
+// that runs them in issue order (the order must match across ranks); each
+// returns a Work whose Future completes when the collective has, which is
+// what DDP's reducer chains its bucket callbacks on. Point to point does not
+// queue: send/recv are posted to ringcomm at once, with their tags, and
+// complete on ringcomm's point-to-point thread, so receives posted before
+// sends (batch_isend_irecv) never hold the sends back.
+//
+// Teardown never hangs: destroying the group gives queued and in-flight
+// work the group's timeout to finish, then aborts it; it releases the GIL
+// while it waits, and no thread of the backend ever drops the last
+// reference to a Python-owned tensor (that takes the GIL): finished work
+// is handed back to the next Python-side call or to the destructor.
+//
+// CPU tensors of float32/64, float16, bfloat16, int32/64, uint8 and bool.
+// RINGMASTER_TRANSPORT (tcp, shm or auto) chooses ringcomm's transport,
+// RINGMASTER_ADDR the address other ranks reach this one at.
+#include <Python.h>
 #include <pybind11/chrono.h>
 #include <torch/extension.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -21,6 +35,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm/context.h"
@@ -30,37 +45,73 @@ namespace ringmaster::torch_backend {
 namespace {
 
 using comm::DataType;
+using SteadyClock = std::chrono::steady_clock;
 
-// ringcomm's Store over torch's c10d::Store.
+// ringcomm's Store over torch's c10d::Store. torch's store calls cannot be
+// given a deadline of their own (a TCPStore whose server is wedged blocks
+// for the store's whole timeout), so each runs on a helper thread that holds
+// its own reference to the store, and the caller waits only as long as it
+// was told to. A helper that outlives its caller finishes on its own.
 class C10dStore final : public comm::Store {
  public:
   explicit C10dStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
-  Status Set(const std::string& key, const std::string& value) override {
-    try {
-      store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
-      return Status::Ok();
-    } catch (const std::exception& e) {
-      return Unavailable(std::string("store set ") + key + ": " + e.what());
-    }
+
+  Status Set(const std::string& key, const std::string& value, std::chrono::milliseconds timeout) override {
+    auto r = Bounded<bool>("store set " + key, timeout, [key, value](c10d::Store& s) {
+      s.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+      return true;
+    });
+    return r.status();
   }
   StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override {
-    try {
-      store_->wait({key}, timeout);
-      auto v = store_->get(key);
+    return Bounded<std::string>("store get " + key, timeout + std::chrono::milliseconds(250), [key, timeout](c10d::Store& s) {
+      s.wait({key}, timeout);
+      auto v = s.get(key);
       return std::string(v.begin(), v.end());
-    } catch (const std::exception& e) {
-      return DeadlineExceeded(std::string("store get ") + key + ": " + e.what());
-    }
+    });
   }
-  StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
-    try {
-      return store_->add(key, delta);
-    } catch (const std::exception& e) {
-      return Unavailable(std::string("store add ") + key + ": " + e.what());
-    }
+  StatusOr<int64_t> Add(const std::string& key, int64_t delta, std::chrono::milliseconds timeout) override {
+    return Bounded<int64_t>("store add " + key, timeout, [key, delta](c10d::Store& s) { return s.add(key, delta); });
   }
 
  private:
+  template <typename T>
+  StatusOr<T> Bounded(const std::string& what, std::chrono::milliseconds timeout, std::function<T(c10d::Store&)> fn) {
+    struct Slot {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      std::optional<T> value;
+      std::string error;
+    };
+    auto slot = std::make_shared<Slot>();
+    std::thread([slot, store = store_, fn = std::move(fn)] {
+      std::optional<T> value;
+      std::string error;
+      try {
+        value = fn(*store);
+      } catch (const std::exception& e) {
+        error = e.what();
+      } catch (...) {
+        error = "unknown error";
+      }
+      {
+        std::lock_guard<std::mutex> l(slot->mu);
+        slot->value = std::move(value);
+        slot->error = std::move(error);
+        slot->done = true;
+      }
+      slot->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> l(slot->mu);
+    if (!slot->cv.wait_for(l, timeout, [&] { return slot->done; })) {
+      return DeadlineExceeded(what + ": no answer within " + std::to_string(timeout.count()) +
+                              " ms (has the rank serving the store gone?)");
+    }
+    if (!slot->value) return Unavailable(what + ": " + slot->error);
+    return std::move(*slot->value);
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
@@ -89,6 +140,15 @@ comm::ReduceOp ToReduceOp(const c10d::ReduceOp& op) {
   }
 }
 
+comm::TransportKind TransportFromEnv() {
+  const char* t = std::getenv("RINGMASTER_TRANSPORT");
+  const std::string v = t ? t : "";
+  if (v.empty() || v == "auto") return comm::TransportKind::kAuto;
+  if (v == "tcp") return comm::TransportKind::kTcp;
+  if (v == "shm") return comm::TransportKind::kShm;
+  TORCH_CHECK(false, "ringmaster backend: RINGMASTER_TRANSPORT must be tcp, shm or auto, got \"", v, "\"");
+}
+
 void CheckTensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.device().is_cpu(), "ringmaster backend: ", op, " needs CPU tensors, got one on ", t.device());
   TORCH_CHECK(!t.is_sparse(), "ringmaster backend: ", op, " does not take sparse tensors");
@@ -99,15 +159,59 @@ void CheckSingle(const std::vector<at::Tensor>& ts, const char* op) {
   CheckTensor(ts[0], op);
 }
 
+std::exception_ptr ToException(const Status& st) {
+  if (st.ok()) return nullptr;
+  return std::make_exception_ptr(std::runtime_error("ringmaster: " + st.ToString()));
+}
+
 void Throw(const Status& st) {
   if (!st.ok()) throw std::runtime_error("ringmaster: " + st.ToString());
 }
 
+// What the backend's threads finished with. Dropping the last reference to
+// a tensor Python created takes the GIL, which a thread of ours must never
+// wait for (the destructor may hold it; at interpreter shutdown it would
+// never come), so references go here and Python-side calls let them go.
+class Graveyard {
+ public:
+  void Bury(std::function<void()> body) {
+    std::lock_guard<std::mutex> l(mu_);
+    bodies_.push_back(std::move(body));
+  }
+  void Bury(c10::intrusive_ptr<c10d::Work> work) {
+    std::lock_guard<std::mutex> l(mu_);
+    works_.push_back(std::move(work));
+  }
+  void Bury(std::vector<at::Tensor> tensors) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& t : tensors) tensors_.push_back(std::move(t));
+  }
+  // On a Python-side thread: the references go now.
+  void Clear() {
+    std::vector<std::function<void()>> bodies;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<at::Tensor> tensors;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      bodies.swap(bodies_);
+      works.swap(works_);
+      tensors.swap(tensors_);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::function<void()>> bodies_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<at::Tensor> tensors_;
+};
+
 class RingmasterWork final : public c10d::Work {
  public:
-  RingmasterWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+  RingmasterWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout)
       : Work(rank, type),
         outputs_(std::move(outputs)),
+        timeout_(timeout),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
   void Complete(std::exception_ptr error) {
@@ -118,10 +222,18 @@ class RingmasterWork final : public c10d::Work {
     }
     finish(error);
   }
+  // Every operation ends by ringcomm's deadline, and destroying the group
+  // completes whatever is left, so kNoTimeout waits for that. The fallback
+  // bound only guards against a bug: a wait never outlives the op's
+  // deadline by more than a minute.
   bool wait(std::chrono::milliseconds timeout) override {
     std::unique_lock<std::mutex> l(mutex_);
     if (timeout == kNoTimeout) {
-      cv_.wait(l, [&] { return completed_; });
+      while (!completed_) {
+        if (!cv_.wait_for(l, std::chrono::seconds(1), [&] { return completed_; }) && Overdue()) {
+          TORCH_CHECK(false, "ringmaster backend: operation did not finish within its deadline");
+        }
+      }
     } else if (!cv_.wait_for(l, timeout, [&] { return completed_; })) {
       TORCH_CHECK(false, "ringmaster backend: operation timed out after ", timeout.count(), " ms");
     }
@@ -131,30 +243,54 @@ class RingmasterWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
+  // Set when the op starts (collectives) or is posted (point to point).
+  void Started() { started_ = SteadyClock::now(); }
+
  private:
+  bool Overdue() const {
+    auto s = started_.load();
+    return s != SteadyClock::time_point{} && SteadyClock::now() > s + timeout_ + std::chrono::minutes(1);
+  }
   std::vector<at::Tensor> outputs_;
+  const std::chrono::milliseconds timeout_;
+  std::atomic<SteadyClock::time_point> started_{};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 class ProcessGroupRingmaster final : public c10d::ProcessGroup {
  public:
   ProcessGroupRingmaster(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), store_(std::move(store)) {
+      : ProcessGroup(rank, size), store_(std::move(store)), timeout_(timeout) {
     comm::Options o;
     o.timeout = timeout;
+    o.transport = TransportFromEnv();
     if (const char* addr = std::getenv("RINGMASTER_ADDR"); addr && *addr) o.address = addr;
     auto ctx = comm::Context::Create(&store_, rank, size, o);
     Throw(ctx.status());
     context_ = std::move(*ctx);
     worker_ = std::thread([this] { Loop(); });
   }
+
   ~ProcessGroupRingmaster() override {
+    // The GIL goes while this waits: the work it waits for may need it.
+    PyThreadState* saved = (Py_IsInitialized() && PyGILState_Check()) ? PyEval_SaveThread() : nullptr;
+    const auto deadline = SteadyClock::now() + timeout_;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      std::unique_lock<std::mutex> l(mu_);
       stop_ = true;
+      cv_.notify_all();
+      // Queued collectives and posted point to point get the group's
+      // timeout to finish (their peers may still be in them); then the
+      // context is aborted and the rest fail at once.
+      if (!idle_cv_.wait_until(l, deadline, [&] { return queue_.empty() && !running_ && p2p_pending_ == 0; })) {
+        l.unlock();
+        context_->Abort("the process group was destroyed with this operation in flight");
+      }
     }
-    cv_.notify_all();
     worker_.join();
+    context_.reset();  // says goodbye to the peers, or breaks the links if it failed
+    if (saved) PyEval_RestoreThread(saved);
+    graveyard_->Clear();
   }
 
   const std::string getBackendName() const override { return "ringmaster"; }
@@ -272,19 +408,16 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
     return Post(c10d::OpType::BARRIER, {}, [this] { Throw(context_->Barrier()); });
   }
 
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) override {
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     CheckSingle(tensors, "send");
     at::Tensor t = tensors[0].contiguous();
-    return Post(c10d::OpType::SEND, tensors,
-                [this, t, dst] { Throw(context_->Send(t.data_ptr(), t.numel(), ToDataType(t), dst)); });
+    return PostPointToPoint(c10d::OpType::SEND, tensors, t, t, dst, tag);
   }
 
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) override {
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     CheckSingle(tensors, "recv");
     at::Tensor t = tensors[0];
-    return Post(c10d::OpType::RECV, tensors, [this, t, src] {
-      InPlace(t, [&](at::Tensor& c) { return context_->Recv(c.data_ptr(), c.numel(), ToDataType(c), src); });
-    });
+    return PostPointToPoint(c10d::OpType::RECV, tensors, t.contiguous(), t, src, tag);
   }
 
   static c10::intrusive_ptr<c10d::ProcessGroup> Create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -303,12 +436,47 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> Post(c10d::OpType type, std::vector<at::Tensor> outputs, std::function<void()> body) {
-    auto work = c10::make_intrusive<RingmasterWork>(getRank(), type, std::move(outputs));
+    graveyard_->Clear();
+    auto work = c10::make_intrusive<RingmasterWork>(getRank(), type, std::move(outputs), timeout_);
     {
       std::lock_guard<std::mutex> l(mu_);
+      TORCH_CHECK(!stop_, "ringmaster backend: the process group is being destroyed");
       queue_.push_back({work, std::move(body)});
     }
     cv_.notify_one();
+    return work;
+  }
+
+  // Posted to ringcomm at once; completes on ringcomm's point-to-point thread.
+  // `buf` is the contiguous tensor the bytes move through; a receive copies
+  // it into `t` when they differ.
+  c10::intrusive_ptr<c10d::Work> PostPointToPoint(c10d::OpType type, std::vector<at::Tensor> outputs, at::Tensor buf,
+                                                 at::Tensor t, int peer, int tag) {
+    graveyard_->Clear();
+    TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "ringmaster backend: ",
+                type == c10d::OpType::SEND ? "send to" : "recv from", " rank ", peer, " in a group of ", getSize(),
+                " (this is rank ", getRank(), ")");
+    auto work = c10::make_intrusive<RingmasterWork>(getRank(), type, std::move(outputs), timeout_);
+    work->Started();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      TORCH_CHECK(!stop_, "ringmaster backend: the process group is being destroyed");
+      ++p2p_pending_;
+    }
+    const bool send = type == c10d::OpType::SEND;
+    std::shared_ptr<comm::Work> cw =
+        send ? context_->SendAsync(buf.data_ptr(), buf.numel(), ToDataType(buf), peer, tag)
+             : context_->RecvAsync(buf.data_ptr(), buf.numel(), ToDataType(buf), peer, tag);
+    cw->OnDone([this, work, buf, t, send, graveyard = graveyard_](const Status& st) mutable {
+      if (st.ok() && !send && !buf.is_same(t)) t.copy_(buf);
+      work->Complete(ToException(st));
+      // The last references may be Python's: they go on a Python-side thread.
+      graveyard->Bury(c10::intrusive_ptr<c10d::Work>(std::move(work)));
+      graveyard->Bury(std::vector<at::Tensor>{std::move(buf), std::move(t)});
+      std::lock_guard<std::mutex> l(mu_);
+      --p2p_pending_;
+      idle_cv_.notify_all();
+    });
     return work;
   }
 
@@ -321,7 +489,9 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
         if (queue_.empty()) return;
         item = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
+      item.first->Started();
       std::exception_ptr error;
       try {
         item.second();
@@ -329,15 +499,25 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
         error = std::current_exception();
       }
       item.first->Complete(error);
+      graveyard_->Bury(std::move(item.second));
+      graveyard_->Bury(c10::intrusive_ptr<c10d::Work>(std::move(item.first)));
+      std::lock_guard<std::mutex> l(mu_);
+      running_ = false;
+      idle_cv_.notify_all();
     }
   }
 
   C10dStore store_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<Graveyard> graveyard_ = std::make_shared<Graveyard>();
   std::unique_ptr<comm::Context> context_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<RingmasterWork>, std::function<void()>>> queue_;
-  bool stop_ = false;
+  std::condition_variable cv_;       // work for the worker
+  std::condition_variable idle_cv_;  // the worker finished an item, or a point-to-point op completed
+  std::deque<std::pair<c10::intrusive_ptr<RingmasterWork>, std::function<void()>>> queue_;  // GUARDED_BY(mu_)
+  bool running_ = false;   // GUARDED_BY(mu_)
+  int p2p_pending_ = 0;    // GUARDED_BY(mu_)
+  bool stop_ = false;      // GUARDED_BY(mu_)
   std::thread worker_;
 };
 

@@ -4,9 +4,10 @@
     torch.distributed.init_process_group(backend="ringmaster")
 
 Collectives run on ringcomm (ring all-reduce over TCP between hosts, shared
-memory within one). CPU tensors only. Inside a Ringmaster `distributed` job
-the usual env:// variables (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) are
-set by the platform.
+memory within one; RINGMASTER_TRANSPORT=tcp|shm|auto overrides), and tagged
+send/recv on its point-to-point channels. CPU tensors only. Inside a
+Ringmaster `distributed` job the usual env:// variables (MASTER_ADDR,
+MASTER_PORT, RANK, WORLD_SIZE) are set by the platform.
 """
 import torch.distributed as dist
 
