@@ -7,8 +7,9 @@ MASTER_ADDR and MASTER_PORT, or by hand with those variables set.
 
     /usr/bin/python3 examples/ddp_fmnist.py --backend ringmaster --epochs 2
 
---backend ringmaster needs `import ringmaster_torch` to find the backend:
-put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough.
+--backend ringmaster needs `import ringmaster_torch` to find the backend: a
+Ringmaster agent puts the one it was built with on its tasks' PYTHONPATH; by
+hand, put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough.
 """
 import argparse
 import gzip

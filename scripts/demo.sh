@@ -4,15 +4,17 @@
 # distributed job that trains LeNet-5 on Fashion-MNIST over ringcomm, its
 # progress streamed live, its metrics, checkpoint and predictions.
 # Exits 0 when the job succeeded with test accuracy >= 0.85.
+# Run as root, tasks run as an unprivileged uid (200000 + the user's id) that
+# may not enter this checkout: the agent stages ringmaster-train for them
+# (it finds it next to its binary), and the job runs in its own sandbox
+# (--no-workdir) rather than in this directory.
 set -euo pipefail
+umask 077
 RM=${1:-build/src/cli/ringmaster}
 RM=$(readlink -f "$RM")
-TRAIN=${2:-$(dirname "$RM")/../train/ringmaster-train}
-TRAIN=$(readlink -f "$TRAIN")
+TRAIN=$(dirname "$RM")/../train/ringmaster-train
 [ -x "$TRAIN" ] || { echo "demo: $TRAIN is missing: build with libtorch-dev installed (make deps)" >&2; exit 1; }
 cd "$(dirname "$0")/.."
-# Tasks find ringmaster-train on the agent's PATH.
-export PATH="$(dirname "$TRAIN"):$PATH"
 
 DATA=$(mktemp -d /tmp/ringmaster-demo.XXXXXX)
 UP_PID=""
@@ -25,8 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "==> ringmaster up --data $DATA --port 0"
-"$RM" up --data "$DATA" --port 0 > "$DATA/up.log" 2>&1 &
+# Sandboxes under the data dir (the server leaves it traversable, not listable), so cleanup takes them too.
+echo "==> ringmaster up --data $DATA --port 0 --sandbox-root $DATA/sandboxes"
+"$RM" up --data "$DATA" --port 0 --sandbox-root "$DATA/sandboxes" > "$DATA/up.log" 2>&1 &
 UP_PID=$!
 for _ in $(seq 1 100); do
   [ -f "$DATA/server.json" ] && "$RM" --data "$DATA" nodes 2>/dev/null | grep -q ready && break
@@ -37,8 +40,8 @@ RMC=("$RM" --data "$DATA")
 "${RMC[@]}" nodes
 
 echo
-echo "==> ringmaster submit examples/fmnist.yaml"
-ID=$("${RMC[@]}" submit examples/fmnist.yaml)
+echo "==> ringmaster submit --no-workdir examples/fmnist.yaml"
+ID=$("${RMC[@]}" submit --no-workdir examples/fmnist.yaml)
 echo "job $ID submitted"
 
 echo
@@ -56,7 +59,13 @@ ACC=$(jq -r .accuracy <<<"$METRICS")
 echo "final test accuracy: $ACC (2 workers)"
 echo "checkpoint:          $(jq -r .checkpoint <<<"$METRICS")"
 echo "predictions:         $(jq -r .predictions <<<"$METRICS")"
-head -4 "$(jq -r .predictions <<<"$METRICS")" | sed 's/^/    /'
+# The path comes from the task's own metrics: this script (root) reads it only
+# where it resolves inside the job's user's files (admin is user 1).
+PREDICTIONS=$(jq -r .predictions <<<"$METRICS")
+case "$(realpath -e "$PREDICTIONS" 2>/dev/null)" in
+  "$DATA"/files/users/1/*) head -4 "$(realpath -e "$PREDICTIONS")" | sed 's/^/    /' ;;
+  *) echo "demo: predictions at $PREDICTIONS are not in the job's files" >&2; exit 1 ;;
+esac
 if ! jq -e '.accuracy >= 0.85' <<<"$METRICS" > /dev/null; then
   echo "demo: test accuracy $ACC is below 0.85" >&2
   exit 1

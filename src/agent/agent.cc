@@ -16,16 +16,27 @@ constexpr size_t kShipChunk = 1 << 20;
 constexpr int kLongPollSeconds = 20;
 constexpr const char* kAgentVersion = "0.1.0";
 
-std::string Key(int64_t task_id, int attempt) { return fmt::format("{}.{}", task_id, attempt); }
-
 // The environment every task starts from; the server's variables go on top.
+// Not the agent's HOME, USER or TMPDIR: those are root's (the executor sets
+// HOME and USER for the task's own user).
 std::map<std::string, std::string> BaseEnv() {
   std::map<std::string, std::string> env;
-  for (const char* name : {"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR"}) {
+  for (const char* name : {"PATH", "LANG", "LC_ALL", "TZ"}) {
     if (const char* v = getenv(name)) env[name] = v;
   }
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   return env;
+}
+
+// The directories of the job's files a task is told about: made for it, as
+// its user, before it starts.
+std::vector<std::string> DirsToMake(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> dirs;
+  for (const char* name : {"RINGMASTER_CHECKPOINT_DIR", "RINGMASTER_OUTPUT_DIR", "RINGMASTER_DATASETS_DIR"}) {
+    auto it = env.find(name);
+    if (it != env.end() && !it->second.empty() && it->second[0] == '/') dirs.push_back(it->second);
+  }
+  return dirs;
 }
 
 // This host's IPv4 address as its hostname resolves; 127.0.0.1 if none.
@@ -47,8 +58,10 @@ std::string HostAddress() {
 
 }  // namespace
 
+std::string Agent::TaskRef::Key() const { return fmt::format("{}.{}", task_id, attempt); }
+
 Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
-    : options_(std::move(options)), executor_(std::move(executor)), api_(options_.server_url, options_.token) {
+    : options_(std::move(options)), executor_(std::move(executor)), api_(options_.server_url, options_.token, options_.ca_file) {
   inventory_ = DetectNode();
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -59,20 +72,25 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
 Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
+  if (options_.task_users.isolating()) {
+    spdlog::info("agent: {}", options_.task_users.Describe());
+  } else {
+    spdlog::warn("agent: {}", options_.task_users.Describe());
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [key, meta] : executor_->Recover()) {
       LocalTask t;
       try {
         auto j = nlohmann::json::parse(meta);
-        t.task_id = j.at("task_id");
-        t.attempt = j.at("attempt");
+        t.ref.task_id = j.at("task_id");
+        t.ref.attempt = j.at("attempt");
       } catch (...) {
         executor_->Release(key);
         continue;
       }
-      spdlog::info("agent: re-adopting task {} (attempt {})", t.task_id, t.attempt);
-      tasks_[key] = t;
+      spdlog::info("agent: re-adopting task {} (attempt {})", t.ref.task_id, t.ref.attempt);
+      tasks_[t.ref] = t;
     }
   }
   running_ = true;
@@ -146,52 +164,74 @@ void Agent::SyncLoop() {
 
 void Agent::Reconcile(const nlohmann::json& assignments) {
   std::lock_guard<std::mutex> l(mu_);
-  std::set<std::string> wanted;
+  ++replies_;
+  std::set<TaskRef> wanted;
   for (const auto& a : assignments) {
-    int64_t task_id = a.at("task_id");
-    int attempt = a.at("attempt");
-    std::string key = Key(task_id, attempt);
-    wanted.insert(key);
-    if (released_.count(key)) continue;
+    const TaskRef ref{a.at("task_id").get<int64_t>(), a.at("attempt").get<int>()};
+    wanted.insert(ref);
+    if (released_.count(ref)) continue;
     bool stop = a.at("desired") == "stop";
     auto grace = std::chrono::milliseconds(a.value("stop_grace_ms", 5000));
-    auto it = tasks_.find(key);
+    auto it = tasks_.find(ref);
     if (it == tasks_.end()) {
       LocalTask t;
-      t.task_id = task_id;
-      t.attempt = attempt;
+      t.ref = ref;
       if (stop) {
         t.exit = TaskExit{-1, 0, "stopped before it started"};
       } else {
-        TaskLaunch launch;
-        launch.key = key;
-        launch.argv = a.at("argv").get<std::vector<std::string>>();
-        launch.env = BaseEnv();
-        for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
-        launch.working_dir = a.value("working_dir", "");
-        launch.meta_json = nlohmann::json{{"task_id", task_id}, {"attempt", attempt}}.dump();
-        Status st = executor_->Start(launch);
-        if (!st.ok()) {
-          spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
-          t.exit = TaskExit{-1, 0, st.message()};
-        } else {
-          spdlog::info("agent: started task {} (job {} rank {})", key, a.value("job_id", 0), a.value("rank", 0));
-        }
+        t.exit = Launch(ref, a);
       }
-      tasks_[key] = t;
+      tasks_[ref] = t;
     } else if (stop && !it->second.stop_sent && !it->second.exit) {
       it->second.stop_sent = true;
-      (void)executor_->Stop(key, grace);
+      (void)executor_->Stop(ref.Key(), grace);
     }
   }
   // Tasks the server no longer lists are not wanted: stop them.
-  for (auto& [key, t] : tasks_) {
-    if (!wanted.count(key) && !t.exit && !t.stop_sent) {
-      spdlog::info("agent: stopping task {}: the server no longer assigns it here", key);
+  for (auto& [ref, t] : tasks_) {
+    if (!wanted.count(ref)) t.unlisted_at = replies_;
+    if (!wanted.count(ref) && !t.exit && !t.stop_sent) {
+      spdlog::info("agent: stopping task {}: the server no longer assigns it here", ref.Key());
       t.stop_sent = true;
-      (void)executor_->Stop(key, std::chrono::seconds(5));
+      (void)executor_->Stop(ref.Key(), std::chrono::seconds(5));
     }
   }
+  // What the server no longer lists needs no guard against a stale reply any
+  // more; forgetting it keeps this set small and lets an id that comes back run.
+  std::erase_if(released_, [&](const TaskRef& r) { return !wanted.count(r); });
+}
+
+std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& a) {
+  const std::string key = ref.Key();
+  TaskLaunch launch;
+  launch.key = key;
+  try {
+    launch.argv = a.at("argv").get<std::vector<std::string>>();
+    launch.env = BaseEnv();
+    for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
+    launch.working_dir = a.value("working_dir", "");
+    const auto& user = a.at("user");
+    auto who = options_.task_users.Resolve(user.at("id").get<int64_t>(), user.value("name", ""));
+    if (!who.ok()) {
+      spdlog::warn("agent: task {} cannot run here: {}", key, who.status().message());
+      return TaskExit{-1, 0, who.status().message()};
+    }
+    launch.identity = *who;
+    launch.files_dir = user.value("files_dir", "");
+  } catch (const nlohmann::json::exception& e) {
+    spdlog::warn("agent: task {}: malformed assignment: {}", key, e.what());
+    return TaskExit{-1, 0, std::string("malformed assignment: ") + e.what()};
+  }
+  launch.make_dirs = DirsToMake(launch.env);
+  launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}}.dump();
+  Status st = executor_->Start(launch);
+  if (!st.ok()) {
+    spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
+    return TaskExit{-1, 0, st.message()};
+  }
+  spdlog::info("agent: started task {} (job {} rank {}) as {}", key, a.value("job_id", 0), a.value("rank", 0),
+               launch.identity.Describe());
+  return std::nullopt;
 }
 
 void Agent::TickLoop() {
@@ -207,22 +247,25 @@ void Agent::TickLoop() {
 }
 
 void Agent::Tick() {
-  std::vector<std::string> keys;
+  std::vector<TaskRef> refs;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [k, t] : tasks_) keys.push_back(k);
+    for (const auto& [r, t] : tasks_) refs.push_back(r);
   }
-  for (const auto& key : keys) {
+  for (const auto& ref : refs) {
+    const std::string key = ref.Key();
     LocalTask t;
+    uint64_t replies_before = 0;  // replies seen before this round's reports
     {
       std::lock_guard<std::mutex> l(mu_);
-      auto it = tasks_.find(key);
+      auto it = tasks_.find(ref);
       if (it == tasks_.end()) continue;
       t = it->second;
+      replies_before = replies_;
     }
     if (!t.exit) t.exit = executor_->Poll(key);
-    bool all_shipped = node_id_ != 0 && ShipFile(executor_->LogPath(key), "logs", t, &t.shipped);
-    all_shipped = node_id_ != 0 && ShipFile(executor_->MetricsPath(key), "metrics", t, &t.metrics_shipped) && all_shipped;
+    bool all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped);
+    all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped) && all_shipped;
     bool stale = false, done = false;
     if (node_id_ != 0 && !t.reported_running && !t.exit) {
       t.reported_running = Report(t, "running", &stale);
@@ -233,12 +276,15 @@ void Agent::Tick() {
     }
     if (t.exit && all_shipped) done = Report(t, "exited", &stale) || stale;
     std::lock_guard<std::mutex> l(mu_);
-    auto it = tasks_.find(key);
+    auto it = tasks_.find(ref);
     if (it == tasks_.end()) continue;
     t.stop_sent = t.stop_sent || it->second.stop_sent;  // Reconcile may have asked meanwhile
+    t.unlisted_at = it->second.unlisted_at;
     if (done) {
       executor_->Release(key);
-      released_.insert(key);
+      // A reply that may predate the report could still list the task: guard
+      // against restarting it, unless a later reply has already dropped it.
+      if (t.unlisted_at <= replies_before) released_.insert(ref);
       tasks_.erase(it);
     } else {
       it->second = t;
@@ -246,44 +292,51 @@ void Agent::Tick() {
   }
 }
 
-bool Agent::ShipFile(const std::string& path, const char* what, const LocalTask& t, int64_t* shipped) {
+bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped) {
+  const char* route = what == TaskOutput::kLog ? "logs" : "metrics";
   for (int rounds = 0; rounds < 8; ++rounds) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return true;  // nothing written yet
-    std::string buf(kShipChunk, '\0');
-    ssize_t n = pread(fd, buf.data(), buf.size(), *shipped);
-    off_t size = lseek(fd, 0, SEEK_END);
-    close(fd);
-    if (n < 0) return false;
-    if (n == 0) return *shipped >= size;
-    buf.resize(static_cast<size_t>(n));
-    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", t.task_id, what,
-                                         t.attempt, *shipped),
-                             buf, "application/octet-stream");
+    auto chunk = executor_->ReadOutput(t.ref.Key(), what, *shipped, kShipChunk);
+    if (!chunk.ok()) {
+      if (chunk.status().code() == StatusCode::kNotFound) return true;  // nothing written yet
+      if (chunk.status().code() == StatusCode::kPermissionDenied) {
+        // Not a file the agent may read for this task (e.g. a symlink the task
+        // planted): ship nothing of it, and say so once.
+        if (!t.metrics_refused) {
+          spdlog::warn("agent: task {}: not shipping its {}: {}", t.ref.Key(), route, chunk.status().message());
+          t.metrics_refused = true;
+        }
+        return true;
+      }
+      return false;
+    }
+    if (chunk->data.empty()) return *shipped >= chunk->size;
+    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", t.ref.task_id, route,
+                                         t.ref.attempt, *shipped),
+                             chunk->data, "application/octet-stream");
     if (!res.ok()) {
       if (res.status().code() == StatusCode::kFailedPrecondition) return true;  // stale attempt: drop
       return false;
     }
     int64_t server_size = res->value("size", int64_t{0});
-    *shipped = std::min<int64_t>(server_size, size);
-    if (*shipped >= size) return true;
+    *shipped = std::min<int64_t>(server_size, chunk->size);
+    if (*shipped >= chunk->size) return true;
   }
   return false;
 }
 
 bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
-  nlohmann::json body = {{"node_id", node_id_.load()}, {"attempt", t.attempt}, {"state", state}};
+  nlohmann::json body = {{"node_id", node_id_.load()}, {"attempt", t.ref.attempt}, {"state", state}};
   if (t.exit) {
     body["exit_code"] = t.exit->exit_code;
     body["signal"] = t.exit->signal;
     body["message"] = t.exit->message;
   }
-  auto res = api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", t.task_id), body);
+  auto res = api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", t.ref.task_id), body);
   if (res.ok()) return true;
   auto code = res.status().code();
   if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound) {
     *stale = true;
-    spdlog::info("agent: task {}.{} is stale: {}", t.task_id, t.attempt, res.status().message());
+    spdlog::info("agent: task {} is stale: {}", t.ref.Key(), res.status().message());
   }
   return false;
 }

@@ -5,6 +5,7 @@
 // the server by byte offset (safe to resend), and reports starts and exits —
 // an exit only after the task's last log byte is shipped. Tasks keep running
 // when the agent stops or dies; the next agent on the node re-adopts them.
+// Each task runs as its user's own unprivileged uid (TaskUsers), never root.
 // Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
 #pragma once
 
@@ -22,13 +23,15 @@
 
 #include "agent/executor.h"
 #include "agent/node_info.h"
+#include "agent/task_users.h"
 #include "client/api_client.h"
 
 namespace ringmaster::agent {
 
 struct AgentOptions {
   std::string server_url;
-  std::string token;
+  std::string token;    // an agent token for this node (scope agent)
+  std::string ca_file;  // for https server URLs: the CA to trust ("" = the system's)
   std::string data_dir;          // task directories live under data_dir/tasks
   std::string node_name;         // "" = hostname
   int64_t cpu_milli = 0;         // 0 = detect
@@ -37,6 +40,7 @@ struct AgentOptions {
   int port_lo = 41000;           // ports the platform may hand to tasks on this node
   int port_hi = 41999;
   std::map<std::string, std::string> labels;  // what jobs' node selectors match
+  TaskUsers task_users;                       // who each user's tasks run as
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds tick_interval{200};
 };
@@ -51,24 +55,35 @@ class Agent {
   void Stop();
 
  private:
-  struct LocalTask {
+  // One attempt of a task: what the agent remembers it by. A task id alone
+  // is not enough, and neither is it forever (ids may come back after a delete).
+  struct TaskRef {
     int64_t task_id = 0;
     int attempt = 0;
+    auto operator<=>(const TaskRef&) const = default;
+    std::string Key() const;  // the executor's key, "42.1"
+  };
+  struct LocalTask {
+    TaskRef ref;
     std::optional<TaskExit> exit;
     bool stop_sent = false;
     bool reported_running = false;
-    int64_t shipped = 0;          // bytes of the log the server has
-    int64_t metrics_shipped = 0;  // bytes of the metrics file the server has
+    uint64_t unlisted_at = 0;      // the last reply (replies_) that did not list it
+    bool metrics_refused = false;  // the metrics file was unsafe to read; said once
+    int64_t shipped = 0;           // bytes of the log the server has
+    int64_t metrics_shipped = 0;   // bytes of the metrics file the server has
   };
 
   void SyncLoop();
   void TickLoop();
   bool Register();
   void Reconcile(const nlohmann::json& assignments);
+  // Starts one assignment; the task's exit if it could not start.
+  std::optional<TaskExit> Launch(const TaskRef& ref, const nlohmann::json& assignment);
   void Tick();
-  // Ships new log bytes; true when the server has all of them.
-  // Ships `path` from byte `*shipped` to /api/v1/agent/tasks/ID/`what`; true once all is shipped.
-  bool ShipFile(const std::string& path, const char* what, const LocalTask& t, int64_t* shipped);
+  // Ships what the task wrote (`what`: its log or metrics) from byte
+  // `*shipped` to /api/v1/agent/tasks/ID/<logs|metrics>; true once all is shipped.
+  bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped);
   // Reports `state` ("running"/"exited"). false: try again later.
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
@@ -86,8 +101,11 @@ class Agent {
   std::atomic<int64_t> node_id_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, LocalTask> tasks_;  // GUARDED_BY(mu_)
-  std::set<std::string> released_;          // GUARDED_BY(mu_): reported and forgotten
+  std::map<TaskRef, LocalTask> tasks_;  // GUARDED_BY(mu_)
+  // GUARDED_BY(mu_): reported and forgotten, while the server still lists
+  // them (a reply may predate the report); pruned to what it lists.
+  std::set<TaskRef> released_;
+  uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
   std::thread sync_thread_, tick_thread_;
 };
 

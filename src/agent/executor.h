@@ -1,16 +1,19 @@
 // Executor: how an agent runs one task attempt on its node. Backends: the
-// process executor (here; each task in its own session and process group
-// under a shim), later runc and Docker. Every task attempt has a key unique
-// on the node; its combined stdout/stderr goes to LogPath(key).
+// process executor (each task in its own session and process group under a
+// shim, as its user's unprivileged uid; see docs/isolation.md), later runc
+// and Docker. Every task attempt has a key unique on the node; its combined
+// stdout/stderr and the metrics it appends are read back with ReadOutput.
 // Thread-safety: implementations are safe to call from several threads.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "agent/task_users.h"
 #include "common/status.h"
 
 namespace ringmaster::agent {
@@ -20,6 +23,13 @@ struct TaskLaunch {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // the task's whole environment
   std::string working_dir;                 // "" = the task's own scratch directory
+  TaskIdentity identity;                   // who it runs as (never root)
+  // The user's files dir (<files>/users/N): made, if missing, as a directory
+  // the user owns (mode 0700). "" = none.
+  std::string files_dir;
+  // Directories the task needs (checkpoints, outputs, datasets): made as the
+  // task's user, after it dropped root, before its command starts.
+  std::vector<std::string> make_dirs;
   std::string meta_json;                   // opaque, returned by Recover()
 };
 
@@ -27,6 +37,15 @@ struct TaskExit {
   int exit_code = -1;  // -1 when killed by a signal or never started
   int signal = 0;
   std::string message;  // set when the command could not be started
+};
+
+// What a task wrote: its combined stdout/stderr, or the metrics it appended
+// to $RINGMASTER_METRICS_FILE (one JSON object per line).
+enum class TaskOutput { kLog, kMetrics };
+
+struct OutputChunk {
+  std::string data;  // bytes from the offset asked for, at most the maximum asked for
+  int64_t size = 0;  // the whole file's size when read
 };
 
 class Executor {
@@ -38,10 +57,12 @@ class Executor {
   virtual Status Stop(const std::string& key, std::chrono::milliseconds grace) = 0;
   // nullopt while the task runs; its exit once it has ended.
   virtual std::optional<TaskExit> Poll(const std::string& key) = 0;
-  virtual std::string LogPath(const std::string& key) const = 0;
-  // Where the task appends its metrics, one JSON object per line; the task
-  // finds this path in RINGMASTER_METRICS_FILE.
-  virtual std::string MetricsPath(const std::string& key) const = 0;
+  // Reads what the task wrote from byte `offset`. NotFound: nothing written
+  // yet. PermissionDenied: the file is not one the agent may read for the
+  // task (a metrics file the task replaced by a symlink, a FIFO, another
+  // user's file); the message says why.
+  virtual StatusOr<OutputChunk> ReadOutput(const std::string& key, TaskOutput what, int64_t offset,
+                                           size_t max_bytes) = 0;
   // Tasks left by an earlier run of the agent (running or ended), with their meta_json.
   virtual std::map<std::string, std::string> Recover() = 0;
   // Forgets an ended task and deletes what it left on disk.

@@ -1,10 +1,11 @@
 #include "agent/process_executor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <dirent.h>
-#include <sys/prctl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,11 +13,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/safe_fs.h"
+#include "agent/shim.h"
 #include "common/files.h"
+#include "common/log.h"
 
 extern char** environ;
 
@@ -24,13 +29,11 @@ namespace ringmaster::agent {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kSpecFile = "spec.json";
-constexpr const char* kShimPidFile = "shim.pid";
-constexpr const char* kTaskPidFile = "task.pid";
-constexpr const char* kExitFile = "exit.json";
-constexpr const char* kStopFile = "stop";
-constexpr const char* kLogFile = "output.log";
 constexpr const char* kMetricsFile = "metrics.jsonl";
+constexpr const char* kInstanceFile = "sandbox-instance";
+constexpr const char* kRootLock = ".lock";           // in the sandbox root
+constexpr const char* kInstanceLock = "agent.lock";  // in an agent's sandbox dir, held while it runs
+constexpr const char* kRuntimeDir = "runtime";
 
 pid_t ReadPid(const std::string& path) {
   auto text = ReadFile(path);
@@ -46,8 +49,6 @@ pid_t ReadPid(const std::string& path) {
 // so a recycled pid is never mistaken for our shim.
 bool ShimAlive(pid_t pid, const std::string& dir) {
   if (pid <= 0) return false;
-  int status;
-  if (waitpid(pid, &status, WNOHANG) == pid) return false;  // our child, now reaped
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -72,66 +73,208 @@ std::optional<TaskExit> ReadExit(const std::string& dir) {
 
 void WriteExit(const std::string& dir, const TaskExit& e) {
   nlohmann::json j = {{"exit_code", e.exit_code}, {"signal", e.signal}, {"message", e.message}};
-  (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump());
+  (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
 }
 
-// Kills and reaps every descendant the shim still has. The shim is a child
-// subreaper, so descendants whose parent died (daemons, `cmd &`, even ones
-// that left the process group with setsid) were reparented to it.
-void KillAndReapDescendants() {
-  for (int round = 0; round < 200; ++round) {
-    bool any = false;
-    if (DIR* proc = opendir("/proc")) {
-      while (dirent* d = readdir(proc)) {
-        pid_t pid = static_cast<pid_t>(atoi(d->d_name));
-        if (pid <= 0) continue;
-        std::ifstream stat(std::string("/proc/") + d->d_name + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        auto rp = line.rfind(')');
-        if (rp == std::string::npos) continue;
-        char state = 0;
-        int ppid = 0;
-        if (sscanf(line.c_str() + rp + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid()) {
-          kill(pid, SIGKILL);
-          any = true;
-        }
-      }
-      closedir(proc);
+// Every task's user must be able to reach the sandbox root: each directory
+// above it needs the execute bit for others. What does not exist yet is
+// made 0711 later.
+Status CheckTraversable(const std::string& path) {
+  fs::path p;
+  for (const auto& part : fs::path(path)) {
+    p /= part;
+    struct stat st {};
+    if (stat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Status::Ok();
+      return Internal(fmt::format("stat {}: {}", p.string(), std::strerror(errno)));
     }
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    if (!(st.st_mode & S_IXOTH)) {
+      return FailedPrecondition(fmt::format("tasks' users cannot reach {}: {} is mode {:04o} (needs o+x)", path,
+                                            p.string(), st.st_mode & 07777));
     }
-    if (!any) return;
-    usleep(10'000);
+  }
+  return Status::Ok();
+}
+
+// This agent's sandbox subdirectory name: random once, then kept in its data dir.
+StatusOr<std::string> InstanceId(const std::string& state_dir) {
+  const std::string file = state_dir + "/" + kInstanceFile;
+  if (auto text = ReadFile(file); text.ok()) {
+    std::string id = *text;
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (id.size() == 16 && id.find_first_not_of("0123456789abcdef") == std::string::npos) return id;
+  }
+  std::random_device rd;
+  std::string id = fmt::format("{:08x}{:08x}", rd(), rd());
+  RM_RETURN_IF_ERROR(WriteFileAtomic(file, id + "\n", 0600));
+  return id;
+}
+
+// An exclusive flock on `name` in `dir` (made 0600 if missing); Unavailable
+// when another holder has it and !wait.
+StatusOr<UniqueFd> LockFile(int dir, const char* name, bool wait) {
+  UniqueFd fd(openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return Internal(fmt::format("open {}: {}", name, std::strerror(errno)));
+  if (fchmod(fd.get(), 0600) != 0) return Internal(fmt::format("chmod {}: {}", name, std::strerror(errno)));
+  while (flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) return Unavailable(fmt::format("{} is locked", name));
+    return Internal(fmt::format("flock {}: {}", name, std::strerror(errno)));
+  }
+  return fd;
+}
+
+std::vector<std::string> Entries(int dir) {
+  std::vector<std::string> names;
+  int copy = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  DIR* d = copy >= 0 ? fdopendir(copy) : nullptr;
+  if (!d) {
+    if (copy >= 0) close(copy);
+    return names;
+  }
+  while (dirent* e = readdir(d)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  }
+  closedir(d);
+  return names;
+}
+
+// Removes the sandbox dirs of agents that are gone (their lock is free) and
+// left no task behind, only their staged runtime: so agents started on fresh
+// data dirs (tests, demos) do not pile up copies of the tools under the root.
+// REQUIRES: the sandbox root's lock is held.
+void RemoveIdleInstances(int root, const std::string& own) {
+  for (const std::string& name : Entries(root)) {
+    if (name == own || name.size() != 16 || name.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+    UniqueFd dir(openat(root, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir) continue;
+    bool idle = true;
+    for (const std::string& e : Entries(dir.get())) idle = idle && (e == kRuntimeDir || e == kInstanceLock);
+    if (!idle) continue;  // sandboxes of tasks that may still run, or be re-adopted
+    auto lock = LockFile(dir.get(), kInstanceLock, /*wait=*/false);
+    if (!lock.ok()) continue;  // its agent runs
+    if (Status st = RemoveTree(root, name); !st.ok()) {
+      spdlog::warn("agent: removing the idle sandbox dir {} of a gone agent: {}", name, st.ToString());
+    }
   }
 }
+
+std::string Parent(const std::string& path) { return fs::path(path).parent_path().string(); }
+std::string Base(const std::string& path) { return fs::path(path).filename().string(); }
+
+// `dir` first on a colon-separated search path.
+std::string Prepend(const std::string& dir, const std::string& path) { return path.empty() ? dir : dir + ":" + path; }
 
 }  // namespace
 
-ProcessExecutor::ProcessExecutor(std::string state_dir, std::string shim_binary)
-    : state_dir_(std::move(state_dir)), shim_binary_(std::move(shim_binary)) {}
-
-std::string ProcessExecutor::TaskDir(const std::string& key) const { return state_dir_ + "/tasks/" + key; }
-
-std::string ProcessExecutor::LogPath(const std::string& key) const { return TaskDir(key) + "/" + kLogFile; }
-std::string ProcessExecutor::MetricsPath(const std::string& key) const {
-  return TaskDir(key) + "/" + kMetricsFile;
+StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecutorOptions o) {
+  if (o.state_dir.empty() || o.state_dir[0] != '/') return InvalidArgument("the agent's data dir must be an absolute path");
+  const bool root = geteuid() == 0;
+  if (o.sandbox_root.empty()) o.sandbox_root = root ? kDefaultSandboxRoot : o.state_dir + "/sandboxes";
+  if (o.sandbox_root[0] != '/') return InvalidArgument("--sandbox-root: " + o.sandbox_root + " is not an absolute path");
+  // The agent's own files stay private, whatever the umask.
+  RM_RETURN_IF_ERROR(MakeDirs(o.state_dir, 0700));
+  RM_RETURN_IF_ERROR(MakeDirs(o.state_dir + "/tasks", 0700));
+  if (root) {
+    if (Status st = CheckTraversable(o.sandbox_root); !st.ok()) return st.Annotate("--sandbox-root");
+  }
+  auto root_fd = OpenTrustedDir(o.sandbox_root, /*create=*/true, 0711);
+  if (!root_fd.ok()) return root_fd.status().Annotate("--sandbox-root " + o.sandbox_root);
+  if (root) {
+    if (Status st = CheckTraversable(o.sandbox_root); !st.ok()) return st.Annotate("--sandbox-root");
+  }
+  RM_ASSIGN_OR_RETURN(std::string instance, InstanceId(o.state_dir));
+  std::unique_ptr<ProcessExecutor> e(new ProcessExecutor(o));
+  e->sandbox_dir_ = o.sandbox_root + "/" + instance;
+  {
+    // Agents sharing the root set up one at a time, so none removes another's
+    // directory between its creation and its lock.
+    auto root_lock = LockFile(root_fd->get(), kRootLock, /*wait=*/true);
+    if (!root_lock.ok()) return root_lock.status().Annotate("--sandbox-root " + o.sandbox_root);
+    RemoveIdleInstances(root_fd->get(), instance);
+    // 0711: task users pass through to their own sandbox, and list nothing.
+    auto dir = OpenTrustedDir(e->sandbox_dir_, /*create=*/true, 0711);
+    if (!dir.ok()) return dir.status().Annotate("--sandbox-root");
+    auto lock = LockFile(dir->get(), kInstanceLock, /*wait=*/false);
+    if (!lock.ok()) {
+      if (lock.status().code() == StatusCode::kUnavailable) {
+        return FailedPrecondition(fmt::format("another agent is running with the data dir {}", o.state_dir));
+      }
+      return lock.status();
+    }
+    e->instance_lock_ = std::move(*lock);
+  }
+  if (!o.runtime_from.empty()) {
+    auto rt = StageRuntime(o.runtime_from, e->sandbox_dir_ + "/" + kRuntimeDir);
+    if (!rt.ok()) return rt.status().Annotate("staging the runtime for tasks");
+    e->runtime_ = *rt;
+  }
+  return e;
 }
 
+std::string ProcessExecutor::TaskDir(const std::string& key) const { return options_.state_dir + "/tasks/" + key; }
+
 Status ProcessExecutor::Start(const TaskLaunch& launch) {
+  const TaskIdentity& who = launch.identity;
+  if (geteuid() == 0 && (!who.switch_user || who.uid == 0 || who.gid == 0)) {
+    return PermissionDenied("refusing to run a task as root");
+  }
+  if (launch.key.empty() || launch.key.find('/') != std::string::npos || launch.key[0] == '.') {
+    return InvalidArgument("bad task key \"" + launch.key + "\"");
+  }
   const std::string dir = TaskDir(launch.key);
   if (fs::exists(dir)) return AlreadyExists("task " + launch.key + " already exists on this node");
   RM_RETURN_IF_ERROR(MakeDirs(dir, 0700));
-  std::string workdir = launch.working_dir;
-  if (workdir.empty()) {
-    workdir = dir + "/work";
-    RM_RETURN_IF_ERROR(MakeDirs(workdir));
+  const std::string sandbox = sandbox_dir_ + "/" + launch.key;
+  auto prepare = [&]() -> Status {
+    RM_ASSIGN_OR_RETURN(UniqueFd parent, OpenTrustedDir(sandbox_dir_));
+    RM_RETURN_IF_ERROR(RemoveTree(parent.get(), launch.key));  // a leftover of a crash
+    RM_RETURN_IF_ERROR(MakeOwnedDir(parent.get(), launch.key, who.uid, who.gid, 0700).Annotate("sandbox " + sandbox));
+    if (!launch.files_dir.empty()) {
+      // Root makes the user's own directory (in a root-owned parent); the
+      // task, as its user, makes what it needs inside.
+      auto files_parent = OpenTrustedDir(Parent(launch.files_dir), /*create=*/true, 0711);
+      if (!files_parent.ok()) return files_parent.status().Annotate("files dir " + launch.files_dir);
+      RM_RETURN_IF_ERROR(MakeOwnedDir(files_parent->get(), Base(launch.files_dir), who.uid, who.gid, 0700)
+                             .Annotate("files dir of " + who.Describe()));
+    }
+    return Status::Ok();
+  };
+  if (Status st = prepare(); !st.ok()) {
+    if (auto parent = OpenTrustedDir(sandbox_dir_); parent.ok()) (void)RemoveTree(parent->get(), launch.key);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return st;
   }
-  auto env = launch.env;
-  env["RINGMASTER_METRICS_FILE"] = MetricsPath(launch.key);
-  nlohmann::json spec = {{"argv", launch.argv}, {"env", env}, {"working_dir", workdir},
-                         {"meta", launch.meta_json}};
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.dump(), 0600));
+
+  ShimSpec spec;
+  spec.argv = launch.argv;
+  spec.env = launch.env;
+  spec.meta = launch.meta_json;
+  spec.identity = who;
+  spec.sandbox = sandbox;
+  spec.max_log_bytes = options_.max_log_bytes;
+  spec.max_procs = options_.max_procs;
+  spec.make_dirs = launch.make_dirs;
+  spec.working_dir = launch.working_dir;
+  if (spec.working_dir.empty()) {
+    spec.working_dir = sandbox + "/work";
+    spec.make_dirs.push_back(spec.working_dir);
+  }
+  auto& env = spec.env;
+  env["RINGMASTER_METRICS_FILE"] = sandbox + "/" + kMetricsFile;
+  if (!env.count("HOME")) env["HOME"] = who.home.empty() ? sandbox : who.home;
+  const std::string user = who.account.empty() ? who.user : who.account;
+  if (!env.count("USER") && !user.empty()) env["USER"] = user;
+  if (!env.count("LOGNAME") && !user.empty()) env["LOGNAME"] = user;
+  // The platform's own tools come first, whatever the agent's PATH holds.
+  if (!runtime_.bin_dir.empty()) env["PATH"] = Prepend(runtime_.bin_dir, env["PATH"]);
+  if (!runtime_.python_dir.empty()) env["PYTHONPATH"] = Prepend(runtime_.python_dir, env["PYTHONPATH"]);
+  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    sandboxes_[launch.key] = Sandbox{sandbox, who.uid};
+  }
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -146,27 +289,33 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  std::string arg0 = shim_binary_, arg1 = "shim";
+  std::string arg0 = options_.shim_binary, arg1 = "shim";
   std::string arg2 = dir;
   char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, shim_binary_.c_str(), &actions, &attr, argv, environ);
+  int rc = posix_spawn(&pid, options_.shim_binary.c_str(), &actions, &attr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    return Internal(fmt::format("cannot start shim {}: {}", shim_binary_, std::strerror(rc)));
+    Release(launch.key);
+    return Internal(fmt::format("cannot start shim {}: {}", options_.shim_binary, std::strerror(rc)));
   }
-  // The shim writes its own pid too; writing it here closes the window in
-  // which a Poll would find neither file.
-  return WriteFileAtomic(dir + "/" + kShimPidFile, std::to_string(pid));
+  // The shim double-forks: this first half exits as soon as the shim proper
+  // runs and has recorded its pid, so reaping it here leaves no zombie.
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (ReadPid(dir + "/" + kShimPidFile) <= 0) {
+    Release(launch.key);
+    return Internal(fmt::format("the shim for task {} did not start (status {})", launch.key, status));
+  }
+  return Status::Ok();
 }
 
 Status ProcessExecutor::Stop(const std::string& key, std::chrono::milliseconds grace) {
   const std::string dir = TaskDir(key);
   if (!fs::exists(dir)) return NotFound("task " + key + " is not on this node");
-  (void)WriteFileAtomic(dir + "/" + kStopFile, "");  // a shim that has not started the task yet won't
+  (void)WriteFileAtomic(dir + "/" + kStopFile, "", 0600);  // a shim that has not started the task yet won't
   std::lock_guard<std::mutex> l(mu_);
   auto [it, inserted] = stopping_.try_emplace(key, Stopping{std::chrono::steady_clock::now() + grace});
   SignalLocked(key, it->second);
@@ -203,10 +352,56 @@ std::optional<TaskExit> ProcessExecutor::Poll(const std::string& key) {
   return std::nullopt;
 }
 
+StatusOr<ProcessExecutor::Sandbox> ProcessExecutor::SandboxOf(const std::string& key) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = sandboxes_.find(key); it != sandboxes_.end()) return it->second;
+  }
+  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(TaskDir(key) + "/" + kSpecFile));
+  Sandbox s;
+  try {
+    ShimSpec spec = ShimSpec::FromJson(nlohmann::json::parse(text));
+    s = Sandbox{spec.sandbox, spec.identity.uid};
+  } catch (const std::exception& e) {
+    return Internal(fmt::format("task {}: unreadable spec: {}", key, e.what()));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  sandboxes_[key] = s;
+  return s;
+}
+
+StatusOr<OutputChunk> ProcessExecutor::ReadOutput(const std::string& key, TaskOutput what, int64_t offset,
+                                                  size_t max_bytes) {
+  UniqueFd fd;
+  if (what == TaskOutput::kLog) {
+    // The shim's file, in the agent's private directory.
+    fd = UniqueFd(open((TaskDir(key) + "/" + kLogFile).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return NotFound("no output yet");
+  } else {
+    // The task's file, in its sandbox: anything the task could have made of it.
+    RM_ASSIGN_OR_RETURN(Sandbox s, SandboxOf(key));
+    RM_ASSIGN_OR_RETURN(UniqueFd parent, OpenTrustedDir(Parent(s.path)));
+    auto dir = OpenOwnedDir(parent.get(), Base(s.path), s.uid);
+    if (!dir.ok()) return dir.status().code() == StatusCode::kNotFound ? NotFound("no sandbox") : dir.status();
+    auto file = OpenOwnedRegularFile(dir->get(), kMetricsFile, s.uid);
+    if (!file.ok()) return file.status().Annotate("$RINGMASTER_METRICS_FILE");
+    fd = std::move(*file);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return Internal(fmt::format("stat: {}", std::strerror(errno)));
+  OutputChunk out;
+  out.size = st.st_size;
+  out.data.resize(max_bytes);
+  ssize_t n = pread(fd.get(), out.data.data(), max_bytes, offset);
+  if (n < 0) return Internal(fmt::format("read: {}", std::strerror(errno)));
+  out.data.resize(static_cast<size_t>(n));
+  return out;
+}
+
 std::map<std::string, std::string> ProcessExecutor::Recover() {
   std::map<std::string, std::string> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(state_dir_ + "/tasks", ec)) {
+  for (const auto& entry : fs::directory_iterator(options_.state_dir + "/tasks", ec)) {
     if (!entry.is_directory()) continue;
     auto text = ReadFile(entry.path().string() + "/" + kSpecFile);
     if (!text.ok()) continue;
@@ -219,111 +414,20 @@ std::map<std::string, std::string> ProcessExecutor::Recover() {
 }
 
 void ProcessExecutor::Release(const std::string& key) {
+  auto sandbox = SandboxOf(key);
+  if (sandbox.ok()) {
+    auto parent = OpenTrustedDir(Parent(sandbox->path));
+    Status st = parent.ok() ? RemoveTree(parent->get(), Base(sandbox->path)) : parent.status();
+    if (!st.ok()) spdlog::warn("agent: removing the sandbox of task {}: {}", key, st.ToString());
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     stopping_.erase(key);
+    sandboxes_.erase(key);
   }
+  // Only root writes here: a plain removal is safe.
   std::error_code ec;
   fs::remove_all(TaskDir(key), ec);
-}
-
-// ---------------------------------------------------------------------------
-// The shim. Single-threaded, so fork without exec is safe here.
-
-int RunShim(const std::string& dir) {
-  // Close whatever the agent leaked (listening sockets above all), so a task
-  // never holds the server's port.
-  for (int fd = 3; fd < 1024; ++fd) close(fd);
-  signal(SIGTERM, SIG_IGN);
-  signal(SIGINT, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
-  signal(SIGPIPE, SIG_IGN);
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  (void)WriteFileAtomic(dir + "/" + kShimPidFile, std::to_string(getpid()));
-
-  nlohmann::json spec;
-  try {
-    spec = nlohmann::json::parse(ReadFile(dir + "/" + kSpecFile).value());
-  } catch (...) {
-    WriteExit(dir, {-1, 0, "unreadable task spec"});
-    return 1;
-  }
-  if (fs::exists(dir + "/" + kStopFile)) {
-    WriteExit(dir, {-1, 0, "stopped before it started"});
-    return 0;
-  }
-  auto argv_s = spec.value("argv", std::vector<std::string>{});
-  auto env_m = spec.value("env", std::map<std::string, std::string>{});
-  std::string workdir = spec.value("working_dir", dir);
-  if (argv_s.empty()) {
-    WriteExit(dir, {-1, 0, "empty command"});
-    return 1;
-  }
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (auto& [k, v] : env_m) env_s.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  int log = open((dir + "/" + kLogFile).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  int err_pipe[2];
-  if (log < 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    WriteExit(dir, {-1, 0, std::string("cannot set up the task: ") + std::strerror(errno)});
-    return 1;
-  }
-  pid_t child = fork();
-  if (child == 0) {
-    setpgid(0, 0);
-    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    dup2(log, 1);
-    dup2(log, 2);
-    std::string what;
-    if (chdir(workdir.c_str()) != 0) {
-      what = fmt::format("cannot enter working_dir {}: {}", workdir, std::strerror(errno));
-    } else {
-      environ = envp.data();
-      execvp(argv[0], argv.data());
-      what = fmt::format("cannot run \"{}\": {}", argv_s[0], std::strerror(errno));
-    }
-    std::string line = "ringmaster: " + what + "\n";
-    (void)!write(2, line.data(), line.size());
-    (void)!write(err_pipe[1], what.data(), what.size());
-    _exit(127);
-  }
-  if (child < 0) {
-    WriteExit(dir, {-1, 0, std::string("fork: ") + std::strerror(errno)});
-    return 1;
-  }
-  setpgid(child, child);
-  close(err_pipe[1]);
-  (void)WriteFileAtomic(dir + "/" + kTaskPidFile, std::to_string(child));
-  std::string start_error;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(err_pipe[0], buf, sizeof buf)) > 0) start_error.append(buf, static_cast<size_t>(n));
-  close(err_pipe[0]);
-
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  // The main process ended: no stray descendant outlives the task.
-  kill(-child, SIGKILL);
-  KillAndReapDescendants();
-  TaskExit e;
-  e.message = start_error;
-  if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
-  if (!start_error.empty()) e.exit_code = -1;
-  WriteExit(dir, e);
-  return 0;
 }
 
 }  // namespace ringmaster::agent

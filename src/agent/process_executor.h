@@ -1,37 +1,76 @@
 // ProcessExecutor: runs each task as a process in its own session and
-// process group, supervised by a shim (`ringmaster shim DIR`, after
-// containerd-shim and conmon): the shim is detached from the agent, writes
-// the task's pgid and, when it ends, its exit status into the task's
-// directory. So tasks outlive an agent crash or restart, and a new agent
-// re-adopts them from the directories. Stop signals the whole process group.
-// Thread-safe.
+// process group, supervised by a shim (`ringmaster shim DIR`, see shim.h),
+// as its user's unprivileged uid (docs/isolation.md says what that isolates
+// and what not). Two places per task:
+//  - its control directory, <state_dir>/tasks/<key>, inside the agent's
+//    private (0700) data dir: the spec with the task's environment, the
+//    pids, exit.json and output.log. Tasks cannot read it.
+//  - its sandbox, <sandbox_root>/<instance>/<key>, 0700 and owned by the
+//    task's uid: its default working dir and HOME, and its metrics file.
+//    The agent (root) treats everything in it as hostile: it reads the
+//    metrics file only if it is a regular file the task's uid owns, and
+//    removes the sandbox without following symlinks.
+// The shim is detached from the agent, so tasks outlive an agent crash or
+// restart and a new agent re-adopts them from the control directories.
+// Stop signals the whole process group. Thread-safe.
 #pragma once
 
+#include <memory>
 #include <mutex>
 
 #include "agent/executor.h"
+#include "agent/runtime.h"
+#include "agent/safe_fs.h"
 
 namespace ringmaster::agent {
 
+struct ProcessExecutorOptions {
+  std::string state_dir;     // the agent's data dir; made (or kept) 0700
+  // Where sandboxes live; every task's user must be able to traverse it.
+  // "" = /var/lib/ringmaster/sandboxes for a root agent, else <state_dir>/sandboxes.
+  // Each agent gets its own subdirectory (an id kept in state_dir), locked
+  // while it runs, so several agents on one host never collide; one of a
+  // gone agent that left no task behind is removed by the next agent to start.
+  std::string sandbox_root;
+  std::string shim_binary;   // the ringmaster binary
+  // Stage the tools found next to this ringmaster binary for tasks (runtime.h); "" = none.
+  std::string runtime_from;
+  int64_t max_log_bytes = int64_t{64} << 20;  // per task attempt; 0 = no cap
+  int64_t max_procs = 4096;                   // RLIMIT_NPROC of each task uid; 0 = unchanged
+};
+
 class ProcessExecutor final : public Executor {
  public:
-  // state_dir: where task directories live. shim_binary: the ringmaster binary.
-  ProcessExecutor(std::string state_dir, std::string shim_binary);
+  static constexpr const char* kDefaultSandboxRoot = "/var/lib/ringmaster/sandboxes";
+
+  // Makes the directories (refusing a sandbox root that task users cannot
+  // reach or that others could tamper with) and stages the runtime.
+  static StatusOr<std::unique_ptr<ProcessExecutor>> Create(ProcessExecutorOptions options);
 
   Status Start(const TaskLaunch& launch) override;
   Status Stop(const std::string& key, std::chrono::milliseconds grace) override;
   std::optional<TaskExit> Poll(const std::string& key) override;
-  std::string LogPath(const std::string& key) const override;
-  std::string MetricsPath(const std::string& key) const override;
+  StatusOr<OutputChunk> ReadOutput(const std::string& key, TaskOutput what, int64_t offset,
+                                   size_t max_bytes) override;
   std::map<std::string, std::string> Recover() override;
   void Release(const std::string& key) override;
 
- private:
+  // This agent's directory of sandboxes: <sandbox_root>/<instance>.
+  const std::string& sandbox_dir() const { return sandbox_dir_; }
+  const StagedRuntime& runtime() const { return runtime_; }
+  // The control directory of a task: spec.json, pids, exit.json, output.log.
   std::string TaskDir(const std::string& key) const;
 
-  const std::string state_dir_;
-  const std::string shim_binary_;
-  std::mutex mu_;
+ private:
+  explicit ProcessExecutor(ProcessExecutorOptions options) : options_(std::move(options)) {}
+
+  struct Sandbox {
+    std::string path;
+    uid_t uid = 0;
+  };
+  // The task's sandbox, from its spec.
+  StatusOr<Sandbox> SandboxOf(const std::string& key);
+
   struct Stopping {
     std::chrono::steady_clock::time_point kill_at;  // SIGKILL from then on
     bool term_sent = false;
@@ -39,10 +78,13 @@ class ProcessExecutor final : public Executor {
   // Signals the stopping task's group as its stop request requires by now.
   void SignalLocked(const std::string& key, Stopping& s);
 
+  const ProcessExecutorOptions options_;
+  std::string sandbox_dir_;
+  UniqueFd instance_lock_;  // flock on <sandbox_dir>/agent.lock while this agent runs
+  StagedRuntime runtime_;
+  std::mutex mu_;
   std::map<std::string, Stopping> stopping_;  // GUARDED_BY(mu_)
+  std::map<std::string, Sandbox> sandboxes_;  // GUARDED_BY(mu_): a cache of the specs'
 };
-
-// Entry point of `ringmaster shim DIR`. Returns the process exit code.
-int RunShim(const std::string& task_dir);
 
 }  // namespace ringmaster::agent

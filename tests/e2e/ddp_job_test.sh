@@ -2,16 +2,18 @@
 # Python torch DDP as a Ringmaster job: examples/ddp_fmnist.py runs as a
 # 2-worker distributed job on the gloo backend and on the ringmaster backend
 # (ringcomm), same seed; both succeed and their final losses agree within 1e-4.
+# The agent stages ringmaster_torch (found next to its binary) onto the tasks'
+# PYTHONPATH; the example script is staged into $TOOLS, the jobs' working dir.
 source "$(dirname "$0")/lib.sh"
-PYDIR=${RINGMASTER_PYTHON_DIR:?set RINGMASTER_PYTHON_DIR}
+: "${RINGMASTER_PYTHON_DIR:?set RINGMASTER_PYTHON_DIR}"  # built
+stage_tool "$REPO/examples/ddp_fmnist.py" examples > /dev/null
 # Its own port range: other e2e tests run clusters on this host at the same time.
 start_up --cpus 4 --ports 42100-42199
 
 declare -A LOSS
 for backend in gloo ringmaster; do
-  ID=$(jq -n --arg b "$backend" --arg repo "$REPO_ROOT" --arg py "$PYDIR" \
+  ID=$(jq -n --arg b "$backend" \
     '{name: "ddp-\($b)", kind: "distributed", replicas: 2, resources: {cpu: 1, memory: "2Gi"},
-      working_dir: $repo, env: {PYTHONPATH: $py},
       command: ["/usr/bin/python3", "examples/ddp_fmnist.py", "--backend", $b, "--epochs", "1",
                 "--max-steps", "150", "--seed", "3"]}' | rmc submit -)
   rmc wait "$ID" --timeout 240 || { rmc logs "$ID"; fail "ddp job $ID on $backend did not succeed"; }

@@ -5,8 +5,7 @@
 # room. Each resize restarts the gang from its latest checkpoint at the new
 # size (no resubmission), and the job still succeeds.
 source "$(dirname "$0")/lib.sh"
-TRAIN=${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}
-export PATH="$(dirname "$(readlink -f "$TRAIN")"):$PATH"
+: "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; the agent stages it for tasks
 # Its own port range: other e2e tests run clusters on this host at the same time.
 start_up --cpus 3 --memory 6Gi --ports 42300-42349
 

@@ -2,11 +2,25 @@
 # an ephemeral loopback port, driven through the real CLI. Cleanup ends only
 # what the test started, by pid: the server, then any task still running
 # (found through the pids the shims recorded).
+#
+# Tasks run as unprivileged uids (200000 + the Ringmaster user's id) and the
+# checkout may sit where they cannot enter (/root), so:
+#  - jobs are submitted from $TOOLS, a world-readable temp dir, which the CLI
+#    makes their working_dir; `stage_tool` copies test-only tools there;
+#  - sandboxes live in $SANDBOXES ($DATA/sandboxes: the server leaves $DATA
+#    traversable but not listable), passed as --sandbox-root;
+#  - the product's own tools (ringmaster-train, ringmaster_torch) are staged by
+#    the agent itself and are on every task's PATH and PYTHONPATH.
 set -euo pipefail
+umask 077  # what the tests write next to the server's files is private too
 
 RM=${RINGMASTER_BIN:?set RINGMASTER_BIN to the ringmaster binary}
 REPO=${REPO_ROOT:?set REPO_ROOT}
 DATA=$(mktemp -d /tmp/rm-e2e.XXXXXX)
+SANDBOXES=$DATA/sandboxes
+TOOLS=$(mktemp -d /tmp/rm-e2e-tools.XXXXXX)
+chmod 0755 "$TOOLS"
+cd "$TOOLS"
 UP_PID=""
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -14,7 +28,7 @@ pass() { echo "ok: $*"; }
 rmc() { "$RM" --data "$DATA" "$@"; }
 
 start_up() {
-  "$RM" up --data "$DATA" --port 0 "$@" >> "$DATA/up.log" 2>&1 &
+  "$RM" up --data "$DATA" --port 0 --sandbox-root "$SANDBOXES" "$@" >> "$DATA/up.log" 2>&1 &
   UP_PID=$!
   for _ in $(seq 1 200); do
     if [ -f "$DATA/server.json" ] && rmc nodes 2>/dev/null | grep -q ' ready '; then return 0; fi
@@ -52,10 +66,25 @@ cleanup() {
     echo "---- up.log (last 40 lines)" >&2
     tail -n 40 "$DATA/up.log" >&2
   fi
-  rm -rf "$DATA"
+  cd /
+  rm -rf "$DATA" "$TOOLS"
   exit $rc
 }
 trap cleanup EXIT
+
+# stage_tool FILE [SUBDIR]: copies a test-only tool (a benchmark binary, an
+# example script) into $TOOLS[/SUBDIR], readable by every task's uid; prints its path.
+stage_tool() {
+  local dest=$TOOLS${2:+/$2}
+  mkdir -p "$dest"
+  chmod 0755 "$dest"
+  cp "$1" "$dest/"
+  chmod a+rX "$dest/$(basename "$1")"
+  echo "$dest/$(basename "$1")"
+}
+
+# task_key JOB [RANK]: "TASK.ATTEMPT" of a job's task (rank 0 by default).
+task_key() { rmc show "$1" --json | jq -r --argjson r "${2:-0}" '.tasks[] | select(.rank == $r) | "\(.id).\(.attempt)"'; }
 
 # job_field ID FIELD: one top-level field of `show --json`.
 job_field() { rmc show "$1" --json | jq -r ".$2"; }

@@ -6,8 +6,7 @@
 # A checkpoints on SIGTERM, goes back to the queue (not a restart), resumes
 # from that checkpoint once the urgent job is done, and succeeds.
 source "$(dirname "$0")/lib.sh"
-TRAIN=${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}
-export PATH="$(dirname "$(readlink -f "$TRAIN")"):$PATH"
+: "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; the agent stages it for tasks
 start_up --cpus 3 --memory 6Gi --ports 42350-42399
 
 B=$(echo '{"name": "no-ckpt", "command": "sleep 600", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)

@@ -4,7 +4,8 @@
 # rendezvous store on MASTER_PORT) and run checked all-reduces, over TCP
 # with 2 ranks and over shared memory with 3.
 source "$(dirname "$0")/lib.sh"
-BENCH=${RINGCOMM_BENCH:?set RINGCOMM_BENCH}
+# A test-only tool: staged where every task's uid can run it.
+BENCH=$(stage_tool "${RINGCOMM_BENCH:?set RINGCOMM_BENCH}")
 # Its own port range: other e2e tests run clusters on this host at the same time.
 start_up --cpus 4 --ports 42000-42099
 

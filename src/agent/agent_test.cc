@@ -1,0 +1,206 @@
+// The agent against a fake server (the agent routes of the REST API, served
+// by cpp-httplib on loopback) and a fake executor whose tasks end at once.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace ringmaster::agent {
+namespace {
+
+using nlohmann::json;
+
+class FakeExecutor final : public Executor {
+ public:
+  Status Start(const TaskLaunch& launch) override {
+    std::lock_guard<std::mutex> l(mu_);
+    launches_.push_back(launch);
+    return Status::Ok();
+  }
+  Status Stop(const std::string&, std::chrono::milliseconds) override { return Status::Ok(); }
+  std::optional<TaskExit> Poll(const std::string&) override { return TaskExit{0, 0, ""}; }
+  StatusOr<OutputChunk> ReadOutput(const std::string&, TaskOutput, int64_t, size_t) override {
+    return NotFound("nothing");
+  }
+  std::map<std::string, std::string> Recover() override { return {}; }
+  void Release(const std::string&) override {}
+
+  std::vector<TaskLaunch> launches() {
+    std::lock_guard<std::mutex> l(mu_);
+    return launches_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<TaskLaunch> launches_;
+};
+
+// The server's side of the agent protocol, with assignments the test sets.
+class FakeServer {
+ public:
+  FakeServer() {
+    http_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"node_id": 1})", "application/json");
+    });
+    http_.Post("/api/v1/agent/nodes/1/heartbeat", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{}", "application/json");
+    });
+    http_.Get("/api/v1/agent/nodes/1/assignments", [this](const httplib::Request& req, httplib::Response& res) {
+      std::unique_lock<std::mutex> l(mu_);
+      const uint64_t index = std::stoull(req.get_param_value("index"));
+      cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return index != version_ || closed_; });
+      served_ = version_;
+      cv_.notify_all();
+      res.set_content(json{{"index", version_}, {"tasks", tasks_}}.dump(), "application/json");
+    });
+    http_.Post(R"(/api/v1/agent/tasks/(\d+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      json body = json::parse(req.body);
+      body["task_id"] = std::stoll(req.matches[1]);
+      reports_.push_back(body);
+      cv_.notify_all();
+      res.set_content("{}", "application/json");
+    });
+    port_ = http_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { http_.listen_after_bind(); });
+  }
+  ~FakeServer() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      closed_ = true;
+      cv_.notify_all();
+    }
+    http_.stop();
+    thread_.join();
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Replaces the node's assignments; returns once the agent has fetched them.
+  void Assign(json tasks) {
+    std::unique_lock<std::mutex> l(mu_);
+    tasks_ = std::move(tasks);
+    const uint64_t v = ++version_;
+    cv_.notify_all();
+    EXPECT_TRUE(cv_.wait_for(l, std::chrono::seconds(20), [&] { return served_ == v; })) << "never fetched";  // hang guard
+  }
+
+  // Waits (a hang guard) for the n-th report with this state; returns it.
+  json WaitReport(const std::string& state, size_t n = 1) {
+    std::unique_lock<std::mutex> l(mu_);
+    json found;
+    cv_.wait_for(l, std::chrono::seconds(20), [&] {
+      size_t seen = 0;
+      for (const json& r : reports_) {
+        if (r["state"] == state && ++seen == n) {
+          found = r;
+          return true;
+        }
+      }
+      return false;
+    });
+    EXPECT_FALSE(found.is_null()) << "no report #" << n << " of state " << state;
+    return found;
+  }
+
+ private:
+  httplib::Server http_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t version_ = 1, served_ = 0;
+  bool closed_ = false;
+  json tasks_ = json::array();
+  std::vector<json> reports_;
+};
+
+json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string& user) {
+  return {{"task_id", task_id},
+          {"attempt", attempt},
+          {"job_id", task_id},
+          {"rank", 0},
+          {"desired", "run"},
+          {"argv", {"/bin/true"}},
+          {"env",
+           {{"RINGMASTER_CHECKPOINT_DIR", "/files/users/2/jobs/5/checkpoints"},
+            {"RINGMASTER_OUTPUT_DIR", "/files/users/2/jobs/5/outputs"},
+            {"RINGMASTER_DATASETS_DIR", "/files/users/2/datasets"},
+            {"RINGMASTER_RANK", "0"}}},
+          {"working_dir", ""},
+          {"user", {{"id", user_id}, {"name", user}, {"files_dir", "/files/users/2"}}}};
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    AgentOptions o;
+    o.server_url = server_.url();
+    o.token = "t";
+    o.node_name = "test-node";
+    o.heartbeat_interval = std::chrono::milliseconds(100);
+    o.tick_interval = std::chrono::milliseconds(10);
+    // As a root agent would map users, wherever the test runs.
+    o.task_users = TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
+    auto exec = std::make_unique<FakeExecutor>();
+    exec_ = exec.get();
+    agent_ = std::make_unique<Agent>(o, std::move(exec));
+    agent_->Start();
+  }
+  void TearDown() override { agent_->Stop(); }
+
+  FakeServer server_;
+  FakeExecutor* exec_ = nullptr;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentTest, ATaskRunsAsItsUsersUidWithItsDirectoriesToMake) {
+  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  server_.WaitReport("exited");
+  auto launches = exec_->launches();
+  ASSERT_EQ(launches.size(), 1u);
+  const TaskLaunch& l = launches[0];
+  EXPECT_EQ(l.key, "5.1");
+  EXPECT_EQ(l.identity.uid, 300002u);
+  EXPECT_EQ(l.identity.user, "alice");
+  EXPECT_TRUE(l.identity.switch_user);
+  EXPECT_EQ(l.files_dir, "/files/users/2");
+  EXPECT_EQ(l.make_dirs, (std::vector<std::string>{"/files/users/2/jobs/5/checkpoints",
+                                                   "/files/users/2/jobs/5/outputs", "/files/users/2/datasets"}));
+  EXPECT_EQ(l.env.count("HOME"), 0u);  // not root's: the executor gives the task its own
+  EXPECT_EQ(l.env.at("RINGMASTER_RANK"), "0");
+}
+
+TEST_F(AgentTest, AUserWithoutAUidHereFailsItsTaskNamingTheFlag) {
+  server_.Assign(json::array({Assignment(6, 1, 100, "carol")}));
+  json r = server_.WaitReport("exited");
+  EXPECT_EQ(r["task_id"], 6);
+  EXPECT_EQ(r["exit_code"], -1);
+  EXPECT_EQ(r["message"], "user carol (id 100) has no uid on this node: --task-uids 300000-300099 covers user ids 1 to 99");
+  EXPECT_TRUE(exec_->launches().empty());
+}
+
+// Ids come back after a job is deleted: the agent must not skip a task it
+// ran once under the same id and attempt, as long as the server stopped
+// listing the old one in between.
+TEST_F(AgentTest, ATaskIdThatComesBackAfterTheServerDroppedItRunsAgain) {
+  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  server_.WaitReport("exited", 1);
+  // The server still lists it until its next reply: a stale listing starts nothing.
+  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  EXPECT_EQ(exec_->launches().size(), 1u);
+  server_.Assign(json::array());  // the job ended and was deleted
+  server_.Assign(json::array({Assignment(5, 1, 3, "bob")}));  // another user's new job, same task id
+  server_.WaitReport("exited", 2);
+  auto launches = exec_->launches();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].identity.user, "bob");
+  EXPECT_EQ(launches[1].identity.uid, 300003u);
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

@@ -1,0 +1,146 @@
+// What a task's user could plant where the agent (root) looks: symlinks,
+// FIFOs, files of other users, directories of other users on the way.
+#include "agent/safe_fs.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "common/files.h"
+
+namespace ringmaster::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SafeFsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rm_safe_fs_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    chmod(dir_.c_str(), 0755);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void Write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+  UniqueFd Open(const fs::path& p) { return UniqueFd(open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); }
+
+  fs::path dir_;
+};
+
+TEST_F(SafeFsTest, RemoveTreeRemovesPlantedSymlinksWithoutFollowingThem) {
+  fs::create_directories(dir_ / "outside");
+  Write(dir_ / "outside" / "precious", "keep me");
+  fs::create_directories(dir_ / "sandbox" / "a" / "b");
+  Write(dir_ / "sandbox" / "a" / "file", "x");
+  fs::create_directory_symlink(dir_ / "outside", dir_ / "sandbox" / "evil");
+  fs::create_directory_symlink(dir_ / "outside", dir_ / "sandbox" / "a" / "b" / "deeper");
+  fs::create_symlink(dir_ / "outside" / "precious", dir_ / "sandbox" / "a" / "link");
+  mkfifo((dir_ / "sandbox" / "fifo").c_str(), 0600);
+  chmod((dir_ / "sandbox" / "a" / "b").c_str(), 0);  // unreadable to its owner: root removes it anyway
+
+  UniqueFd parent = Open(dir_);
+  ASSERT_TRUE(RemoveTree(parent.get(), "sandbox").ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "sandbox")));
+  EXPECT_EQ(ReadFile((dir_ / "outside" / "precious").string()).value(), "keep me");
+
+  // The tree itself replaced by a symlink: the link goes, not its target.
+  fs::create_directory_symlink(dir_ / "outside", dir_ / "sandbox");
+  ASSERT_TRUE(RemoveTree(parent.get(), "sandbox").ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "sandbox")));
+  EXPECT_TRUE(fs::exists(dir_ / "outside" / "precious"));
+  EXPECT_TRUE(RemoveTree(parent.get(), "never-there").ok());
+}
+
+TEST_F(SafeFsTest, OpenOwnedRegularFileRefusesSymlinksFifosAndOtherUsersFiles) {
+  Write(dir_ / "secret", "{\"token\": \"s3cret\"}\n");
+  fs::create_directories(dir_ / "box");
+  UniqueFd box = Open(dir_ / "box");
+  fs::create_symlink(dir_ / "secret", dir_ / "box" / "metrics.jsonl");
+  auto f = OpenOwnedRegularFile(box.get(), "metrics.jsonl", geteuid());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(f.status().message(), "metrics.jsonl is a symlink");
+
+  fs::remove(dir_ / "box" / "metrics.jsonl");
+  mkfifo((dir_ / "box" / "metrics.jsonl").c_str(), 0600);
+  auto start = std::chrono::steady_clock::now();
+  f = OpenOwnedRegularFile(box.get(), "metrics.jsonl", geteuid());  // would block without O_NONBLOCK
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));  // a hang guard
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "metrics.jsonl is not a regular file");
+
+  fs::remove(dir_ / "box" / "metrics.jsonl");
+  EXPECT_EQ(OpenOwnedRegularFile(box.get(), "metrics.jsonl", geteuid()).status().code(), StatusCode::kNotFound);
+  Write(dir_ / "box" / "metrics.jsonl", "{\"loss\": 1}\n");
+  EXPECT_TRUE(OpenOwnedRegularFile(box.get(), "metrics.jsonl", geteuid()).ok());
+  // Owned by somebody else (a hard link to another user's file looks like this).
+  f = OpenOwnedRegularFile(box.get(), "metrics.jsonl", geteuid() + 4242);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("belongs to uid"), std::string::npos);
+}
+
+TEST_F(SafeFsTest, OpenTrustedDirCreatesWithExplicitModesAndFollowsOnlyTrustedSymlinks) {
+  const mode_t old = umask(077);
+  auto made = OpenTrustedDir((dir_ / "a" / "b").string(), /*create=*/true, 0711);
+  umask(old);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(fs::status(dir_ / "a" / "b").permissions(), static_cast<fs::perms>(0711));
+  EXPECT_EQ(fs::status(dir_ / "a").permissions(), static_cast<fs::perms>(0711));
+  // A symlink in a directory nobody else may write is root's own: followed.
+  fs::create_directory_symlink(dir_ / "a", dir_ / "alias");
+  EXPECT_TRUE(OpenTrustedDir((dir_ / "alias" / "b").string()).ok());
+  EXPECT_EQ(OpenTrustedDir("relative/path").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(SafeFsTest, OpenTrustedDirRefusesADirectoryAnotherUserControls) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  fs::create_directories(dir_ / "users" / "7" / "jobs");
+  ASSERT_EQ(chown((dir_ / "users" / "7").c_str(), 200007, 200007), 0);
+  auto d = OpenTrustedDir((dir_ / "users" / "7" / "jobs").string());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), (dir_ / "users" / "7").string() + " belongs to uid 200007, not to root");
+  chown((dir_ / "users" / "7").c_str(), 0, 0);
+  chmod((dir_ / "users").c_str(), 0777);
+  d = OpenTrustedDir((dir_ / "users" / "7").string());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("is writable by other users (mode 0777)"), std::string::npos);
+  // A symlink another user made in a sticky, world-writable directory (/tmp-like) is not followed.
+  chmod((dir_ / "users").c_str(), 01777);
+  fs::create_directory_symlink("/etc", dir_ / "users" / "8");
+  ASSERT_EQ(lchown((dir_ / "users" / "8").c_str(), 200008, 200008), 0);
+  d = OpenTrustedDir((dir_ / "users" / "8").string());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("is a symlink another user made"), std::string::npos);
+}
+
+TEST_F(SafeFsTest, MakeOwnedDirHandsANewDirectoryToTheUserAndRefusesOthersAndSymlinks) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+  UniqueFd parent = Open(dir_);
+  ASSERT_TRUE(MakeOwnedDir(parent.get(), "7", 200007, 200007, 0700).ok());
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ / "7").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 200007u);
+  EXPECT_EQ(st.st_gid, 200007u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_TRUE(MakeOwnedDir(parent.get(), "7", 200007, 200007, 0700).ok());  // again: nothing to do
+  auto other = MakeOwnedDir(parent.get(), "7", 200008, 200008, 0700);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.message(), "7 belongs to uid 200007, not uid 200008");
+  fs::create_directory_symlink("/etc", dir_ / "8");
+  auto link = MakeOwnedDir(parent.get(), "8", 200008, 200008, 0700);
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.message(), "8 is a symlink or not a directory");
+  ASSERT_EQ(stat("/etc", &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // not handed over through the link
+}
+
+}  // namespace
+}  // namespace ringmaster::agent

@@ -1,0 +1,398 @@
+#include "agent/shim.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "common/files.h"
+#include "common/units.h"
+
+extern char** environ;
+
+namespace ringmaster::agent {
+namespace {
+
+void WriteExit(const std::string& dir, int exit_code, int signal, const std::string& message) {
+  nlohmann::json j = {{"exit_code", exit_code}, {"signal", signal}, {"message", message}};
+  (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
+}
+
+void WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // a full disk loses output, never the task
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// output.log up to a cap, marker included: once the output would pass it,
+// what fits is kept (up to a line's end where one is near), then one marker
+// line, and everything later is dropped. The server caps a log at the same
+// size and so keeps all of it, marker included.
+class CappedLog {
+ public:
+  CappedLog(int fd, int64_t cap) : fd_(fd), cap_(cap), marker_(LogCutMarker(cap) + "\n") {
+    struct stat st {};
+    if (fstat(fd, &st) == 0) written_ = st.st_size;
+  }
+  void Append(const char* p, size_t n) {
+    if (cut_ || n == 0) return;
+    // Room for the output itself: the marker and a newline before it must fit too.
+    const int64_t room = cap_ - static_cast<int64_t>(marker_.size()) - 1;
+    if (cap_ <= 0 || written_ + static_cast<int64_t>(n) <= room) {
+      Write(p, n);
+      return;
+    }
+    size_t take = static_cast<size_t>(std::clamp<int64_t>(room - written_, 0, static_cast<int64_t>(n)));
+    const char* nl = take > 0 ? static_cast<const char*>(memrchr(p, '\n', take)) : nullptr;
+    if (nl && static_cast<size_t>(nl - p + 1) >= take / 2) take = static_cast<size_t>(nl - p + 1);
+    Write(p, take);
+    if (last_ != '\n') Write("\n", 1);
+    Write(marker_.data(), marker_.size());
+    cut_ = true;
+  }
+
+ private:
+  void Write(const char* p, size_t n) {
+    if (n == 0) return;
+    WriteAll(fd_, p, n);
+    written_ += static_cast<int64_t>(n);
+    last_ = p[n - 1];
+  }
+
+  int fd_;
+  int64_t cap_;
+  const std::string marker_;
+  int64_t written_ = 0;
+  char last_ = '\n';
+  bool cut_ = false;
+};
+
+// Kills and reaps every descendant the shim still has. The shim is a child
+// subreaper, so descendants whose parent died (daemons, `cmd &`, even ones
+// that left the process group with setsid) were reparented to it.
+void KillAndReapDescendants() {
+  for (int round = 0; round < 200; ++round) {
+    bool any = false;
+    if (DIR* proc = opendir("/proc")) {
+      while (dirent* d = readdir(proc)) {
+        pid_t pid = static_cast<pid_t>(atoi(d->d_name));
+        if (pid <= 0) continue;
+        std::ifstream stat(std::string("/proc/") + d->d_name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        auto rp = line.rfind(')');
+        if (rp == std::string::npos) continue;
+        char state = 0;
+        int ppid = 0;
+        if (sscanf(line.c_str() + rp + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid()) {
+          kill(pid, SIGKILL);
+          any = true;
+        }
+      }
+      closedir(proc);
+    }
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (!any) return;
+    usleep(10'000);
+  }
+}
+
+// In the task's child, still root: becomes the task's user for good. Returns
+// what went wrong, or "".
+std::string DropPrivileges(const ShimSpec& spec) {
+  const TaskIdentity& who = spec.identity;
+  if (!who.switch_user) {
+    // The agent is not root: the task runs as the agent's own user.
+    if (geteuid() == 0 || getuid() == 0) return "refusing to run a task as root";
+    return "";
+  }
+  if (who.uid == 0 || who.gid == 0) return "refusing to run a task as root";
+  if (spec.max_procs > 0) {
+    // Counted per uid: one user's tasks cannot exhaust the node's pid space.
+    rlimit rl{static_cast<rlim_t>(spec.max_procs), static_cast<rlim_t>(spec.max_procs)};
+    if (setrlimit(RLIMIT_NPROC, &rl) != 0) return fmt::format("setrlimit(RLIMIT_NPROC): {}", std::strerror(errno));
+  }
+  if (setgroups(who.groups.size(), who.groups.empty() ? nullptr : who.groups.data()) != 0) {
+    return fmt::format("setgroups: {}", std::strerror(errno));
+  }
+  if (setresgid(who.gid, who.gid, who.gid) != 0) return fmt::format("setgid {}: {}", who.gid, std::strerror(errno));
+  if (setresuid(who.uid, who.uid, who.uid) != 0) return fmt::format("setuid {}: {}", who.uid, std::strerror(errno));
+  uid_t ru, eu, su;
+  gid_t rg, eg, sg;
+  if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sg) != 0 || ru != who.uid || eu != who.uid ||
+      su != who.uid || rg != who.gid || eg != who.gid || sg != who.gid) {
+    return fmt::format("did not become {}", who.Describe());
+  }
+  // Dropping root must be for good: none of these may work any more.
+  if (setuid(0) == 0 || seteuid(0) == 0 || setgid(0) == 0 || setegid(0) == 0) {
+    return "could regain root after dropping it; refusing to run";
+  }
+  return "";
+}
+
+// mkdir -p as the task's user; each new directory is 0700 (the umask is 077).
+std::string MakeDirsAsUser(const std::string& path, const TaskIdentity& who) {
+  std::string partial;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    partial = path.substr(0, slash);
+    start = slash + 1;
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0700) == 0 || errno == EEXIST) continue;
+    return fmt::format("cannot create directory {} as {}: {}", partial, who.Describe(), std::strerror(errno));
+  }
+  struct stat st {};
+  const int err = stat(path.c_str(), &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  if (err != 0) return fmt::format("cannot create directory {} as {}: {}", path, who.Describe(), std::strerror(err));
+  return "";
+}
+
+// The task's child from fork to exec. Returns only on failure, with why.
+std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vector<char*>& envp) {
+  if (std::string e = DropPrivileges(spec); !e.empty()) return e;
+  // No setuid binary or file capability can give the task back what it dropped.
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fmt::format("PR_SET_NO_NEW_PRIVS: {}", std::strerror(errno));
+  umask(077);
+  for (const std::string& d : spec.make_dirs) {
+    if (std::string e = MakeDirsAsUser(d, spec.identity); !e.empty()) return e;
+  }
+  if (chdir(spec.working_dir.c_str()) != 0) {
+    return fmt::format("cannot enter working_dir {} as {}: {}", spec.working_dir, spec.identity.Describe(),
+                       std::strerror(errno));
+  }
+  // Nothing of the shim's reaches the task but stdin, stdout and stderr.
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (int fd = 3; fd < 65536; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  environ = envp.data();
+  execvp(argv[0], argv.data());
+  return fmt::format("cannot run \"{}\" as {}: {}", spec.argv[0], spec.identity.Describe(), std::strerror(errno));
+}
+
+}  // namespace
+
+nlohmann::json ShimSpec::ToJson() const {
+  return {{"argv", argv},
+          {"env", env},
+          {"working_dir", working_dir},
+          {"make_dirs", make_dirs},
+          {"meta", meta},
+          {"identity",
+           {{"uid", identity.uid},
+            {"gid", identity.gid},
+            {"groups", identity.groups},
+            {"user", identity.user},
+            {"account", identity.account},
+            {"home", identity.home},
+            {"switch_user", identity.switch_user}}},
+          {"sandbox", sandbox},
+          {"max_log_bytes", max_log_bytes},
+          {"max_procs", max_procs}};
+}
+
+ShimSpec ShimSpec::FromJson(const nlohmann::json& j) {
+  ShimSpec s;
+  s.argv = j.at("argv").get<std::vector<std::string>>();
+  s.env = j.at("env").get<std::map<std::string, std::string>>();
+  s.working_dir = j.at("working_dir").get<std::string>();
+  s.make_dirs = j.value("make_dirs", std::vector<std::string>{});
+  s.meta = j.value("meta", "");
+  const auto& id = j.at("identity");
+  s.identity.uid = id.at("uid").get<uid_t>();
+  s.identity.gid = id.at("gid").get<gid_t>();
+  s.identity.groups = id.value("groups", std::vector<gid_t>{});
+  s.identity.user = id.value("user", "");
+  s.identity.account = id.value("account", "");
+  s.identity.home = id.value("home", "");
+  s.identity.switch_user = id.at("switch_user").get<bool>();
+  s.sandbox = j.at("sandbox").get<std::string>();
+  s.max_log_bytes = j.value("max_log_bytes", int64_t{0});
+  s.max_procs = j.value("max_procs", int64_t{0});
+  return s;
+}
+
+std::string LogCutMarker(int64_t max_bytes) {
+  return fmt::format("[ringmaster: log cut at {}; later output dropped]", FormatBytes(max_bytes));
+}
+
+// Single-threaded, so fork without exec is safe here.
+int RunShim(const std::string& dir) {
+  // Close whatever the agent leaked (listening sockets above all), so a task
+  // never holds the server's port.
+  if (close_range(3, ~0U, 0) != 0) {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+  }
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+
+  // Double fork: the agent waits for this first process, which exits at once;
+  // the shim proper is then init's child, so it never lingers as the agent's zombie.
+  pid_t shim = fork();
+  if (shim < 0) {
+    WriteExit(dir, -1, 0, std::string("fork: ") + std::strerror(errno));
+    return 1;
+  }
+  if (shim > 0) _exit(WriteFileAtomic(dir + "/" + kShimPidFile, std::to_string(shim), 0600).ok() ? 0 : 1);
+
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ShimSpec spec;
+  try {
+    spec = ShimSpec::FromJson(nlohmann::json::parse(ReadFile(dir + "/" + kSpecFile).value()));
+  } catch (...) {
+    WriteExit(dir, -1, 0, "unreadable task spec");
+    return 1;
+  }
+  if (access((dir + "/" + kStopFile).c_str(), F_OK) == 0) {
+    WriteExit(dir, -1, 0, "stopped before it started");
+    return 0;
+  }
+  if (spec.argv.empty()) {
+    WriteExit(dir, -1, 0, "empty command");
+    return 1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : spec.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  for (auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int log = open((dir + "/" + kLogFile).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int out_pipe[2], err_pipe[2];
+  if (log < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    WriteExit(dir, -1, 0, std::string("cannot set up the task: ") + std::strerror(errno));
+    return 1;
+  }
+  fchmod(log, 0600);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    WriteExit(dir, -1, 0, std::string("cannot set up the task: signalfd: ") + std::strerror(errno));
+    return 1;
+  }
+
+  // A stop can signal the task's group as soon as task.pid exists, while the
+  // child still ignores SIGTERM as the shim does. Blocked signals stay pending
+  // even when ignored, so the child blocks everything until its handlers are
+  // the defaults again.
+  sigset_t all, shim_mask;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &shim_mask);
+  pid_t child = fork();
+  if (child == 0) {
+    setpgid(0, 0);
+    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_pipe[1], 1);
+    dup2(out_pipe[1], 2);
+    std::string what = BecomeTask(spec, argv, envp);
+    std::string line = "ringmaster: " + what + "\n";
+    (void)!write(2, line.data(), line.size());
+    (void)!write(err_pipe[1], what.data(), what.size());
+    _exit(127);
+  }
+  sigprocmask(SIG_SETMASK, &shim_mask, nullptr);
+  if (child < 0) {
+    WriteExit(dir, -1, 0, std::string("fork: ") + std::strerror(errno));
+    return 1;
+  }
+  setpgid(child, child);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  (void)WriteFileAtomic(dir + "/" + kTaskPidFile, std::to_string(child), 0600);
+
+  CappedLog capped(log, spec.max_log_bytes);
+  std::string start_error;
+  std::vector<char> buf(64 * 1024);
+  auto drain = [&](int fd, bool to_log) {  // one read; false at EOF or error
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n <= 0) return false;
+    if (to_log) capped.Append(buf.data(), static_cast<size_t>(n));
+    else start_error.append(buf.data(), static_cast<size_t>(n));
+    return true;
+  };
+  int status = 0;
+  bool exited = false;
+  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {sigfd, POLLIN, 0}};
+  while (!exited) {
+    if (poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    // Keep reading while the task runs, past the cap too, so it never blocks on a full pipe.
+    if (fds[0].fd >= 0 && fds[0].revents && !drain(fds[0].fd, true)) fds[0].fd = -1;
+    if (fds[1].fd >= 0 && fds[1].revents && !drain(fds[1].fd, false)) fds[1].fd = -1;
+    if (fds[2].revents) {
+      signalfd_siginfo si;
+      while (read(sigfd, &si, sizeof si) == sizeof si) {
+      }
+      int st = 0;
+      pid_t pid;
+      while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {  // orphans reparented to the shim, too
+        if (pid == child) {
+          status = st;
+          exited = true;
+        }
+      }
+    }
+  }
+  while (!exited && waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  // The main process ended: no stray descendant outlives the task.
+  kill(-child, SIGKILL);
+  KillAndReapDescendants();
+  // What is left in the pipes; without waiting for an end of file that a
+  // writer the task handed its pipe to could hold back.
+  for (int fd : {out_pipe[0], err_pipe[0]}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    while (true) {
+      ssize_t n = read(fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (fd == out_pipe[0]) capped.Append(buf.data(), static_cast<size_t>(n));
+      else start_error.append(buf.data(), static_cast<size_t>(n));
+    }
+  }
+  close(log);
+  int exit_code = -1, sig = 0;
+  if (WIFEXITED(status)) exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+  if (!start_error.empty()) exit_code = -1;
+  WriteExit(dir, exit_code, sig, start_error);
+  return 0;
+}
+
+}  // namespace ringmaster::agent
