@@ -31,18 +31,23 @@ test-integration: build
 test-e2e: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L e2e
 
-# ringcomm's tests under AddressSanitizer (+UBSan) and ThreadSanitizer.
-# Not in CI (slow); run before changing src/comm.
-SANITIZE_ENV = RINGCOMM_TEST_BIG_COUNT=20011
+# The server, store, HTTP, agent and ringcomm tests under AddressSanitizer
+# with UBSan (the ringmaster binary too: the agent tests run tasks through its
+# shim), then ringcomm's threaded tests under ThreadSanitizer. Not in CI (slow).
+SANITIZE_ENV = RINGCOMM_TEST_BIG_COUNT=20011 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_TESTS = common_test store_test http_test job_spec_test job_service_test metrics_line_test server_test \
+             agent_unit_test process_executor_test agent_test comm_unit_test comm_test
 test-sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE=address
-	cmake --build build-asan -j $(JOBS) --target comm_test
-	$(SANITIZE_ENV) ASAN_OPTIONS=detect_leaks=1 build-asan/src/comm/comm_test
+	cmake --build build-asan -j $(JOBS) --target ringmaster $(ASAN_TESTS)
+	set -e; for t in $(ASAN_TESTS); do \
+	  echo "== $$t (ASan+UBSan)"; $(SANITIZE_ENV) $$(find build-asan/src -name $$t -type f -executable | head -1); \
+	done
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS) --target comm_test
 	# TSan cannot follow a multi-threaded parent into fork()ed ranks: the
 	# forked tests run under ASan above; TSan checks every threaded test.
-	$(SANITIZE_ENV) TSAN_OPTIONS=halt_on_error=1 build-tsan/src/comm/comm_test \
+	RINGCOMM_TEST_BIG_COUNT=20011 TSAN_OPTIONS=halt_on_error=1 build-tsan/src/comm/comm_test \
 	  --gtest_filter=-Processes/*:Transports/FaultTest.*
 
 # libFuzzer (clang, ASan+UBSan) on every fuzz target for FUZZ_SECONDS each
@@ -56,6 +61,7 @@ bench: build
 	$(BUILD)/bench/ringcomm-bench --op allreduce --ranks 2 --sizes 1M:64M --transport tcp,shm --compare gloo,mpi --check
 	bench/ddp_throughput --build $(BUILD)
 	$(BUILD)/bench/sched-throughput
+	$(BUILD)/bench/http-bench
 	if [ -f $(TRACE) ]; then $(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8; fi
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.

@@ -45,21 +45,44 @@ Status FromHttpError(int http_status, const std::string& body) {
   }
 }
 
-std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const std::string& token,
+std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const std::string& token, const std::string& ca,
                                             const CallOptions& opts) {
   auto c = std::make_unique<httplib::Client>(url);
   c->set_connection_timeout(kConnectTimeout);
   c->set_read_timeout(opts.read_timeout);
   c->set_write_timeout(std::chrono::seconds(30));
   c->set_keep_alive(false);
+  c->set_tcp_nodelay(true);
+  if (url.rfind("https://", 0) == 0) {
+    c->enable_server_certificate_verification(true);
+    if (!ca.empty()) c->set_ca_cert_path(ca.c_str());
+  }
   if (!token.empty()) c->set_bearer_token_auth(token);
   return c;
 }
 
-StatusOr<nlohmann::json> Finish(const httplib::Result& res, const std::string& url) {
-  if (!res) {
-    return Unavailable(fmt::format("cannot reach the server at {}: {}", url, httplib::to_string(res.error())));
+// Why a call got no answer, saying what to do about it.
+Status Unreachable(const std::string& url, httplib::Error e) {
+  const bool https = url.rfind("https://", 0) == 0;
+  switch (e) {
+    case httplib::Error::SSLServerVerification:
+      return Unavailable(fmt::format("the server at {} has a certificate this client does not trust: pass --ca "
+                                     "<its data dir>/tls/ca.crt (or set RINGMASTER_CA)", url));
+    case httplib::Error::SSLConnection:
+      return Unavailable(fmt::format("TLS handshake with {} failed (does it speak plain HTTP? then use http://)", url));
+    case httplib::Error::SSLLoadingCerts:
+      return Unavailable("cannot load the CA file given with --ca / RINGMASTER_CA");
+    case httplib::Error::Read:
+      if (https) return Unavailable(fmt::format("the server at {} closed the connection (TLS mismatch?)", url));
+      break;
+    default:
+      break;
   }
+  return Unavailable(fmt::format("cannot reach the server at {}: {}", url, httplib::to_string(e)));
+}
+
+StatusOr<nlohmann::json> Finish(const httplib::Result& res, const std::string& url) {
+  if (!res) return Unreachable(url, res.error());
   if (res->status >= 300) return FromHttpError(res->status, res->body);
   if (res->body.empty()) return nlohmann::json::object();
   try {
@@ -107,13 +130,16 @@ void ApiClient::Cancel() const {
   for (httplib::Client* c : in_flight_->clients) c->stop();
 }
 
-ApiClient::ApiClient(std::string server_url, std::string token)
-    : server_url_(std::move(server_url)), token_(std::move(token)), in_flight_(std::make_shared<InFlight>()) {
+ApiClient::ApiClient(std::string server_url, std::string token, std::string ca_file)
+    : server_url_(std::move(server_url)),
+      token_(std::move(token)),
+      ca_file_(std::move(ca_file)),
+      in_flight_(std::make_shared<InFlight>()) {
   while (!server_url_.empty() && server_url_.back() == '/') server_url_.pop_back();
 }
 
 StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, opts);
+  auto c = MakeClient(server_url_, token_, ca_file_, opts);
   Registration reg(in_flight_.get(), c.get());
   if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Get(path), server_url_);
@@ -126,14 +152,14 @@ StatusOr<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann
 
 StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std::string& body,
                                              const std::string& content_type, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, opts);
+  auto c = MakeClient(server_url_, token_, ca_file_, opts);
   Registration reg(in_flight_.get(), c.get());
   if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Post(path, body, content_type), server_url_);
 }
 
 StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
-  auto c = MakeClient(server_url_, token_, {});
+  auto c = MakeClient(server_url_, token_, ca_file_, {});
   Registration reg(in_flight_.get(), c.get());
   if (!reg.ok()) return Aborted("cancelled");
   return Finish(c->Delete(path), server_url_);
@@ -141,7 +167,7 @@ StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
 
 Status ApiClient::Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
                          CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, opts);
+  auto c = MakeClient(server_url_, token_, ca_file_, opts);
   // Streams must not be gzip-buffered: ask for the bytes as they are.
   httplib::Headers headers = {{"Accept-Encoding", "identity"}};
   Registration reg(in_flight_.get(), c.get());
@@ -163,15 +189,16 @@ Status ApiClient::Stream(const std::string& path, const std::function<bool(const
       });
   if (status >= 300) return FromHttpError(status, error_body);
   if (!res && res.error() != httplib::Error::Canceled) {
-    return Unavailable(
-        fmt::format("stream from {} broke: {}", server_url_, httplib::to_string(res.error())));
+    if (status == 0) return Unreachable(server_url_, res.error());
+    return Unavailable(fmt::format("stream from {} broke: {}", server_url_, httplib::to_string(res.error())));
   }
   return Status::Ok();
 }
 
-StatusOr<std::string> ApiClient::Login(const std::string& server_url, const std::string& user,
-                                       const std::string& password, const std::string& token_name) {
-  auto c = MakeClient(server_url, "", {});
+StatusOr<std::string> ApiClient::Login(const std::string& server_url, const std::string& ca_file,
+                                       const std::string& user, const std::string& password,
+                                       const std::string& token_name) {
+  auto c = MakeClient(server_url, "", ca_file, {});
   c->set_basic_auth(user, password);
   RM_ASSIGN_OR_RETURN(nlohmann::json r, Finish(c->Post("/api/v1/tokens", nlohmann::json{{"name", token_name}}.dump(),
                                                        "application/json"),

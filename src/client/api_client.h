@@ -1,7 +1,9 @@
 // ApiClient: the one HTTP client of Ringmaster's REST API, used by the CLI
-// and by agents (which are privileged API clients). Every call has a connect
-// and a read deadline; HTTP errors come back as Status with the server's
-// code and message. Thread-safe: each call opens its own connection.
+// and by agents. Every call has a connect and a read deadline; HTTP errors
+// come back as Status with the server's code and message. https:// URLs are
+// verified against a CA file (a server's self-signed <data>/tls/ca.crt) or
+// the system's CAs; TLS and connection failures say what to fix. Sockets use
+// TCP_NODELAY. Thread-safe: each call opens its own connection.
 #pragma once
 
 #include <chrono>
@@ -21,8 +23,10 @@ struct CallOptions {
 
 class ApiClient {
  public:
-  // server_url: "http://127.0.0.1:8080". token: bearer token ("" = none).
-  ApiClient(std::string server_url, std::string token);
+  // server_url: "http://127.0.0.1:8080" or "https://...". token: bearer
+  // token ("" = none). ca_file: PEM CA certificates to trust for https ("" =
+  // the system's).
+  ApiClient(std::string server_url, std::string token, std::string ca_file = "");
 
   StatusOr<nlohmann::json> Get(const std::string& path, CallOptions opts = {}) const;
   StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
@@ -36,6 +40,7 @@ class ApiClient {
                 CallOptions opts = {}) const;
 
   const std::string& server_url() const { return server_url_; }
+  const std::string& ca_file() const { return ca_file_; }
 
   // Aborts every call in flight (their sockets are shut down) and makes later
   // calls fail with Aborted at once. For shutting down from another thread.
@@ -44,12 +49,14 @@ class ApiClient {
   struct InFlight;  // calls in progress, shared by copies of this client
 
   // Exchanges a user's password for a new API token (HTTP Basic on POST /api/v1/tokens).
-  static StatusOr<std::string> Login(const std::string& server_url, const std::string& user,
-                                     const std::string& password, const std::string& token_name);
+  static StatusOr<std::string> Login(const std::string& server_url, const std::string& ca_file,
+                                     const std::string& user, const std::string& password,
+                                     const std::string& token_name);
 
  private:
   std::string server_url_;
   std::string token_;
+  std::string ca_file_;
   std::shared_ptr<InFlight> in_flight_;
 };
 

@@ -176,11 +176,12 @@ class Scheduler::Pass {
     std::vector<std::string> types;
     if (s_.config_.heterogeneity_aware && !job.throughput.empty()) {
       std::vector<std::pair<double, std::string>> ranked;
-      for (const auto& [type, tput] : job.throughput) {
+      for (const auto& entry : job.throughput) {
+        const std::string& type = entry.first;  // not a structured binding: clang 14 cannot capture one
         const bool accepted = job.gpu_types.empty() ||
                               std::any_of(job.gpu_types.begin(), job.gpu_types.end(),
                                           [&](const std::string& t) { return EqualsIgnoreCase(t, type); });
-        if (accepted && tput > 0) ranked.push_back({-tput, type});
+        if (accepted && entry.second > 0) ranked.push_back({-entry.second, type});
       }
       std::sort(ranked.begin(), ranked.end());
       for (auto& [neg, type] : ranked) types.push_back(type);

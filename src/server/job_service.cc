@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <set>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -70,9 +73,14 @@ void JobService::Stop() {
   }
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
-  std::lock_guard<std::mutex> l(mu_);
-  closed_ = true;
-  changed_.notify_all();
+  std::vector<std::function<void()>> fire;
+  {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    closed_ = true;
+    for (auto& [id, w] : watches_) fire.push_back(std::move(w.fn));
+    watches_.clear();
+  }
+  for (auto& fn : fire) fn();
 }
 
 void JobService::Wake() {
@@ -91,15 +99,53 @@ void JobService::Loop() {
       if (stopping_) return;
       wake_ = false;
     }
-    Status st = ScheduleOnce();
-    if (!st.ok()) spdlog::error("scheduler: {}", st.ToString());
+    // Nothing may end this thread but Stop(): a failure is one pass's, logged.
+    try {
+      Status st = ScheduleOnce();
+      if (!st.ok()) spdlog::error("scheduler: {}", st.ToString());
+    } catch (const std::exception& e) {
+      spdlog::error("scheduler: a pass threw: {}", e.what());
+    }
   }
 }
 
 void JobService::BumpNodeLocked(int64_t node_id) {
-  auto [it, inserted] = node_versions_.try_emplace(node_id, version_base_);
-  ++it->second;
-  changed_.notify_all();
+  std::vector<std::function<void()>> fire;
+  {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    auto [it, inserted] = node_versions_.try_emplace(node_id, version_base_);
+    ++it->second;
+    for (auto w = watches_.begin(); w != watches_.end();) {
+      if (w->second.node_id != node_id) {
+        ++w;
+        continue;
+      }
+      fire.push_back(std::move(w->second.fn));
+      w = watches_.erase(w);
+    }
+  }
+  for (auto& fn : fire) fn();  // outside watch_mu_: a watcher may Unwatch
+}
+
+uint64_t JobService::NodeIndex(int64_t node_id) {
+  std::lock_guard<std::mutex> l(watch_mu_);
+  auto it = node_versions_.find(node_id);
+  return it == node_versions_.end() ? version_base_ : it->second;
+}
+
+uint64_t JobService::WatchNode(int64_t node_id, uint64_t index, std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(watch_mu_);
+  auto it = node_versions_.find(node_id);
+  const uint64_t current = it == node_versions_.end() ? version_base_ : it->second;
+  if (current != index || closed_) return 0;
+  const uint64_t id = next_watch_++;
+  watches_[id] = Watch{node_id, std::move(fn)};
+  return id;
+}
+
+void JobService::Unwatch(uint64_t watch_id) {
+  std::lock_guard<std::mutex> l(watch_mu_);
+  watches_.erase(watch_id);
 }
 
 std::string JobService::UserFilesDir(int64_t user_id) const {
@@ -158,6 +204,14 @@ Status JobService::SetTaskState(Task& task, State to, const std::string& reason)
 
 StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec) {
   std::lock_guard<std::mutex> l(mu_);
+  if (options_.max_pending_jobs_per_user > 0) {
+    RM_ASSIGN_OR_RETURN(int64_t pending, store_->CountJobs(user.id, State::kPending));
+    if (pending >= options_.max_pending_jobs_per_user) {
+      return ResourceExhausted(fmt::format(
+          "user {} has {} pending jobs, the limit: wait for some to start, or cancel some (ringmaster cancel)",
+          user.name, pending));
+    }
+  }
   const int64_t now = clock_->NowMs();
   Job job;
   job.user_id = user.id;
@@ -323,16 +377,10 @@ Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_us
   return Status::Ok();
 }
 
-StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index, std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> l(mu_);
+StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
+  std::lock_guard<std::mutex> l(mu_);
   RM_RETURN_IF_ERROR(store_->GetNode(node_id).status());
-  auto current = [&] {
-    auto it = node_versions_.find(node_id);
-    return it == node_versions_.end() ? version_base_ : it->second;
-  };
-  if (index == current()) {
-    changed_.wait_for(l, wait, [&] { return current() != index || closed_; });
-  }
+  const uint64_t index = NodeIndex(node_id);  // read under mu_: no change can slip between it and the list
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   nlohmann::json tasks = nlohmann::json::array();
   std::map<int64_t, Job> jobs;
@@ -370,7 +418,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id, uint64_t index
                      {"working_dir", spec.working_dir},
                      {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
   }
-  return nlohmann::json{{"index", current()}, {"tasks", tasks}};
+  return nlohmann::json{{"index", index}, {"tasks", tasks}};
 }
 
 StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const Job& job, const JobSpec& spec,
@@ -636,15 +684,29 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
 
 int64_t JobService::LastCheckpointMs(const Job& job) const {
   if (options_.files_dir.empty()) return 0;
-  namespace fs = std::filesystem;
-  const fs::path dir = fmt::format("{}/jobs/{}/checkpoints", UserFilesDir(job.user_id), job.id);
-  std::error_code ec;
+  // The directory belongs to the job's user, whose tasks may plant symlinks in
+  // it: every step is relative to an fd opened without following any.
+  int fd = -1;
+  for (const std::string& part : {UserFilesDir(job.user_id), std::string("jobs"), std::to_string(job.id),
+                                  std::string("checkpoints")}) {
+    int next = ::openat(fd < 0 ? AT_FDCWD : fd, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    if (next < 0) return 0;
+    fd = next;
+  }
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return 0;
+  }
   int64_t newest = 0;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     newest = std::max<int64_t>(newest, int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000);
   }
+  ::closedir(d);
   return newest;
 }
 

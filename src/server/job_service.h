@@ -8,11 +8,13 @@
 // A job with a failed or cancelled task is stopped as a whole: the other
 // tasks are told to stop, and the job takes its final state (or restarts,
 // within max_restarts) only once every task has ended — no half-alive jobs.
-// Thread-safe: one mutex serialises state changes; Assignments waits outside it.
+// Thread-safe: one mutex serialises state changes. Agents' long-polls wait
+// without a thread (WatchNode), so any number of nodes costs no threads.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +53,9 @@ struct JobServiceOptions {
   // yield to waiting jobs of its own priority (below it, only to higher ones).
   double elastic_scale_down_above = 0.9;
   int64_t elastic_cooldown_ms = 5'000;
+  // A user may have at most this many PENDING jobs; more is refused with
+  // ResourceExhausted (HTTP 429). 0 = no limit.
+  int64_t max_pending_jobs_per_user = 500;
   // The scheduler's policy, plugins, preemption and quotas (scheduler.h).
   // REQUIRES: valid (scheduler::Scheduler::Create accepts it).
   scheduler::SchedulerConfig scheduler;
@@ -79,9 +84,17 @@ class JobService {
 
   StatusOr<int64_t> RegisterNode(const store::Node& node);
   Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes);
-  // The tasks this node should run or stop. Returns at once if `index` is not
-  // the node's current one, else waits up to `wait` for a change.
-  StatusOr<nlohmann::json> Assignments(int64_t node_id, uint64_t index, std::chrono::milliseconds wait);
+  // The tasks this node should run or stop now: {"index": I, "tasks": [...]}.
+  StatusOr<nlohmann::json> Assignments(int64_t node_id);
+  // The node's assignment index: it changes whenever what the node should run does.
+  uint64_t NodeIndex(int64_t node_id);
+  // Calls `fn` once when the node's index moves away from `index`, or when the
+  // service stops. Returns 0 without calling it if the index already differs
+  // (answer now). `fn` runs under the service's lock: it must only hand work
+  // off (post it to a pool), never call back into the service.
+  uint64_t WatchNode(int64_t node_id, uint64_t index, std::function<void()> fn);
+  // Forgets a watch that has not fired; a no-op once it has.
+  void Unwatch(uint64_t watch_id);
   Status ReportTask(int64_t task_id, const TaskReport& report);
 
   // One scheduling pass; the loop calls it, tests call it directly.
@@ -134,9 +147,17 @@ class JobService {
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change
-  std::condition_variable changed_;                 // node versions moved
-  std::map<int64_t, uint64_t> node_versions_;       // GUARDED_BY(mu_)
-  bool closed_ = false;                             // GUARDED_BY(mu_): Stop() ends long-polls
+
+  // Node indexes and their watchers. Acquired after mu_ (never before it).
+  struct Watch {
+    int64_t node_id;
+    std::function<void()> fn;
+  };
+  std::mutex watch_mu_;
+  std::map<int64_t, uint64_t> node_versions_;  // GUARDED_BY(watch_mu_)
+  std::map<uint64_t, Watch> watches_;          // GUARDED_BY(watch_mu_)
+  uint64_t next_watch_ = 1;                    // GUARDED_BY(watch_mu_)
+  bool closed_ = false;                        // GUARDED_BY(watch_mu_): Stop() ends long-polls
   const uint64_t version_base_;
 
   std::mutex loop_mu_;

@@ -91,7 +91,7 @@ TEST_F(JobServiceTest, AGangRunsToSuccessWithAnEventPerTransition) {
     EXPECT_EQ(t.attempt, 1);
   }
   // The agent's view: both tasks assigned to run.
-  auto a = svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  auto a = svc_->Assignments(node);
   ASSERT_TRUE(a.ok());
   ASSERT_EQ((*a)["tasks"].size(), 2u);
   EXPECT_EQ((*a)["tasks"][1]["env"]["RINGMASTER_RANK"], "1");
@@ -138,7 +138,7 @@ TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
   EXPECT_EQ(ports[a].size() + ports[b].size(), 4u);
   auto envs = [&](int64_t node) {
     std::map<int, nlohmann::json> by_rank;
-    nlohmann::json assigned = svc_->Assignments(node, 0, std::chrono::milliseconds(0)).value();
+    nlohmann::json assigned = svc_->Assignments(node).value();
     for (const auto& x : assigned["tasks"]) by_rank[x["rank"].get<int>()] = x["env"];
     return by_rank;
   };
@@ -208,7 +208,7 @@ TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {
   // Not final yet: rank 0 is being stopped.
   EXPECT_EQ(Job(id).state, State::kRunning);
   EXPECT_EQ(Job(id).stop_reason, "rank 1 failed: exit code 3");
-  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  auto a = *svc_->Assignments(node);
   ASSERT_EQ(a["tasks"].size(), 1u);
   EXPECT_EQ(a["tasks"][0]["desired"], "stop");
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
@@ -281,7 +281,7 @@ TEST_F(JobServiceTest, ANodeThatMissesItsLeaseLosesItsTasksAndTheGangRestartsEls
   EXPECT_EQ(Report(first[0], "running").code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Report(first[1], "exited", 0).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
-  auto assigned = svc_->Assignments(a, 0, std::chrono::milliseconds(0));
+  auto assigned = svc_->Assignments(a);
   ASSERT_TRUE(assigned.ok());
   EXPECT_TRUE((*assigned)["tasks"].empty()) << assigned->dump();
 
@@ -348,7 +348,7 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   EXPECT_EQ(grown[2].attempt, 1);
   EXPECT_EQ(grown[0].attempt, 2);
   // Every rank of the resized gang, the new one too, forms a new ringcomm generation.
-  auto assigned = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  auto assigned = *svc_->Assignments(node);
   int ranks = 0;
   for (const auto& t : assigned["tasks"]) {
     if (t["job_id"] != id) continue;
@@ -438,7 +438,7 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   EXPECT_NE(victim.stop_reason.find("2 device-seconds since its last checkpoint"), std::string::npos)
       << victim.stop_reason;
   // Its task is told to stop (SIGTERM: the trainer checkpoints), the others run on.
-  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  auto a = *svc_->Assignments(node);
   for (const auto& t : a["tasks"]) {
     EXPECT_EQ(t["desired"], t["job_id"] == low[1] ? "stop" : "run") << t.dump();
     if (t["job_id"] == low[1]) {
@@ -530,7 +530,7 @@ TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
   EXPECT_EQ(Job(id).state, State::kRunning);
-  auto a = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  auto a = *svc_->Assignments(node);
   EXPECT_EQ(a["tasks"][0]["desired"], "stop");
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
   EXPECT_EQ(Job(id).state, State::kCancelled);
@@ -580,17 +580,73 @@ TEST_F(JobServiceTest, ACommandThatCannotStartFailsWithItsMessage) {
   EXPECT_EQ(Job(id).reason, "rank 0 failed: could not start: cannot run \"/no/such\": No such file or directory");
 }
 
-TEST_F(JobServiceTest, AssignmentsReturnAtOnceForAStaleIndexAndWaitOtherwise) {
+TEST_F(JobServiceTest, WatchersFireOnceWhenTheNodesIndexMovesAndNotBefore) {
   int64_t node = AddNode("vm", 2000);
-  auto first = *svc_->Assignments(node, 0, std::chrono::milliseconds(0));
+  int64_t other = AddNode("vm2", 2000);
+  auto first = *svc_->Assignments(node);
   uint64_t index = first["index"];
-  EXPECT_NE(index, 0u);
-  Submit("command: x\n");
+  EXPECT_EQ(index, svc_->NodeIndex(node));
+  EXPECT_EQ(svc_->WatchNode(node, index + 1, [] {}), 0u);  // a stale index: answer at once
+  int fired = 0, other_fired = 0;
+  ASSERT_NE(svc_->WatchNode(node, index, [&] { ++fired; }), 0u);
+  ASSERT_NE(svc_->WatchNode(other, svc_->NodeIndex(other), [&] { ++other_fired; }), 0u);
+  uint64_t dropped = svc_->WatchNode(node, index, [&] { ADD_FAILURE() << "an unwatched watcher fired"; });
+  svc_->Unwatch(dropped);
+  EXPECT_EQ(fired, 0);
+  Submit("command: x\nresources: {cpu: 2}\n");
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
-  // The placement moved the node's index, so this does not wait.
-  auto second = *svc_->Assignments(node, index, std::chrono::milliseconds(60'000));
-  EXPECT_NE(second["index"], index);
-  EXPECT_EQ(second["tasks"].size(), 1u);
+  auto placed = *svc_->Assignments(node);
+  const bool on_node = placed["tasks"].size() == 1u;
+  EXPECT_EQ(fired + other_fired, 1);  // only the node the task went to
+  EXPECT_EQ(fired, on_node ? 1 : 0);
+  if (on_node) EXPECT_NE(placed["index"], index);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(fired + other_fired, 1);  // once
+}
+
+TEST_F(JobServiceTest, StopEndsEveryWatch) {
+  int64_t node = AddNode("vm", 2000);
+  int fired = 0;
+  ASSERT_NE(svc_->WatchNode(node, svc_->NodeIndex(node), [&] { ++fired; }), 0u);
+  svc_->Stop();
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(svc_->WatchNode(node, svc_->NodeIndex(node), [] {}), 0u);  // closed: answer at once
+}
+
+TEST_F(JobServiceTest, PendingSpecsAreParsedOnceAndABadStoredSpecFailsOnlyItsJob) {
+  AddNode("vm", 2000);
+  int64_t big = Submit("command: x\nresources: {cpu: 64}\n");  // waits: too big
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  // The stored text changes under the scheduler: it keeps the spec it parsed.
+  store::Job j = Job(big);
+  j.spec_json = "{not json";
+  ASSERT_TRUE(store_->UpdateJob(j).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(big).state, State::kPending);
+  // A job whose spec is unreadable from the start (a damaged database) fails alone.
+  int64_t bad = Submit("command: y\nresources: {cpu: 64}\n");
+  store::Job b = Job(bad);
+  b.spec_json = "[[[[[[";
+  ASSERT_TRUE(store_->UpdateJob(b).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(bad).state, State::kFailed);
+  EXPECT_NE(Job(bad).reason.find("stored spec"), std::string::npos) << Job(bad).reason;
+  EXPECT_EQ(Job(big).state, State::kPending);
+  int64_t ok = Submit("command: z\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(ok).state, State::kScheduled);
+}
+
+TEST_F(JobServiceTest, PendingJobsPerUserAreCapped) {
+  JobServiceOptions o;
+  o.max_pending_jobs_per_user = 2;
+  Restart(o);
+  Submit("command: x\nresources: {cpu: 64}\n");
+  Submit("command: x\nresources: {cpu: 64}\n");
+  auto spec = ParseJobSpec("command: x\n");
+  auto third = svc_->Submit(user_, *spec);
+  ASSERT_EQ(third.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("2 pending jobs, the limit"), std::string::npos) << third.status().message();
 }
 
 }  // namespace

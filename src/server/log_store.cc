@@ -12,30 +12,85 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
+#include "common/units.h"
 
 namespace ringmaster::server {
 namespace fs = std::filesystem;
+namespace {
 
-LogStore::LogStore(std::string root) : root_(std::move(root)) {}
+// A capped file's sidecar holds the bytes sent so far (its logical size).
+std::string CutPath(const std::string& path) { return path + ".cut"; }
+
+int64_t ReadCut(const std::string& path) {
+  auto text = ReadFile(CutPath(path));
+  if (!text.ok()) return -1;
+  try {
+    return std::stoll(*text);
+  } catch (...) {
+    return -1;
+  }
+}
+
+Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Internal(fmt::format("write {}: {}", path, std::strerror(errno)));
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+LogStore::LogStore(std::string root, int64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {}
 
 std::string LogStore::JobDir(int64_t job_id) const { return fmt::format("{}/{}", root_, job_id); }
 
-StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_t offset,
-                                   const std::string& data) {
+StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_t offset, const std::string& data) {
   std::lock_guard<std::mutex> l(mu_);
   RM_RETURN_IF_ERROR(MakeDirs(JobDir(job_id), 0700));
-  std::string path = fmt::format("{}/rank-{}.attempt-{}.log", JobDir(job_id), rank, attempt);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return Internal(fmt::format("open {}: {}", path, std::strerror(errno)));
-  struct stat st;
-  fstat(fd, &st);
-  int64_t size = st.st_size;
-  if (offset == size && !data.empty()) {
-    ssize_t n = pwrite(fd, data.data(), data.size(), size);
-    if (n > 0) size += n;
+  const std::string path = fmt::format("{}/rank-{}.attempt-{}.log", JobDir(job_id), rank, attempt);
+  const int64_t cut = ReadCut(path);
+  if (cut >= 0) {  // already capped: only count what is sent
+    if (offset == cut && !data.empty()) {
+      RM_RETURN_IF_ERROR(WriteFileAtomic(CutPath(path), std::to_string(cut + static_cast<int64_t>(data.size())), 0600));
+      return cut + static_cast<int64_t>(data.size());
+    }
+    return cut;
   }
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal(fmt::format("open {}: {}", path, std::strerror(errno)));
+  struct stat st {};
+  fstat(fd, &st);
+  const int64_t size = st.st_size;
+  if (offset != size || data.empty()) {
+    close(fd);
+    return size;
+  }
+  if (max_bytes_ <= 0 || size + static_cast<int64_t>(data.size()) <= max_bytes_) {
+    Status w = WriteAll(fd, data.data(), data.size(), path);
+    close(fd);
+    RM_RETURN_IF_ERROR(w);
+    return size + static_cast<int64_t>(data.size());
+  }
+  // Crossing the cap: keep what fits (up to its last full line if there is
+  // one), then the marker, then count the rest without keeping it.
+  size_t keep = static_cast<size_t>(std::max<int64_t>(0, max_bytes_ - size));
+  const size_t nl = data.rfind('\n', keep > 0 ? keep - 1 : 0);
+  if (keep > 0 && nl != std::string::npos && nl + 1 >= keep / 2) keep = nl + 1;
+  std::string marker = fmt::format("{}[ringmaster: log cut at {}; later output dropped]\n",
+                                   keep > 0 && data[keep - 1] != '\n' ? "\n" : "", FormatBytes(max_bytes_));
+  Status w = WriteAll(fd, data.data(), keep, path);
+  if (w.ok()) w = WriteAll(fd, marker.data(), marker.size(), path);
   close(fd);
-  return size;
+  RM_RETURN_IF_ERROR(w);
+  const int64_t sent = size + static_cast<int64_t>(data.size());
+  RM_RETURN_IF_ERROR(WriteFileAtomic(CutPath(path), std::to_string(sent), 0600));
+  return sent;
 }
 
 std::vector<LogFile> LogStore::List(int64_t job_id) const {
@@ -43,7 +98,10 @@ std::vector<LogFile> LogStore::List(int64_t job_id) const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(JobDir(job_id), ec)) {
     LogFile f;
-    if (sscanf(e.path().filename().c_str(), "rank-%d.attempt-%d.log", &f.rank, &f.attempt) == 2) {
+    int used = 0;
+    const std::string name = e.path().filename().string();
+    if (sscanf(name.c_str(), "rank-%d.attempt-%d.log%n", &f.rank, &f.attempt, &used) == 2 &&
+        used == static_cast<int>(name.size())) {
       f.path = e.path().string();
       out.push_back(f);
     }

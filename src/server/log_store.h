@@ -1,7 +1,10 @@
 // LogStore: the server's copy of every task attempt's output, one file per
-// (job, rank, attempt) under <data>/logs/<job>/. Agents append by byte
-// offset: a write lands only at the file's current size, so resending after
-// a crash on either side never duplicates or loses bytes. Thread-safe.
+// (job, rank, attempt) under <data>/logs/<job>/ (and the same for metrics).
+// Agents append by byte offset: a write lands only at the file's current
+// size, so resending after a crash on either side never duplicates or loses
+// bytes. Each file is capped: past `max_bytes` the rest is dropped behind a
+// marker line, but still acknowledged (the offset keeps counting what was
+// sent), so an agent never resends what was cut. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -21,18 +24,22 @@ struct LogFile {
 
 class LogStore {
  public:
-  explicit LogStore(std::string root);
+  // max_bytes: the cap per file (0 = none).
+  LogStore(std::string root, int64_t max_bytes);
 
-  // Appends `data` if `offset` equals the file's size; returns the size after.
+  // Appends `data` if `offset` equals the bytes sent so far; returns the bytes
+  // sent so far after it (kept and dropped together).
   StatusOr<int64_t> Append(int64_t job_id, int rank, int attempt, int64_t offset, const std::string& data);
-  // Every log file of the job, by rank then attempt.
+  // Every file of the job, by rank then attempt.
   std::vector<LogFile> List(int64_t job_id) const;
   void DeleteJob(int64_t job_id);
+  int64_t max_bytes() const { return max_bytes_; }
 
  private:
   std::string JobDir(int64_t job_id) const;
 
   const std::string root_;
+  const int64_t max_bytes_;
   std::mutex mu_;
 };
 

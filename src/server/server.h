@@ -1,26 +1,24 @@
 // Server: the ringmaster control plane process. It owns the data directory
-// (SQLite metadata, task logs, the bootstrap admin token), the JobService,
-// and the REST API under /api/v1 (docs/api.md). Every route but /healthz
-// needs a bearer token; users see only their own jobs; agent routes need an
-// admin token (agents are privileged clients of the same API).
-// Thread-safety: Start/Stop from one thread; requests run on a thread pool.
+// (SQLite metadata, task logs and metrics, the bootstrap admin token, TLS
+// files, the access log), the JobService, and the REST API under /api/v1
+// (docs/api.md) served by http::Server. Every route but /healthz needs a
+// bearer token of the right scope (server/auth.h); users see only their own
+// jobs. The data dir is private: the process runs with umask 077; only the
+// dirs tasks must traverse to reach their own files are 0711 (docs/security.md).
+// Thread-safety: Start/Stop from one thread; requests run on the http pools.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "http/server.h"
+#include "server/api.h"
+#include "server/auth.h"
 #include "server/job_service.h"
 #include "server/log_store.h"
 #include "store/meta_store.h"
-
-namespace httplib {
-class Server;
-class Request;
-class Response;
-}  // namespace httplib
 
 namespace ringmaster::server {
 
@@ -28,6 +26,20 @@ struct ServerOptions {
   std::string data_dir;
   std::string host = "127.0.0.1";
   int port = 0;  // 0 = any free port (see Server::port())
+  // HTTPS with this certificate and key (PEM). Without them, a self-signed
+  // certificate is made in <data>/tls when `tls` is set, and always when the
+  // server listens beyond loopback, unless `insecure_http` says otherwise.
+  std::string tls_cert, tls_key;
+  bool tls = false;
+  bool insecure_http = false;
+  int64_t max_log_bytes = 64 << 20;      // kept per task attempt; the rest is cut with a marker
+  int64_t max_metrics_bytes = 16 << 20;  // the same for metrics files
+  ApiLimits limits;
+  int api_threads = 16;
+  int agent_threads = 4;
+  // false: no port and no scheduler loop; requests go through http()->Dispatch
+  // on the calling thread (fuzzing, tests).
+  bool listen = true;
   JobServiceOptions jobs;
 };
 
@@ -38,25 +50,35 @@ class Server {
 
   // Opens the data dir (migrating the database), creates the admin user and
   // writes <data>/admin.token (0600) on first start, binds the port and
-  // starts serving in the background. Writes <data>/server.json {url, pid}.
+  // starts serving in the background. Writes <data>/server.json {url, pid, ca}.
   Status Start();
   void Stop();
 
   int port() const { return port_; }
   std::string url() const;
+  // The CA certificate clients should trust ("" when serving plain HTTP).
+  const std::string& ca_path() const { return ca_path_; }
   std::string admin_token_path() const { return options_.data_dir + "/admin.token"; }
+  // A token with scope agent for the local agent of `node`, kept in
+  // <data>/agent.token (0600) and reused across restarts while it is valid.
+  StatusOr<std::string> LocalAgentToken(const std::string& node);
+
+  // For tests and fuzzing: the HTTP server (Dispatch runs a request in-process).
+  http::Server* http() { return http_.get(); }
 
  private:
   Status Bootstrap();
-  void Routes();
+  Status SetUpTls(http::ServerOptions* http);
 
   ServerOptions options_;  // Bootstrap fills in defaults (the file store root)
   std::unique_ptr<store::MetaStore> store_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;  // tasks' metrics lines, shipped like logs
   std::unique_ptr<JobService> jobs_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<Auth> auth_;
+  std::unique_ptr<http::Server> http_;
+  std::unique_ptr<Api> api_;
+  std::string ca_path_;
   int port_ = 0;
 };
 

@@ -1,5 +1,6 @@
 // MetaStore: durable metadata of the platform — users, API tokens, nodes,
-// jobs, tasks and the event log of every state transition. The server is
+// jobs, tasks, the event log of every state transition and the audit log.
+// Ids are never reused, even after a delete. The server is
 // its only writer. Backends: SQLite (embedded default); PostgreSQL later,
 // behind the same interface and the same contract tests.
 // Thread-safety: implementations are safe to call from many threads.
@@ -28,11 +29,12 @@ std::optional<State> ParseState(const std::string& s);
 bool IsTerminal(State s);
 
 struct User {
-  int64_t id = 0;
+  int64_t id = 0;  // never reused: agents map it to a task uid, files live under it
   std::string name;
   Role role = Role::kUser;
   std::string password_hash;  // empty: token-only user
   int64_t created_ms = 0;
+  bool disabled = false;  // a disabled user's tokens and password stop working at once
 };
 
 struct Token {
@@ -41,6 +43,8 @@ struct Token {
   std::string name;
   std::string hash;  // sha256 hex of the secret
   int64_t created_ms = 0;
+  std::string scope = "submit";  // read | submit | admin | agent (server/auth.h)
+  std::string node;              // agent tokens: the one node they may act as
 };
 
 struct Node {
@@ -108,6 +112,18 @@ struct Task {
   int64_t finished_ms = 0;
 };
 
+// Who did what, when, from where: logins, token and user changes, admin actions.
+struct AuditEntry {
+  int64_t id = 0;
+  int64_t ts_ms = 0;
+  std::string user;     // who acted ("" if unknown, e.g. a failed login's name goes in target)
+  std::string address;  // the client's IP address
+  std::string action;   // "login", "token.create", "user.disable", ...
+  std::string target;   // what it acted on: "user alice", "token 12", "job 7"
+  std::string outcome;  // "ok", "denied", "failed"
+  std::string detail;
+};
+
 struct Event {
   int64_t id = 0;
   int64_t job_id = 0;
@@ -132,11 +148,15 @@ class MetaStore {
   virtual StatusOr<User> GetUserByName(const std::string& name) = 0;
   virtual StatusOr<std::vector<User>> ListUsers() = 0;
   virtual StatusOr<int64_t> CountUsers() = 0;
+  virtual Status SetUserDisabled(int64_t id, bool disabled) = 0;
 
   virtual StatusOr<int64_t> CreateToken(const Token& token) = 0;
+  virtual StatusOr<Token> GetToken(int64_t id) = 0;
   virtual StatusOr<Token> GetTokenByHash(const std::string& hash) = 0;
+  // user_id 0 = every user's.
   virtual StatusOr<std::vector<Token>> ListTokens(int64_t user_id) = 0;
-  virtual Status DeleteToken(int64_t user_id, int64_t token_id) = 0;
+  virtual StatusOr<int64_t> CountTokens(int64_t user_id) = 0;
+  virtual Status DeleteToken(int64_t token_id) = 0;
 
   // Inserts or, when a node of that name exists, updates its inventory.
   virtual StatusOr<int64_t> UpsertNode(const Node& node) = 0;
@@ -152,6 +172,8 @@ class MetaStore {
   virtual StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) = 0;
   // Jobs not in a terminal state, oldest first.
   virtual StatusOr<std::vector<Job>> ListActiveJobs() = 0;
+  // The user's jobs in `state`.
+  virtual StatusOr<int64_t> CountJobs(int64_t user_id, State state) = 0;
   virtual Status UpdateJob(const Job& job) = 0;
   virtual Status DeleteJob(int64_t id) = 0;
 
@@ -166,10 +188,17 @@ class MetaStore {
 
   virtual Status AddEvent(const Event& event) = 0;
   virtual StatusOr<std::vector<Event>> ListEvents(int64_t job_id) = 0;
+
+  virtual Status AddAudit(const AuditEntry& entry) = 0;
+  // Newest first; "" filters match everything.
+  virtual StatusOr<std::vector<AuditEntry>> ListAudit(int limit, const std::string& user, const std::string& action) = 0;
+  // Keeps the newest `keep` entries.
+  virtual Status PruneAudit(int64_t keep) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path` and applies any
-// pending schema migrations.
-StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path);
+// pending schema migrations (only up to `up_to_version` when it is > 0: for
+// tests of the migrations themselves). The database file is private (0600).
+StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path, int up_to_version = 0);
 
 }  // namespace ringmaster::store

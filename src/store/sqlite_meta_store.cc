@@ -1,8 +1,12 @@
 // SQLite backend of MetaStore. One connection in WAL mode with
 // synchronous=FULL: an acknowledged write survives a crash of the process
 // and of the machine. One mutex serialises access to the connection.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "store/meta_store.h"
@@ -108,6 +112,135 @@ ALTER TABLE nodes ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
     R"sql(
 ALTER TABLE jobs ADD COLUMN service_s REAL NOT NULL DEFAULT 0;
 )sql",
+    // 6: ids are never reused (AUTOINCREMENT: a deleted job's id must not come
+    // back, or an agent mistakes the new job's task for the old one); token
+    // scopes and agent tokens bound to a node; disabled users; the audit log.
+    // Tables are rebuilt (SQLite cannot add AUTOINCREMENT in place) with
+    // foreign keys off, which Init arranges for every migration.
+    R"sql(
+CREATE TABLE new_users (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL,
+  password_hash TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  disabled INTEGER NOT NULL DEFAULT 0);
+INSERT INTO new_users(id, name, role, password_hash, created_ms)
+  SELECT id, name, role, password_hash, created_ms FROM users;
+CREATE TABLE new_tokens (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_ms INTEGER NOT NULL,
+  scope TEXT NOT NULL,
+  node TEXT NOT NULL DEFAULT '');
+INSERT INTO new_tokens(id, user_id, name, hash, created_ms, scope)
+  SELECT t.id, t.user_id, t.name, t.hash, t.created_ms,
+         CASE WHEN u.role = 'admin' THEN 'admin' ELSE 'submit' END
+  FROM tokens t JOIN users u ON u.id = t.user_id;
+CREATE TABLE new_nodes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  cpu_milli INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  gpus_json TEXT NOT NULL,
+  gpu_model TEXT NOT NULL,
+  registered_ms INTEGER NOT NULL,
+  last_heartbeat_ms INTEGER NOT NULL,
+  cpu_util REAL NOT NULL DEFAULT 0,
+  memory_used_bytes INTEGER NOT NULL DEFAULT 0,
+  agent_version TEXT NOT NULL DEFAULT '',
+  address TEXT NOT NULL DEFAULT '',
+  port_lo INTEGER NOT NULL DEFAULT 0,
+  port_hi INTEGER NOT NULL DEFAULT -1,
+  labels_json TEXT NOT NULL DEFAULT '{}');
+INSERT INTO new_nodes SELECT id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms,
+  last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json FROM nodes;
+CREATE TABLE new_jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  user_id INTEGER NOT NULL REFERENCES users(id),
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  replicas INTEGER NOT NULL,
+  max_restarts INTEGER NOT NULL,
+  restarts INTEGER NOT NULL,
+  stop_state TEXT NOT NULL,
+  stop_reason TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  not_before_ms INTEGER NOT NULL DEFAULT 0,
+  resize_to INTEGER NOT NULL DEFAULT 0,
+  service_s REAL NOT NULL DEFAULT 0);
+INSERT INTO new_jobs SELECT id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts,
+  restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to,
+  service_s FROM jobs;
+CREATE TABLE new_tasks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  node_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  desired TEXT NOT NULL,
+  exit_code INTEGER,
+  cpu_milli INTEGER NOT NULL,
+  memory_bytes INTEGER NOT NULL,
+  gpus INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  port INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(job_id, rank));
+INSERT INTO new_tasks SELECT id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli,
+  memory_bytes, gpus, created_ms, started_ms, finished_ms, port FROM tasks;
+CREATE TABLE new_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  task_id INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  ts_ms INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL);
+INSERT INTO new_events SELECT id, job_id, task_id, rank, ts_ms, from_state, to_state, reason FROM events;
+DROP TABLE events;
+DROP TABLE tasks;
+DROP TABLE jobs;
+DROP TABLE nodes;
+DROP TABLE tokens;
+DROP TABLE users;
+ALTER TABLE new_users RENAME TO users;
+ALTER TABLE new_tokens RENAME TO tokens;
+ALTER TABLE new_nodes RENAME TO nodes;
+ALTER TABLE new_jobs RENAME TO jobs;
+ALTER TABLE new_tasks RENAME TO tasks;
+ALTER TABLE new_events RENAME TO events;
+CREATE INDEX jobs_by_user ON jobs(user_id, id);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE INDEX tasks_by_state ON tasks(state);
+CREATE INDEX tasks_by_job ON tasks(job_id, rank);
+CREATE INDEX events_by_job ON events(job_id, id);
+CREATE INDEX tokens_by_user ON tokens(user_id, id);
+CREATE TABLE audit (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts_ms INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  address TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX audit_by_user ON audit(user, id);
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -158,8 +291,8 @@ class Stmt {
   int idx_ = 0;
 };
 
-constexpr const char* kUserCols = "id, name, role, password_hash, created_ms";
-constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms";
+constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled";
+constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
     "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json";
@@ -178,11 +311,16 @@ User ReadUser(const Stmt& s) {
   u.role = ParseRole(s.Text(2)).value_or(Role::kUser);
   u.password_hash = s.Text(3);
   u.created_ms = s.Int(4);
+  u.disabled = s.Int(5) != 0;
   return u;
 }
 
 Token ReadToken(const Stmt& s) {
-  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4)};
+  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6)};
+}
+
+AuditEntry ReadAudit(const Stmt& s) {
+  return AuditEntry{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7)};
 }
 
 Node ReadNode(const Stmt& s) {
@@ -270,7 +408,7 @@ class SqliteMetaStore final : public MetaStore {
   explicit SqliteMetaStore(sqlite3* db) : db_(db) {}
   ~SqliteMetaStore() override { sqlite3_close_v2(db_); }
 
-  Status Init() {
+  Status Init(int up_to_version) {
     RM_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
     RM_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
@@ -281,19 +419,37 @@ class SqliteMetaStore final : public MetaStore {
       Stmt s(db_, "SELECT MAX(version) FROM schema_version");
       if (s.valid() && s.Step() == SQLITE_ROW) version = s.Int(0);
     }
-    const int64_t target = static_cast<int64_t>(std::size(kMigrations));
-    if (version > target) {
+    const int64_t known = static_cast<int64_t>(std::size(kMigrations));
+    const int64_t target = up_to_version > 0 ? std::min<int64_t>(up_to_version, known) : known;
+    if (version > known) {
       return FailedPrecondition("database schema version " + std::to_string(version) +
                                 " is newer than this binary supports (" +
-                                std::to_string(target) + ")");
+                                std::to_string(known) + ")");
     }
+    if (version >= target) return Status::Ok();
+    // Migrations may rebuild tables: with foreign keys on, dropping the old
+    // table would cascade-delete its children. The pragma is a no-op inside a
+    // transaction, so it is switched off around them, and the keys are
+    // checked before the last migration commits.
+    RM_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=OFF"));
     for (int64_t v = version; v < target; ++v) {
-      RM_RETURN_IF_ERROR(InTransaction([&]() -> Status {
+      Status st = InTransaction([&]() -> Status {
         RM_RETURN_IF_ERROR(Exec(kMigrations[v]));
+        {
+          Lock l(mu_);
+          Stmt check(db_, "PRAGMA foreign_key_check");
+          if (check.Step() == SQLITE_ROW) {
+            return Internal("migration " + std::to_string(v + 1) + " left a dangling reference in table " + check.Text(0));
+          }
+        }
         return Exec("INSERT INTO schema_version(version) VALUES (" + std::to_string(v + 1) + ")");
-      }));
+      });
+      if (!st.ok()) {
+        (void)Exec("PRAGMA foreign_keys=ON");
+        return st;
+      }
     }
-    return Status::Ok();
+    return Exec("PRAGMA foreign_keys=ON");
   }
 
   Status InTransaction(const std::function<Status()>& fn) override {
@@ -319,8 +475,8 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<int64_t> CreateUser(const User& u) override {
     Lock l(mu_);
-    Stmt s(db_, "INSERT INTO users(name, role, password_hash, created_ms) VALUES (?,?,?,?)");
-    s.Bind(u.name).Bind(RoleName(u.role)).Bind(u.password_hash).Bind(u.created_ms);
+    Stmt s(db_, "INSERT INTO users(name, role, password_hash, created_ms, disabled) VALUES (?,?,?,?,?)");
+    s.Bind(u.name).Bind(RoleName(u.role)).Bind(u.password_hash).Bind(u.created_ms).Bind(u.disabled ? 1 : 0);
     int rc = s.Step();
     if (rc == SQLITE_CONSTRAINT) return AlreadyExists("user \"" + u.name + "\" already exists");
     RM_RETURN_IF_ERROR(Check(rc, "insert user"));
@@ -348,12 +504,32 @@ class SqliteMetaStore final : public MetaStore {
     return s.Int(0);
   }
 
+  Status SetUserDisabled(int64_t id, bool disabled) override {
+    Lock l(mu_);
+    Stmt s(db_, "UPDATE users SET disabled=? WHERE id=?");
+    s.Bind(disabled ? 1 : 0).Bind(id);
+    return StepOne(s, "user " + std::to_string(id));
+  }
+
   StatusOr<int64_t> CreateToken(const Token& t) override {
     Lock l(mu_);
-    Stmt s(db_, "INSERT INTO tokens(user_id, name, hash, created_ms) VALUES (?,?,?,?)");
-    s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms);
+    Stmt s(db_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node) VALUES (?,?,?,?,?,?)");
+    s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms).Bind(t.scope).Bind(t.node);
     RM_RETURN_IF_ERROR(Check(s.Step(), "insert token"));
     return sqlite3_last_insert_rowid(db_);
+  }
+
+  StatusOr<Token> GetToken(int64_t id) override {
+    return One<Token>(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE id=?", ReadToken,
+                      "token " + std::to_string(id), id);
+  }
+
+  StatusOr<int64_t> CountTokens(int64_t user_id) override {
+    Lock l(mu_);
+    Stmt s(db_, "SELECT COUNT(*) FROM tokens WHERE user_id=?");
+    s.Bind(user_id);
+    if (s.Step() != SQLITE_ROW) return Internal(Err("count tokens"));
+    return s.Int(0);
   }
 
   StatusOr<Token> GetTokenByHash(const std::string& hash) override {
@@ -362,14 +538,15 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   StatusOr<std::vector<Token>> ListTokens(int64_t user_id) override {
+    if (user_id == 0) return Many<Token>(std::string("SELECT ") + kTokenCols + " FROM tokens ORDER BY id", ReadToken);
     return Many<Token>(std::string("SELECT ") + kTokenCols + " FROM tokens WHERE user_id=? ORDER BY id",
                        ReadToken, user_id);
   }
 
-  Status DeleteToken(int64_t user_id, int64_t token_id) override {
+  Status DeleteToken(int64_t token_id) override {
     Lock l(mu_);
-    Stmt s(db_, "DELETE FROM tokens WHERE id=? AND user_id=?");
-    s.Bind(token_id).Bind(user_id);
+    Stmt s(db_, "DELETE FROM tokens WHERE id=?");
+    s.Bind(token_id);
     return StepOne(s, "token " + std::to_string(token_id));
   }
 
@@ -445,6 +622,14 @@ class SqliteMetaStore final : public MetaStore {
                      ReadJob);
   }
 
+  StatusOr<int64_t> CountJobs(int64_t user_id, State state) override {
+    Lock l(mu_);
+    Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE user_id=? AND state=?");
+    s.Bind(user_id).Bind(StateName(state));
+    if (s.Step() != SQLITE_ROW) return Internal(Err("count jobs"));
+    return s.Int(0);
+  }
+
   Status UpdateJob(const Job& j) override {
     Lock l(mu_);
     Stmt s(db_,
@@ -516,6 +701,27 @@ class SqliteMetaStore final : public MetaStore {
   StatusOr<std::vector<Event>> ListEvents(int64_t job_id) override {
     return Many<Event>(std::string("SELECT ") + kEventCols + " FROM events WHERE job_id=? ORDER BY id",
                        ReadEvent, job_id);
+  }
+
+  Status AddAudit(const AuditEntry& a) override {
+    Lock l(mu_);
+    Stmt s(db_, "INSERT INTO audit(ts_ms, user, address, action, target, outcome, detail) VALUES (?,?,?,?,?,?,?)");
+    s.Bind(a.ts_ms).Bind(a.user).Bind(a.address).Bind(a.action).Bind(a.target).Bind(a.outcome).Bind(a.detail);
+    return Check(s.Step(), "insert audit entry");
+  }
+
+  StatusOr<std::vector<AuditEntry>> ListAudit(int limit, const std::string& user, const std::string& action) override {
+    return Many<AuditEntry>(
+        "SELECT id, ts_ms, user, address, action, target, outcome, detail FROM audit "
+        "WHERE (?1 = '' OR user = ?1) AND (?2 = '' OR action = ?2) ORDER BY id DESC LIMIT ?3",
+        ReadAudit, user, action, limit);
+  }
+
+  Status PruneAudit(int64_t keep) override {
+    Lock l(mu_);
+    Stmt s(db_, "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?");
+    s.Bind(keep);
+    return Check(s.Step(), "prune audit");
   }
 
  private:
@@ -653,7 +859,14 @@ bool IsTerminal(State s) {
   return s == State::kSucceeded || s == State::kFailed || s == State::kCancelled || s == State::kLost;
 }
 
-StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path) {
+StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path, int up_to_version) {
+  // The database holds every user's token hashes and jobs: owner-only, and
+  // so are the -wal and -shm files SQLite creates beside it (it copies the
+  // database file's mode to them).
+  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) {
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
@@ -663,7 +876,7 @@ StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path
     return Unavailable("open " + path + ": " + msg);
   }
   auto store = std::make_unique<SqliteMetaStore>(db);
-  RM_RETURN_IF_ERROR(store->Init().Annotate("migrating " + path));
+  RM_RETURN_IF_ERROR(store->Init(up_to_version).Annotate("migrating " + path));
   return std::unique_ptr<MetaStore>(std::move(store));
 }
 

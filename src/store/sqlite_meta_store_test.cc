@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -118,11 +119,101 @@ TEST_F(SqliteMetaStoreTest, NodesUpsertByNameAndTokensAreScopedToTheirUser) {
   EXPECT_EQ(store_->GetNode(a)->cpu_milli, 4000);
 
   int64_t u1 = MakeUser("ada"), u2 = MakeUser("bob");
-  int64_t tid = *store_->CreateToken(Token{0, u1, "cli", "h1", 1});
+  int64_t tid = *store_->CreateToken(Token{0, u1, "cli", "h1", 1, "read", ""});
+  int64_t agent = *store_->CreateToken(Token{0, u2, "agent", "h2", 1, "agent", "gpu-1"});
   EXPECT_EQ(store_->GetTokenByHash("h1")->user_id, u1);
-  EXPECT_EQ(store_->DeleteToken(u2, tid).code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store_->DeleteToken(u1, tid).ok());
+  EXPECT_EQ(store_->GetTokenByHash("h1")->scope, "read");
+  EXPECT_EQ(store_->GetToken(agent)->node, "gpu-1");
+  EXPECT_EQ(*store_->CountTokens(u1), 1);
+  EXPECT_EQ(store_->ListTokens(0)->size(), 2u);
+  EXPECT_EQ(store_->ListTokens(u2)->size(), 1u);
+  EXPECT_TRUE(store_->DeleteToken(tid).ok());
+  EXPECT_EQ(store_->DeleteToken(tid).code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->GetTokenByHash("h1").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqliteMetaStoreTest, IdsAreNeverReusedAfterADelete) {
+  int64_t uid = MakeUser("ada");
+  Job job;
+  job.user_id = uid;
+  job.spec_json = "{}";
+  job.replicas = 2;
+  const int64_t first = *store_->CreateJob(job, Task{});
+  const int64_t first_task = (*store_->ListTasks(first))[1].id;
+  ASSERT_TRUE(store_->DeleteJob(first).ok());
+  Open();  // and not after a restart either
+  const int64_t second = *store_->CreateJob(job, Task{});
+  EXPECT_GT(second, first);
+  EXPECT_GT((*store_->ListTasks(second))[0].id, first_task);
+  int64_t tid = *store_->CreateToken(Token{0, uid, "a", "h1", 1, "submit", ""});
+  ASSERT_TRUE(store_->DeleteToken(tid).ok());
+  EXPECT_GT(*store_->CreateToken(Token{0, uid, "b", "h2", 1, "submit", ""}), tid);
+}
+
+TEST_F(SqliteMetaStoreTest, DisabledUsersAndAuditLog) {
+  int64_t uid = MakeUser("ada");
+  EXPECT_FALSE(store_->GetUser(uid)->disabled);
+  ASSERT_TRUE(store_->SetUserDisabled(uid, true).ok());
+  EXPECT_TRUE(store_->GetUserByName("ada")->disabled);
+  EXPECT_EQ(store_->SetUserDisabled(999, true).code(), StatusCode::kNotFound);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->AddAudit({0, i, i % 2 ? "ada" : "root", "127.0.0.1", i < 4 ? "login" : "user.disable",
+                                  "user ada", "ok", ""}).ok());
+  }
+  auto all = *store_->ListAudit(10, "", "");
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0].action, "user.disable");  // newest first
+  EXPECT_EQ(store_->ListAudit(10, "ada", "")->size(), 2u);
+  EXPECT_EQ(store_->ListAudit(10, "", "login")->size(), 4u);
+  ASSERT_TRUE(store_->PruneAudit(2).ok());
+  EXPECT_EQ(store_->ListAudit(10, "", "")->size(), 2u);
+}
+
+TEST_F(SqliteMetaStoreTest, MigrationSixKeepsEveryRowAndScopesOldTokens) {
+  store_.reset();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  const std::string path = (dir_ / "meta.db").string();
+  {
+    auto v5 = OpenSqliteMetaStore(path, 5);
+    ASSERT_TRUE(v5.ok()) << v5.status().ToString();
+  }
+  // Rows as a version-5 server wrote them.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* rows = R"sql(
+INSERT INTO users(id, name, role, password_hash, created_ms) VALUES (1, 'admin', 'admin', '', 1), (2, 'ada', 'user', 'x', 2);
+INSERT INTO tokens(id, user_id, name, hash, created_ms) VALUES (1, 1, 'bootstrap', 'ha', 1), (2, 2, 'cli', 'hb', 2);
+INSERT INTO nodes(id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, last_heartbeat_ms,
+                  labels_json) VALUES (1, 'vm', 2000, 1, 0, '[]', '', 1, 1, '{"rack":"r1"}');
+INSERT INTO jobs(id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, restarts,
+                 stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, service_s)
+  VALUES (7, 2, 'old', 'train', 'SUCCEEDED', 'done', '{}', 0, 1, 0, 0, '', '', 1, 1, 1, 1, 12.5);
+INSERT INTO tasks(id, job_id, rank, state, reason, node_id, attempt, desired, cpu_milli, memory_bytes, gpus,
+                  created_ms, started_ms, finished_ms, port) VALUES (9, 7, 0, 'SUCCEEDED', 'done', 1, 1, 'run', 1000, 1, 0, 1, 1, 1, 41000);
+INSERT INTO events(job_id, task_id, rank, ts_ms, from_state, to_state, reason) VALUES (7, 9, 0, 1, 'RUNNING', 'SUCCEEDED', 'done');
+)sql";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, rows, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+
+  Open();
+  EXPECT_EQ(store_->GetTokenByHash("ha")->scope, "admin");
+  EXPECT_EQ(store_->GetTokenByHash("hb")->scope, "submit");
+  EXPECT_EQ(store_->GetUserByName("ada")->password_hash, "x");
+  EXPECT_EQ(store_->GetNode(1)->labels_json, "{\"rack\":\"r1\"}");
+  auto job = store_->GetJob(7);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->service_s, 12.5);
+  EXPECT_EQ((*store_->ListTasks(7))[0].port, 41000);
+  EXPECT_EQ(store_->ListEvents(7)->size(), 1u);
+  // Foreign keys are on again: deleting the job deletes its tasks and events.
+  ASSERT_TRUE(store_->DeleteJob(7).ok());
+  EXPECT_EQ(store_->GetTask(9).status().code(), StatusCode::kNotFound);
+  Job next;
+  next.user_id = 2;
+  next.spec_json = "{}";
+  EXPECT_GT(*store_->CreateJob(next, Task{}), 7);
 }
 
 }  // namespace

@@ -10,8 +10,7 @@
 #     node's lease (10 s) its task is marked LOST, and the job reruns on the
 #     other agent and succeeds.
 source "$(dirname "$0")/lib.sh"
-TRAIN=${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}
-export PATH="$(dirname "$(readlink -f "$TRAIN")"):$PATH"   # tasks find ringmaster-train here
+: "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; each agent stages it for its tasks
 declare -A AGENT_PID
 stop_agents() {
   local n
@@ -29,9 +28,10 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 URL=$(jq -r .url "$DATA/server.json")
-start_agent() {  # start_agent NAME PORTS
-  "$RM" agent --server "$URL" --token-file "$DATA/admin.token" --data "$DATA/agent-$1" --node-name "$1" \
-    --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
+start_agent() {  # start_agent NAME PORTS: with a token that acts only as that node's agent
+  [ -f "$DATA/$1.token" ] || rmc tokens create --scope agent --node "$1" --name "agent $1" > "$DATA/$1.token"
+  "$RM" agent --server "$URL" --token-file "$DATA/$1.token" --data "$DATA/agent-$1" --node-name "$1" \
+    --sandbox-root "$SANDBOXES" --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
   AGENT_PID[$1]=$!
 }
 start_agent node-a 42200-42249

@@ -23,8 +23,9 @@ start_server() {  # start_server PORT
 start_server 0
 URL=$(jq -r .url "$DATA/server.json")
 PORT=${URL##*:}
-"$RM" agent --server "$URL" --token-file "$DATA/admin.token" --data "$DATA/agent" --node-name split-node \
-  --cpus 2 --memory 2Gi >> "$DATA/agent.log" 2>&1 &
+rmc tokens create --scope agent --node split-node > "$DATA/agent.token"
+"$RM" agent --server "$URL" --token-file "$DATA/agent.token" --data "$DATA/agent" --node-name split-node \
+  --sandbox-root "$SANDBOXES" --cpus 2 --memory 2Gi >> "$DATA/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 100); do rmc nodes 2>/dev/null | grep -q 'split-node  ready' && break; sleep 0.1; done
 rmc nodes | grep -q 'split-node  ready  2    2Gi' || { rmc nodes; fail "agent did not register with --cpus 2 --memory 2Gi"; }

@@ -1,0 +1,218 @@
+#include "cli/daemon.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "agent/process_executor.h"
+#include "cli/connect.h"
+#include "common/files.h"
+#include "common/units.h"
+#include "scheduler/scheduler.h"
+#include "server/server.h"
+
+namespace ringmaster::cli {
+namespace {
+
+void BlockStopSignals(sigset_t* set) {
+  sigemptyset(set);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, set, nullptr);
+}
+
+int WaitForStopSignal(const sigset_t& set) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("received {}, shutting down (running tasks keep running)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  return 0;
+}
+
+
+struct AgentSetup {
+  agent::AgentOptions agent;
+  agent::ProcessExecutorOptions executor;
+};
+
+AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
+                            const std::string& data) {
+  AgentSetup setup;
+  agent::AgentOptions& o = setup.agent;
+  o.server_url = server;
+  o.token = token;
+  o.data_dir = data;
+  o.node_name = f.name;
+  if (!f.cpus.empty()) {
+    auto c = ParseCpuMilli(f.cpus);
+    if (!c || *c <= 0) Die("--cpus: \"" + f.cpus + "\" is not a CPU count (e.g. 4 or 0.5)");
+    o.cpu_milli = *c;
+  }
+  o.address = f.address;
+  for (const std::string& kv : f.labels) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) Die("--label: \"" + kv + "\" is not key=value (e.g. rack=r1)");
+    o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (sscanf(f.ports.c_str(), "%d-%d", &o.port_lo, &o.port_hi) != 2 || o.port_lo < 1 || o.port_hi > 65535 ||
+      o.port_lo > o.port_hi) {
+    Die("--ports: \"" + f.ports + "\" is not a port range like 41000-41999");
+  }
+  if (!f.memory.empty()) {
+    auto m = ParseBytes(f.memory);
+    if (!m || *m <= 0) Die("--memory: \"" + f.memory + "\" is not a size (e.g. 8Gi)");
+    o.memory_bytes = *m;
+  }
+  auto users = agent::TaskUsers::Create({f.task_uids, f.task_users});
+  if (!users.ok()) Die(users.status().message());
+  o.task_users = *users;
+
+  agent::ProcessExecutorOptions& e = setup.executor;
+  e.state_dir = data;
+  e.sandbox_root = f.sandbox_root.empty() ? "" : std::filesystem::absolute(f.sandbox_root).lexically_normal().string();
+  e.shim_binary = SelfExe();
+  e.runtime_from = e.shim_binary;
+  auto cap = ParseBytes(f.max_log_size);
+  if (!cap || *cap < 0) Die("--max-log-size: \"" + f.max_log_size + "\" is not a size (e.g. 64Mi; 0 = no cap)");
+  e.max_log_bytes = *cap;
+  if (f.task_max_procs < 0) Die("--task-max-procs: must be >= 0 (0 = no limit)");
+  e.max_procs = f.task_max_procs;
+  return setup;
+}
+
+std::unique_ptr<agent::Agent> MakeAgent(const AgentSetup& setup) {
+  auto executor = agent::ProcessExecutor::Create(setup.executor);
+  if (!executor.ok()) Die(executor.status().message());
+  for (const std::string& tool : (*executor)->runtime().staged) {
+    spdlog::info("agent: staged {} for tasks in {}/runtime", tool, (*executor)->sandbox_dir());
+  }
+  return std::make_unique<agent::Agent>(setup.agent, std::move(*executor));
+}
+
+
+
+// The scheduler's configuration from flags; a bad flag dies with one line.
+scheduler::SchedulerConfig MakeSchedulerConfig(const SchedulerFlags& f) {
+  scheduler::SchedulerConfig c;
+  c.policy = f.policy;
+  c.preemption = !f.no_preemption;
+  c.heterogeneity_aware = f.heterogeneity_aware;
+  if (!f.scores.empty()) {
+    c.scores.clear();
+    std::stringstream ss(f.scores);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const size_t eq = item.find('=');
+      double w = 1;
+      if (eq != std::string::npos) {
+        char* end = nullptr;
+        w = std::strtod(item.c_str() + eq + 1, &end);
+        if (end == item.c_str() + eq + 1 || *end != '\0') Die("--scores: \"" + item + "\" is not name=weight (e.g. binpack=1)");
+      }
+      c.scores.push_back({item.substr(0, eq), w});
+    }
+  }
+  for (const std::string& q : f.quotas) {
+    const size_t colon = q.find(':');
+    if (colon == std::string::npos || colon == 0) Die("--quota: \"" + q + "\" is not user:gpus=N,cpus=N[,borrow=no]");
+    scheduler::Quota quota;
+    std::stringstream ss(q.substr(colon + 1));
+    for (std::string item; std::getline(ss, item, ',');) {
+      const size_t eq = item.find('=');
+      const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (key == "gpus") {
+        char* end = nullptr;
+        long v = std::strtol(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || v < 0) Die("--quota: gpus=\"" + value + "\" is not a GPU count");
+        quota.gpus = static_cast<int>(v);
+      } else if (key == "cpus") {
+        auto milli = ParseCpuMilli(value);
+        if (!milli || *milli < 0) Die("--quota: cpus=\"" + value + "\" is not a CPU quantity (e.g. 16 or 500m)");
+        quota.cpu_milli = *milli;
+      } else if (key == "borrow" && (value == "yes" || value == "no")) {
+        quota.borrow = value == "yes";
+      } else {
+        Die("--quota: \"" + item + "\" is not gpus=N, cpus=N or borrow=yes|no");
+      }
+    }
+    c.quotas[q.substr(0, colon)] = quota;
+  }
+  auto made = scheduler::Scheduler::Create(c);
+  if (!made.ok()) Die("scheduler: " + made.status().message());
+  return c;
+}
+
+}  // namespace
+
+int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags& node, const SchedulerFlags& sched,
+          bool with_agent) {
+  sigset_t set;
+  BlockStopSignals(&set);
+  std::string data = std::filesystem::absolute(data_in.empty() ? DefaultDataDir() : data_in).string();
+  const std::string& host = flags.host;
+  server::ServerOptions so;
+  so.data_dir = data;
+  so.host = host;
+  so.port = flags.port;
+  so.tls_cert = flags.tls_cert;
+  so.tls_key = flags.tls_key;
+  so.tls = flags.tls;
+  so.insecure_http = flags.insecure_http;
+  if (auto cap = ParseBytes(node.max_log_size); cap && *cap >= 0) so.max_log_bytes = *cap;
+  so.jobs.max_pending_jobs_per_user = flags.max_pending_jobs;
+  so.limits.max_followers_per_user = flags.max_followers;
+  so.limits.max_tokens_per_user = flags.max_tokens;
+  so.jobs.scheduler = MakeSchedulerConfig(sched);
+  so.jobs.elastic_scale_up_below = sched.scale_up_below;
+  so.jobs.elastic_scale_down_above = sched.scale_down_above;
+  // Bad agent flags die here, before the server prints that it is up.
+  if (with_agent) (void)MakeAgentOptions(node, "", "", data + "/agent");
+  server::Server srv(so);
+  if (auto st = srv.Start(); !st.ok()) Die(st.message());
+  std::unique_ptr<agent::Agent> agent;
+  if (with_agent) {
+    NodeFlags local = node;
+    // One machine: tasks meet where the server listens (unless it listens everywhere).
+    if (local.address.empty() && host != "0.0.0.0") local.address = host;
+    // The local agent gets a token that can act only as this node's agent.
+    if (local.name.empty()) local.name = agent::DetectNode().name;
+    auto token = srv.LocalAgentToken(local.name);
+    if (!token.ok()) Die("agent token: " + token.status().message());
+    AgentSetup setup = MakeAgentOptions(local, srv.url(), *token, data + "/agent");
+    setup.agent.ca_file = srv.ca_path();
+    agent = MakeAgent(setup);
+    agent->Start();
+    std::cerr << fmt::format("ringmaster is up at {} with a local agent; data in {}\n"
+                             "  try: ringmaster --data {} submit examples/hello.yaml\n",
+                             srv.url(), data, data);
+  }
+  WaitForStopSignal(set);
+  if (agent) agent->Stop();
+  srv.Stop();
+  return 0;
+}
+
+int RunAgent(const std::string& server, const std::string& token_file, const std::string& ca, const std::string& data_in,
+             const NodeFlags& node) {
+  sigset_t set;
+  BlockStopSignals(&set);
+  auto token = ReadFile(token_file);
+  if (!token.ok()) Die("--token-file: cannot read " + token_file);
+  if (server.rfind("https://", 0) != 0 && server.rfind("http://127.", 0) != 0 && server.rfind("http://localhost", 0) != 0) {
+    spdlog::warn("agent: {} is plain HTTP beyond loopback: the agent token crosses the network in clear text", server);
+  }
+  std::string data = std::filesystem::absolute(data_in.empty() ? DefaultDataDir() + "/agent" : data_in).string();
+  AgentSetup setup = MakeAgentOptions(node, server, Trim(*token), data);
+  setup.agent.ca_file = ca;
+  auto agent = MakeAgent(setup);
+  agent->Start();
+  WaitForStopSignal(set);
+  agent->Stop();
+  return 0;
+}
+
+}  // namespace ringmaster::cli

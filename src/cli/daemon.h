@@ -1,0 +1,54 @@
+// The long-running commands: `ringmaster up` (server and a local agent),
+// `ringmaster server` and `ringmaster agent`, with their flags. Each blocks
+// until SIGINT or SIGTERM; tasks keep running when it stops.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringmaster::cli {
+
+struct NodeFlags {
+  std::string name;
+  std::string cpus;
+  std::string memory;
+  std::string address;
+  std::string ports = "41000-41999";
+  std::vector<std::string> labels;  // key=value
+  // Who tasks run as and where (docs/isolation.md).
+  std::string task_uids;                  // "" = 200000-299999 when root
+  std::vector<std::string> task_users;    // user=account
+  int64_t task_max_procs = 4096;
+  std::string sandbox_root;               // "" = /var/lib/ringmaster/sandboxes when root
+  std::string max_log_size = "64Mi";
+};
+
+// Flags of `up` and `server` beyond the scheduler's.
+struct ServerFlags {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string tls_cert, tls_key;
+  bool tls = false;
+  bool insecure_http = false;
+  int64_t max_pending_jobs = 500;
+  int max_followers = 32;
+  int64_t max_tokens = 100;
+};
+
+struct SchedulerFlags {
+  std::string policy = "priority";
+  std::string scores;               // "binpack=1,locality=1"
+  std::vector<std::string> quotas;  // "alice:gpus=4,cpus=16,borrow=no"
+  bool no_preemption = false;
+  bool heterogeneity_aware = false;
+  double scale_up_below = 0.7;
+  double scale_down_above = 0.9;
+};
+
+int RunUp(const std::string& data, const ServerFlags& flags, const NodeFlags& node, const SchedulerFlags& sched,
+          bool with_agent);
+int RunAgent(const std::string& server, const std::string& token_file, const std::string& ca, const std::string& data,
+             const NodeFlags& node);
+
+}  // namespace ringmaster::cli

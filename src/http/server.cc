@@ -1,0 +1,876 @@
+#include "http/server.h"
+
+#include <sys/resource.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace ringmaster::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kMaxTarget = 8 << 10;
+constexpr size_t kMaxQueryParams = 64;
+
+int HttpStatus(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted: return 409;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+Response FromStatus(const Status& st) { return ErrorResponse(HttpStatus(st.code()), StatusCodeName(st.code()), st.message()); }
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t start = 1;  // past the leading '/'
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    out.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Pure helpers
+
+std::string Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+StatusOr<std::optional<std::string>> Request::Param(std::string_view name) const {
+  std::optional<std::string> out;
+  for (const auto& [k, v] : query) {
+    if (k != name) continue;
+    if (out) return InvalidArgument(fmt::format("{}: given more than once", name));
+    out = v;
+  }
+  return out;
+}
+
+Response ErrorResponse(int status, std::string_view code, std::string_view message) {
+  Response r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", {{"code", code}, {"message", message}}}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return std::nullopt;  // "%" or "%4" at the end
+      const int hi = Hex(in[i + 1]), lo = Hex(in[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      c = ' ';
+    }
+    if (c == '\0') return std::nullopt;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Status ParseTarget(std::string_view target, std::string* path,
+                   std::vector<std::pair<std::string, std::string>>* query) {
+  if (target.empty() || target[0] != '/') {
+    return InvalidArgument("request target: must be a path starting with '/'");
+  }
+  const size_t q = target.find('?');
+  auto p = PercentDecode(target.substr(0, q), false);
+  if (!p) return InvalidArgument("request target: malformed percent-encoding in the path");
+  *path = std::move(*p);
+  query->clear();
+  if (q == std::string_view::npos) return Status::Ok();
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    size_t amp = rest.find('&');
+    std::string_view item = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (item.empty()) continue;
+    if (query->size() >= kMaxQueryParams) {
+      return InvalidArgument(fmt::format("query: more than {} parameters", kMaxQueryParams));
+    }
+    size_t eq = item.find('=');
+    auto k = PercentDecode(item.substr(0, eq), true);
+    auto v = PercentDecode(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1), true);
+    if (!k || !v) return InvalidArgument("query: malformed percent-encoding");
+    query->emplace_back(std::move(*k), std::move(*v));
+  }
+  return Status::Ok();
+}
+
+void Router::Add(std::string method, const std::string& pattern, RouteOptions options, Handler handler) {
+  Route r;
+  r.method = std::move(method);
+  for (std::string_view s : SplitPath(pattern)) r.segments.emplace_back(s);
+  r.options = std::move(options);
+  r.handler = std::move(handler);
+  routes_.push_back(std::move(r));
+}
+
+StatusOr<const Router::Route*> Router::Find(const std::string& method, const std::string& path,
+                                            std::vector<std::string>* groups, std::string* allow) const {
+  if (path.empty() || path[0] != '/') return NotFound("no such path");
+  const std::vector<std::string_view> segs = SplitPath(path);
+  allow->clear();
+  for (const Route& r : routes_) {
+    if (r.segments.size() != segs.size()) continue;
+    std::vector<std::string> caps;
+    bool ok = true;
+    for (size_t i = 0; i < segs.size() && ok; ++i) {
+      const std::string& want = r.segments[i];
+      if (want == "{id}") {
+        ok = !segs[i].empty() && segs[i].size() <= 18 &&
+             std::all_of(segs[i].begin(), segs[i].end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (ok) caps.emplace_back(segs[i]);
+      } else if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
+        ok = !segs[i].empty();
+        if (ok) caps.emplace_back(segs[i]);
+      } else {
+        ok = want == segs[i];
+      }
+    }
+    if (!ok) continue;
+    if (r.method == method) {
+      *groups = std::move(caps);
+      return &r;
+    }
+    if (allow->find(r.method) == std::string::npos) *allow += (allow->empty() ? "" : ", ") + r.method;
+  }
+  if (!allow->empty()) return FailedPrecondition("method not allowed");
+  return NotFound("no such path");
+}
+
+// ---------------------------------------------------------------------------
+// The server
+
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void Close() = 0;  // any thread
+};
+
+struct Server::Impl {
+  explicit Impl(ServerOptions o) : opt(std::move(o)), ioc(std::max(1, opt.io_threads)) {}
+
+  ServerOptions opt;
+  Router router;
+  Authenticator auth;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<size_t> connections{0};
+  std::atomic<size_t> body_bytes{0};  // reserved by requests whose bodies are in memory
+  std::atomic<bool> stopping{false};
+  std::mutex sessions_mu;
+  std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;  // GUARDED_BY(sessions_mu)
+
+  // Declared after the bookkeeping above, so that handlers the io_context
+  // destroys at shutdown may still touch it; the pools before the io_context
+  // is destroyed (they hold sessions whose sockets belong to it).
+  net::io_context ioc;
+  std::optional<ssl::context> tls;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> io_threads;
+  std::unique_ptr<net::thread_pool> api_pool, agent_pool;
+
+  net::thread_pool& PoolFor(Pool p) { return p == Pool::kAgent ? *agent_pool : *api_pool; }
+
+  void Accept();
+
+  void Log(const AccessRecord& r) {
+    if (opt.access_log) opt.access_log(r);
+  }
+
+  // Routing for a request whose head is complete: the route, or the error response.
+  std::optional<Response> Route(Request& req, const Router::Route** route) {
+    std::string allow;
+    auto found = router.Find(req.method, req.path, &req.matches, &allow);
+    if (found.ok()) {
+      *route = *found;
+      return std::nullopt;
+    }
+    if (found.status().code() == StatusCode::kFailedPrecondition) {
+      Response r = ErrorResponse(405, "InvalidArgument",
+                                 fmt::format("{} is not allowed on {} (allowed: {})", req.method, req.path, allow));
+      r.headers.emplace_back("Allow", allow);
+      return r;
+    }
+    return ErrorResponse(404, "NotFound", fmt::format("no such path: {} {}", req.method, req.path));
+  }
+
+  // Authentication. REQUIRES: on a pool thread (the authenticator may block on the database).
+  std::optional<Response> Authenticate(Request& req, const Router::Route& route) {
+    if (!route.options.authenticate) return std::nullopt;
+    if (!auth) return ErrorResponse(500, "Internal", "no authenticator configured");
+    StatusOr<Principal> p = [&]() -> StatusOr<Principal> {
+      try {
+        return auth(req, route.options);
+      } catch (const std::exception& e) {
+        spdlog::error("request {}: authenticator threw: {}", req.id, e.what());
+        return Internal("internal error while authenticating");
+      }
+    }();
+    if (!p.ok()) return FromStatus(p.status());
+    req.principal = std::move(*p);
+    return std::nullopt;
+  }
+
+  // Runs the handler; a throw becomes a 500 whose cause goes to the log only.
+  static void RunHandler(const Router::Route& route, Request& req, const Responder& respond) {
+    try {
+      route.handler(req, respond);
+    } catch (const std::exception& e) {
+      spdlog::error("request {} ({} {}): handler threw: {}", req.id, req.method, req.path, e.what());
+      respond(ErrorResponse(500, "Internal",
+                            fmt::format("internal error (request {}); the server log has the cause", req.id)));
+    }
+  }
+};
+
+namespace {
+
+// One HTTP/1.1 connection over a plain or TLS stream (CRTP, after Beast's
+// advanced_server_flex example). Reads one request at a time: the head, then
+// (after routing and authentication) the body, then waits for the handler's
+// response, writes it, and reads the next request if the connection is kept.
+template <class Derived>
+class HttpSession : public SessionBase {
+ public:
+  HttpSession(Server::Impl& impl, beast::flat_buffer buffer, std::string remote)
+      : impl_(impl), buffer_(std::move(buffer)), remote_(std::move(remote)) {
+    ++impl_.connections;
+  }
+  ~HttpSession() override {
+    if (source_) source_->Cancel();
+    impl_.body_bytes -= reserved_;
+    --impl_.connections;
+    std::lock_guard<std::mutex> l(impl_.sessions_mu);
+    impl_.sessions.erase(session_id_);
+  }
+
+  void Register() {
+    session_id_ = impl_.next_id++;
+    std::lock_guard<std::mutex> l(impl_.sessions_mu);
+    impl_.sessions[session_id_] = self().shared_from_this();
+  }
+
+  void Close() override {
+    net::post(Tcp().get_executor(), [self = self().shared_from_this()] { self->Shutdown(); });
+  }
+
+ protected:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(self().stream()); }
+
+  void ReadHead() {
+    if (impl_.stopping) return Shutdown();
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(impl_.opt.max_header_bytes));
+    // Set per route before the body is read. Not boost::none: Boost 1.74
+    // compares the Content-Length with the optional, and any length > none.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    Tcp().expires_after(first_ ? impl_.opt.header_timeout : impl_.opt.idle_timeout);
+    bhttp::async_read_header(self().stream(), buffer_, *parser_,
+                             beast::bind_front_handler(&HttpSession::OnHead, self().shared_from_this()));
+  }
+
+  void OnHead(beast::error_code ec, std::size_t) {
+    start_ = SteadyClock::now();
+    req_ = Request();
+    req_.id = impl_.next_id++;
+    req_.remote = remote_;
+    route_ = nullptr;
+    if (ec) {
+      if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+          ec == net::error::operation_aborted || ec == net::error::connection_reset || ec == ssl::error::stream_truncated) {
+        return Shutdown();  // the client went away or stayed silent: nothing to answer
+      }
+      keep_alive_ = false;
+      if (ec == bhttp::error::header_limit) {
+        return Finish(ErrorResponse(431, "InvalidArgument",
+                                    fmt::format("request header: larger than {} bytes", impl_.opt.max_header_bytes)));
+      }
+      return Finish(ErrorResponse(400, "InvalidArgument", "malformed request: " + ec.message()));
+    }
+    const auto& head = parser_->get();
+    req_.method = std::string(head.method_string());
+    req_.target = std::string(head.target());
+    int content_lengths = 0, transfer_encodings = 0;
+    for (const auto& f : head) {
+      std::string name(f.name_string());
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (name == "content-length") ++content_lengths;
+      if (name == "transfer-encoding") ++transfer_encodings;
+      req_.headers.emplace_back(std::move(name), std::string(f.value()));
+    }
+    keep_alive_ = head.keep_alive();
+    body_pending_ = !parser_->is_done();
+    // Framing that proxies and servers may read differently is refused (request smuggling).
+    if (content_lengths > 1 || req_.Header("content-length").find(',') != std::string::npos) {
+      keep_alive_ = false;
+      return Finish(ErrorResponse(400, "InvalidArgument", "Content-Length: given more than once"));
+    }
+    if (transfer_encodings > 0) {
+      if (content_lengths > 0) {
+        keep_alive_ = false;
+        return Finish(ErrorResponse(400, "InvalidArgument", "Transfer-Encoding and Content-Length: send one, not both"));
+      }
+      if (transfer_encodings > 1 || !IEquals(Trim(req_.Header("transfer-encoding")), "chunked")) {
+        keep_alive_ = false;
+        return Finish(ErrorResponse(400, "InvalidArgument", "Transfer-Encoding: only \"chunked\" is supported"));
+      }
+    }
+    if (req_.target.size() > kMaxTarget) {
+      keep_alive_ = false;
+      return Finish(ErrorResponse(414, "InvalidArgument", fmt::format("request target: longer than {} bytes", kMaxTarget)));
+    }
+    if (Status st = ParseTarget(req_.target, &req_.path, &req_.query); !st.ok()) {
+      keep_alive_ = keep_alive_ && !body_pending_;
+      return Finish(FromStatus(st));
+    }
+    if (auto err = impl_.Route(req_, &route_)) {
+      keep_alive_ = keep_alive_ && !body_pending_;
+      return Finish(std::move(*err));
+    }
+    // Authenticate before a single body byte is read.
+    net::post(impl_.PoolFor(route_->options.pool), [self = self().shared_from_this()] {
+      auto err = self->impl_.Authenticate(self->req_, *self->route_);
+      net::post(self->Tcp().get_executor(), [self, err = std::move(err)]() mutable { self->OnAuthenticated(std::move(err)); });
+    });
+  }
+
+  void OnAuthenticated(std::optional<Response> err) {
+    if (err) {
+      keep_alive_ = keep_alive_ && !body_pending_;
+      return Finish(std::move(*err));
+    }
+    const size_t max_body = route_->options.max_body;
+    auto length = parser_->content_length();
+    if (length && *length > max_body) {
+      keep_alive_ = false;
+      return Finish(ErrorResponse(413, "InvalidArgument",
+                                  fmt::format("body: {} bytes, more than this call accepts ({})", *length, max_body)));
+    }
+    if (!body_pending_) return Dispatch();
+    // Memory for bodies is a budget shared by every connection.
+    const size_t want = length ? static_cast<size_t>(*length) : max_body;
+    if (impl_.body_bytes.fetch_add(want) + want > impl_.opt.max_body_bytes_in_flight) {
+      impl_.body_bytes -= want;
+      keep_alive_ = false;
+      return Finish(ErrorResponse(503, "Unavailable", "too many request bodies in progress: try again shortly"));
+    }
+    reserved_ = want;
+    parser_->body_limit(max_body);
+    if (IEquals(req_.Header("expect"), "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      Tcp().expires_after(impl_.opt.write_timeout);
+      return net::async_write(self().stream(), net::buffer(kContinue),
+                              [self = self().shared_from_this()](beast::error_code ec, std::size_t) {
+                                if (ec) return self->Shutdown();
+                                self->ReadBody();
+                              });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Tcp().expires_after(impl_.opt.body_timeout);
+    bhttp::async_read(self().stream(), buffer_, *parser_,
+                      beast::bind_front_handler(&HttpSession::OnBody, self().shared_from_this()));
+  }
+
+  void OnBody(beast::error_code ec, std::size_t) {
+    if (ec == bhttp::error::body_limit) {
+      keep_alive_ = false;
+      return Finish(ErrorResponse(413, "InvalidArgument",
+                                  fmt::format("body: more than this call accepts ({} bytes)", route_->options.max_body)));
+    }
+    if (ec) {
+      if (ec == beast::error::timeout) {
+        keep_alive_ = false;
+        return Finish(ErrorResponse(408, "DeadlineExceeded", "the request body did not arrive in time"));
+      }
+      return Shutdown();
+    }
+    Dispatch();
+  }
+
+  void Dispatch() {
+    req_.body = std::move(parser_->get().body());
+    Tcp().expires_never();  // no deadline while the handler works (long-polls wait here, holding no thread)
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    Responder respond = [self = self().shared_from_this(), once](Response r) {
+      if (once->exchange(true)) return;
+      net::post(self->Tcp().get_executor(), [self, r = std::move(r)]() mutable { self->Finish(std::move(r)); });
+    };
+    net::post(impl_.PoolFor(route_->options.pool), [self = self().shared_from_this(), respond] {
+      Server::Impl::RunHandler(*self->route_, self->req_, respond);
+    });
+  }
+
+  void Release() {
+    if (reserved_ == 0) return;
+    impl_.body_bytes -= reserved_;
+    reserved_ = 0;
+    std::string().swap(req_.body);
+  }
+
+  // Writes the response and logs it; then the next request, or close.
+  void Finish(Response r) {
+    Release();
+    status_ = r.status;
+    bytes_ = 0;
+    if (r.status == 500) spdlog::error("request {} ({} {}) answered 500: {}", req_.id, req_.method, req_.path, r.body);
+    const bool keep = keep_alive_ && !impl_.stopping;
+    if (!r.stream) {
+      auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), 11);
+      res->set(bhttp::field::content_type, r.content_type);
+      for (const auto& [k, v] : r.headers) res->set(k, v);
+      res->keep_alive(keep);
+      res->body() = std::move(r.body);
+      res->prepare_payload();
+      bytes_ = res->body().size();
+      Tcp().expires_after(impl_.opt.write_timeout);
+      return bhttp::async_write(self().stream(), *res,
+                                [self = self().shared_from_this(), res, keep](beast::error_code ec, std::size_t) {
+                                  self->Done(ec, keep);
+                                });
+    }
+    // A streamed body ends its connection: the hang-up watch below keeps a
+    // read pending, so no next request could be read on it cleanly.
+    source_ = std::move(r.stream);
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>(static_cast<bhttp::status>(r.status), 11);
+    res->set(bhttp::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res->set(k, v);
+    res->keep_alive(false);
+    res->chunked(true);
+    auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    Tcp().expires_after(impl_.opt.write_timeout);
+    bhttp::async_write_header(self().stream(), *sr,
+                              [self = self().shared_from_this(), res, sr](beast::error_code ec, std::size_t) {
+                                if (ec) return self->Done(ec, false);
+                                self->WatchForHangUp();
+                                self->PullNext(false);
+                              });
+  }
+
+  // While a stream waits for its source, a client that hangs up is noticed at
+  // once (a follower's place is freed), not at the next write. Bytes that do
+  // arrive (a pipelined request) stay in the buffer for after the stream.
+  void WatchForHangUp() {
+    self().stream().async_read_some(
+        buffer_.prepare(4096), [self = self().shared_from_this()](beast::error_code ec, std::size_t n) {
+          if (ec) {
+            if (self->source_) self->source_->Cancel();
+            return self->Shutdown();
+          }
+          self->buffer_.commit(n);
+        });
+  }
+
+  void PullNext(bool keep) {
+    if (impl_.stopping || !source_) return Done(net::error::operation_aborted, false);
+    Tcp().expires_never();  // a source may wait for data: no thread is held meanwhile
+    source_->Pull([self = self().shared_from_this(), keep](std::string data, bool last) {
+      net::post(self->Tcp().get_executor(), [self, data = std::move(data), last, keep]() mutable {
+        self->WriteChunk(std::move(data), last, keep);
+      });
+    });
+  }
+
+  void WriteChunk(std::string data, bool last, bool keep) {
+    Tcp().expires_after(impl_.opt.write_timeout);
+    if (data.empty()) {
+      return net::async_write(self().stream(), bhttp::make_chunk_last(),
+                              [self = self().shared_from_this(), keep](beast::error_code ec, std::size_t) {
+                                self->Done(ec, keep);
+                              });
+    }
+    auto buf = std::make_shared<std::string>(std::move(data));
+    net::async_write(self().stream(), bhttp::make_chunk(net::buffer(*buf)),
+                     [self = self().shared_from_this(), buf, last, keep](beast::error_code ec, std::size_t) {
+                       if (ec) return self->Done(ec, false);
+                       self->bytes_ += buf->size();
+                       if (last) return self->WriteChunk(std::string(), true, keep);
+                       self->PullNext(keep);
+                     });
+  }
+
+  void Done(beast::error_code ec, bool keep) {
+    if (source_) {
+      source_->Cancel();
+      source_.reset();
+    }
+    AccessRecord rec;
+    rec.id = req_.id;
+    rec.remote = remote_;
+    rec.user = req_.principal.name;
+    rec.method = req_.method;
+    rec.path = req_.path.empty() ? req_.target.substr(0, 256) : req_.path.substr(0, 256);
+    rec.status = status_;
+    rec.ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count();
+    rec.bytes = bytes_;
+    impl_.Log(rec);
+    if (ec || !keep) return Shutdown();
+    first_ = false;
+    ReadHead();
+  }
+
+  void Shutdown() {
+    if (closed_) return;
+    closed_ = true;
+    if (source_) {
+      source_->Cancel();
+      source_.reset();
+    }
+    self().ShutdownStream();
+  }
+
+  Server::Impl& impl_;
+  beast::flat_buffer buffer_;
+  std::string remote_;
+  uint64_t session_id_ = 0;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Request req_;
+  const Router::Route* route_ = nullptr;
+  SteadyClock::time_point start_ = SteadyClock::now();
+  bool first_ = true;
+  bool keep_alive_ = true;
+  bool body_pending_ = false;
+  bool closed_ = false;
+  int status_ = 0;
+  uint64_t bytes_ = 0;
+  size_t reserved_ = 0;  // of Impl::body_bytes, until the response is written
+  std::shared_ptr<BodySource> source_;
+};
+
+class PlainSession final : public HttpSession<PlainSession>, public std::enable_shared_from_this<PlainSession> {
+ public:
+  PlainSession(Server::Impl& impl, beast::tcp_stream stream, beast::flat_buffer buffer, std::string remote)
+      : HttpSession(impl, std::move(buffer), std::move(remote)), stream_(std::move(stream)) {}
+  beast::tcp_stream& stream() { return stream_; }
+  void Run() {
+    Register();
+    ReadHead();
+  }
+  void ShutdownStream() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+ private:
+  beast::tcp_stream stream_;
+};
+
+class TlsSession final : public HttpSession<TlsSession>, public std::enable_shared_from_this<TlsSession> {
+ public:
+  TlsSession(Server::Impl& impl, beast::tcp_stream stream, ssl::context& ctx, beast::flat_buffer buffer,
+             std::string remote)
+      : HttpSession(impl, std::move(buffer), std::move(remote)), stream_(std::move(stream), ctx) {}
+  beast::ssl_stream<beast::tcp_stream>& stream() { return stream_; }
+  void Run() {
+    Register();
+    Tcp().expires_after(impl_.opt.header_timeout);
+    stream_.async_handshake(ssl::stream_base::server, buffer_.data(),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t used) {
+                              if (ec) return self->ShutdownStream();
+                              self->buffer_.consume(used);
+                              self->ReadHead();
+                            });
+  }
+  void ShutdownStream() {
+    Tcp().expires_after(std::chrono::seconds(5));
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
+      beast::error_code ec;
+      self->Tcp().socket().close(ec);
+    });
+  }
+
+ private:
+  beast::ssl_stream<beast::tcp_stream> stream_;
+};
+
+// Writes one canned response and closes: plain HTTP on a TLS port, or too many connections.
+class RejectSession final : public std::enable_shared_from_this<RejectSession> {
+ public:
+  RejectSession(beast::tcp_stream stream, int status, std::string reason, std::string code, std::string message)
+      : stream_(std::move(stream)) {
+    Response r = ErrorResponse(status, code, message);
+    text_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+                        status, reason, r.body.size(), r.body);
+  }
+  void Run() {
+    stream_.expires_after(std::chrono::seconds(5));
+    net::async_write(stream_, net::buffer(text_), [self = shared_from_this()](beast::error_code, std::size_t) {
+      beast::error_code ec;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      self->stream_.socket().close(ec);
+    });
+  }
+
+ private:
+  beast::tcp_stream stream_;
+  std::string text_;
+};
+
+// With TLS on: peeks at the first bytes; a TLS handshake goes on as HTTPS,
+// anything else gets a plain-text 400 that says to use https.
+class DetectSession final : public std::enable_shared_from_this<DetectSession> {
+ public:
+  DetectSession(Server::Impl& impl, tcp::socket socket, std::string remote)
+      : impl_(impl), stream_(std::move(socket)), remote_(std::move(remote)) {}
+  void Run() {
+    stream_.expires_after(impl_.opt.header_timeout);
+    beast::async_detect_ssl(stream_, buffer_, [self = shared_from_this()](beast::error_code ec, bool is_tls) {
+      if (ec) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      if (is_tls) {
+        std::make_shared<TlsSession>(self->impl_, std::move(self->stream_), *self->impl_.tls, std::move(self->buffer_),
+                                     self->remote_)
+            ->Run();
+        return;
+      }
+      std::make_shared<RejectSession>(std::move(self->stream_), 400, "Bad Request", "InvalidArgument",
+                                      "this server speaks HTTPS only: use an https:// URL")
+          ->Run();
+    });
+  }
+
+ private:
+  Server::Impl& impl_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::string remote_;
+};
+
+class AsioTimer final : public Timer, public std::enable_shared_from_this<AsioTimer> {
+ public:
+  explicit AsioTimer(net::io_context& ioc) : strand_(net::make_strand(ioc)), timer_(strand_) {}
+  void Start(std::chrono::milliseconds delay, std::function<void()> fn) {
+    net::post(strand_, [self = shared_from_this(), delay, fn = std::move(fn)]() mutable {
+      if (self->cancelled_) return;
+      self->timer_.expires_after(delay);
+      self->timer_.async_wait([self, fn = std::move(fn)](beast::error_code ec) {
+        if (!ec && !self->cancelled_) fn();
+      });
+    });
+  }
+  void Cancel() override {
+    net::post(strand_, [self = shared_from_this()] {
+      self->cancelled_ = true;
+      self->timer_.cancel();
+    });
+  }
+
+ private:
+  net::strand<net::io_context::executor_type> strand_;
+  net::steady_timer timer_;
+  bool cancelled_ = false;  // on strand_
+};
+
+}  // namespace
+
+void Server::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == net::error::operation_aborted || stopping) return;
+      spdlog::warn("http: accept: {}", ec.message());
+      if (ec == net::error::no_descriptors) {
+        // Out of file descriptors: back off briefly rather than spin.
+        auto t = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(100));
+        t->async_wait([this, t](beast::error_code) { Accept(); });
+        return;
+      }
+      return Accept();
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto ep = socket.remote_endpoint(ignored);
+    std::string remote = ignored ? std::string("?") : ep.address().to_string();
+    if (connections >= opt.max_connections) {
+      std::make_shared<RejectSession>(beast::tcp_stream(std::move(socket)), 503, "Service Unavailable", "Unavailable",
+                                      "too many connections; try again later")
+          ->Run();
+    } else if (tls) {
+      std::make_shared<DetectSession>(*this, std::move(socket), std::move(remote))->Run();
+    } else {
+      std::make_shared<PlainSession>(*this, beast::tcp_stream(std::move(socket)), beast::flat_buffer(), std::move(remote))
+          ->Run();
+    }
+    Accept();
+  });
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() { Stop(); }
+
+bool Server::tls() const { return impl_->tls.has_value(); }
+
+void Server::SetAuthenticator(Authenticator auth) { impl_->auth = std::move(auth); }
+
+void Server::Route(std::string method, const std::string& pattern, RouteOptions options, Handler handler) {
+  impl_->router.Add(std::move(method), pattern, std::move(options), std::move(handler));
+}
+
+Status Server::Start() {
+  Impl& I = *impl_;
+  // Connections hold file descriptors, not threads: allow as many as the hard limit.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    const size_t fit = nofile.rlim_cur > 256 ? static_cast<size_t>(nofile.rlim_cur) - 128 : 128;
+    I.opt.max_connections = std::min(I.opt.max_connections, fit);
+  }
+  if (!I.opt.tls_cert.empty() || !I.opt.tls_key.empty()) {
+    if (I.opt.tls_cert.empty() || I.opt.tls_key.empty()) {
+      return InvalidArgument("TLS needs both a certificate (--tls-cert) and its key (--tls-key)");
+    }
+    I.tls.emplace(ssl::context::tls_server);
+    I.tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                       ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    beast::error_code ec;
+    I.tls->use_certificate_chain_file(I.opt.tls_cert, ec);
+    if (ec) return InvalidArgument(fmt::format("--tls-cert {}: {}", I.opt.tls_cert, ec.message()));
+    I.tls->use_private_key_file(I.opt.tls_key, ssl::context::pem, ec);
+    if (ec) return InvalidArgument(fmt::format("--tls-key {}: {}", I.opt.tls_key, ec.message()));
+  }
+  beast::error_code ec;
+  auto address = net::ip::make_address(I.opt.host, ec);
+  if (ec) return InvalidArgument(fmt::format("--host: \"{}\" is not an IP address", I.opt.host));
+  tcp::endpoint ep(address, static_cast<unsigned short>(I.opt.port));
+  I.acceptor.open(ep.protocol(), ec);
+  if (!ec) I.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) I.acceptor.bind(ep, ec);
+  if (!ec) I.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Unavailable(
+        fmt::format("cannot listen on {}:{}: {} (is another server using it?)", I.opt.host, I.opt.port, ec.message()));
+  }
+  port_ = I.acceptor.local_endpoint().port();
+  I.api_pool = std::make_unique<net::thread_pool>(std::max(1, I.opt.api_threads));
+  I.agent_pool = std::make_unique<net::thread_pool>(std::max(1, I.opt.agent_threads));
+  I.Accept();
+  for (int i = 0; i < std::max(1, I.opt.io_threads); ++i) {
+    I.io_threads.emplace_back([&I] { I.ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  Impl& I = *impl_;
+  if (I.stopping.exchange(true)) return;
+  net::post(I.ioc, [&I] {
+    beast::error_code ec;
+    I.acceptor.close(ec);
+  });
+  {
+    std::lock_guard<std::mutex> l(I.sessions_mu);
+    for (auto& [id, weak] : I.sessions) {
+      if (auto s = weak.lock()) s->Close();
+    }
+  }
+  if (I.api_pool) I.api_pool->join();
+  if (I.agent_pool) I.agent_pool->join();
+  I.ioc.stop();
+  for (auto& t : I.io_threads) t.join();
+  I.io_threads.clear();
+}
+
+std::shared_ptr<Timer> Server::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto t = std::make_shared<AsioTimer>(impl_->ioc);
+  t->Start(delay, std::move(fn));
+  return t;
+}
+
+void Server::Post(Pool pool, std::function<void()> fn) {
+  if (!impl_->api_pool) {  // not started (tests driving Dispatch): run here
+    fn();
+    return;
+  }
+  net::post(impl_->PoolFor(pool), std::move(fn));
+}
+
+void Server::Dispatch(Request req, Responder respond) {
+  Impl& I = *impl_;
+  req.id = I.next_id++;
+  if (Status st = ParseTarget(req.target, &req.path, &req.query); !st.ok()) return respond(FromStatus(st));
+  const Router::Route* route = nullptr;
+  if (auto err = I.Route(req, &route)) return respond(std::move(*err));
+  if (auto err = I.Authenticate(req, *route)) return respond(std::move(*err));
+  if (req.body.size() > route->options.max_body) {
+    return respond(ErrorResponse(413, "InvalidArgument", fmt::format("body: more than this call accepts ({} bytes)",
+                                                                     route->options.max_body)));
+  }
+  Impl::RunHandler(*route, req, respond);
+}
+
+}  // namespace ringmaster::http

@@ -1,0 +1,199 @@
+// http: Ringmaster's HTTP/1.1 server, on Boost.Beast and Asio.
+//
+// Event-driven: a connection holds no thread while it waits for a request, a
+// long-poll's answer or a streamed body's next piece. Handlers run on bounded
+// worker pools, one of them reserved for agents, so user traffic can never
+// starve heartbeats. Before a handler sees a request the server has enforced:
+// deadlines on every read and write; a header size limit; strict framing (one
+// Content-Length, never with Transfer-Encoding, no transfer coding but
+// chunked); authentication before any body byte is read; the route's body
+// limit, counted while the body streams in (chunked bodies included); JSON
+// error bodies for every failure (404, 405, 413, 431, ...). It speaks TLS when
+// given a certificate, and answers plain HTTP sent to a TLS port with a clear
+// 400. Sockets use TCP_NODELAY. Every request ends in one access record.
+//
+// Thread-safety: SetAuthenticator/Route before Start; everything else from any
+// thread. A Responder may be called from any thread, exactly once.
+#pragma once
+
+#include <any>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ringmaster::http {
+
+// Who made a request, as the authenticator established it.
+struct Principal {
+  std::string name;  // for the access log ("" = anonymous)
+  std::any data;     // the application's own record (e.g. user and token)
+};
+
+struct Request {
+  std::string method;  // "GET"
+  std::string target;  // as sent: "/api/v1/jobs?limit=5"
+  std::string path;    // percent-decoded, without the query
+  std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in order
+  std::string body;
+  std::string remote;                // the peer's IP address
+  std::vector<std::string> matches;  // the route pattern's capture groups
+  Principal principal;
+  uint64_t id = 0;  // this server's request number, for logs
+
+  // The first value of header `name` (lower-case), "" if absent.
+  std::string Header(std::string_view name) const;
+  // Query parameter `name`: nullopt if absent; InvalidArgument if given twice.
+  StatusOr<std::optional<std::string>> Param(std::string_view name) const;
+};
+
+// A response body produced piece by piece (chunked transfer coding), e.g. a
+// log stream. The server pulls the next piece only once the previous one is
+// written, so a slow reader never makes the server buffer more.
+class BodySource {
+ public:
+  virtual ~BodySource() = default;
+  // Produces the next piece by calling `next(data, last)` exactly once, now or
+  // later, from any thread. No thread needs to wait: a source with nothing to
+  // send yet arranges to call `next` later (Server::After). `data` may be
+  // empty only when `last` is true.
+  virtual void Pull(std::function<void(std::string data, bool last)> next) = 0;
+  // The client went away or the server stops: Pull is not called again.
+  virtual void Cancel() {}
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::shared_ptr<BodySource> stream;  // set: the body comes from here, chunked; `body` is ignored
+};
+
+using Responder = std::function<void(Response)>;
+
+// {"error": {"code": code, "message": message}} with an HTTP status.
+Response ErrorResponse(int status, std::string_view code, std::string_view message);
+
+enum class Pool { kApi, kAgent };
+
+struct RouteOptions {
+  size_t max_body = 64 << 10;  // larger bodies get 413 before they are read
+  Pool pool = Pool::kApi;
+  bool authenticate = true;
+  std::string access;  // opaque to the server: what the authenticator checks (e.g. a scope)
+};
+
+using Handler = std::function<void(Request& request, Responder respond)>;
+// Runs on the route's pool with the request's head (no body yet read).
+// Returns the principal, or an error: Unauthenticated -> 401, PermissionDenied -> 403, ...
+using Authenticator = std::function<StatusOr<Principal>(const Request& head, const RouteOptions& route)>;
+
+struct AccessRecord {
+  uint64_t id = 0;
+  std::string remote, user, method, path;
+  int status = 0;
+  double ms = 0;
+  uint64_t bytes = 0;  // body bytes sent
+};
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 = any free port
+  std::string tls_cert, tls_key;  // PEM files; both set = HTTPS only
+  int io_threads = 2;
+  int api_threads = 16;
+  int agent_threads = 4;
+  size_t max_header_bytes = 64 << 10;
+  size_t max_connections = 4096;  // beyond this a new connection gets 503 and is closed
+  // Request bodies being received or handled, all connections together (a
+  // chunked body counts as its route's limit). Beyond it: 503, try again.
+  size_t max_body_bytes_in_flight = 256 << 20;
+  std::chrono::seconds header_timeout{30};  // from the first byte of a request to its end of header
+  std::chrono::seconds idle_timeout{60};    // a keep-alive connection between requests
+  std::chrono::seconds body_timeout{300};
+  std::chrono::seconds write_timeout{60};
+  std::function<void(const AccessRecord&)> access_log;
+};
+
+// The route table: pure, no sockets. A pattern is a path whose segments are
+// literals or placeholders: `{id}` matches one segment of 1 to 18 digits,
+// `{name}` any one non-empty segment; each placeholder is a capture group.
+// Matching is linear in the path (no regular expressions: they recurse).
+class Router {
+ public:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;
+    RouteOptions options;
+    Handler handler;
+  };
+  void Add(std::string method, const std::string& pattern, RouteOptions options, Handler handler);
+  // The route for (method, path) with its capture groups; otherwise a
+  // NotFound (no such path) or FailedPrecondition (the path exists; `allow`
+  // lists its methods) status.
+  StatusOr<const Route*> Find(const std::string& method, const std::string& path, std::vector<std::string>* groups,
+                              std::string* allow) const;
+
+ private:
+  std::vector<Route> routes_;
+};
+
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void Cancel() = 0;
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  void SetAuthenticator(Authenticator auth);
+  // See Router for `pattern`.
+  void Route(std::string method, const std::string& pattern, RouteOptions options, Handler handler);
+
+  // Binds and starts serving in the background.
+  Status Start();
+  // Stops accepting, closes every connection, cancels streams and joins threads.
+  void Stop();
+
+  int port() const { return port_; }
+  bool tls() const;
+
+  // Runs `fn` after `delay` on an I/O thread unless cancelled first. Keep `fn`
+  // short: post real work to a pool.
+  std::shared_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn);
+  void Post(Pool pool, std::function<void()> fn);
+
+  // One whole request through routing, authentication, limits and its
+  // handler, without a socket: for tests and fuzzing. Everything runs on the
+  // calling thread until the handler returns; `respond` is called once.
+  void Dispatch(Request request, Responder respond);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+// "/a%20b" -> "/a b"; nullopt for a malformed escape or a decoded NUL.
+std::optional<std::string> PercentDecode(std::string_view in, bool plus_is_space);
+// Splits a request target into its decoded path and query; InvalidArgument if malformed.
+Status ParseTarget(std::string_view target, std::string* path,
+                   std::vector<std::pair<std::string, std::string>>* query);
+
+}  // namespace ringmaster::http

@@ -1,0 +1,93 @@
+// The REST API's routes (docs/api.md), one file per resource: api_jobs.cc,
+// api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
+// audit), api_agent.cc (the agent protocol). This header holds what they
+// share: the service handles, JSON replies and errors, parameter parsing.
+// Handlers run on the http::Server's pools; everything here is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "http/server.h"
+#include "server/auth.h"
+#include "server/job_service.h"
+#include "server/log_store.h"
+#include "store/meta_store.h"
+
+namespace ringmaster::server {
+
+struct ApiLimits {
+  size_t max_spec_bytes = 1 << 20;
+  size_t max_body_bytes = 64 << 10;         // JSON bodies of other calls
+  size_t max_agent_chunk = 4 << 20;         // one log or metrics shipment
+  int max_followers_per_user = 32;          // concurrent `logs?follow=1` streams
+  int64_t max_tokens_per_user = 100;
+};
+
+// Concurrent log followers per user.
+class FollowerCount {
+ public:
+  bool TryAdd(int64_t user_id, int limit);
+  void Remove(int64_t user_id);
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, int> count_;  // GUARDED_BY(mu_)
+};
+
+struct Api {
+  store::MetaStore* store = nullptr;
+  JobService* jobs = nullptr;
+  LogStore* logs = nullptr;
+  LogStore* metrics = nullptr;
+  Auth* auth = nullptr;
+  http::Server* http = nullptr;
+  Clock* clock = nullptr;
+  ApiLimits limits;
+  FollowerCount followers;
+};
+
+struct Reply {
+  int status = 200;
+  nlohmann::json body;
+};
+
+using JsonFn = std::function<StatusOr<Reply>(const http::Request&, const Caller&)>;
+
+// A handler that answers `fn`'s JSON, or its error as {"error": ...}. An
+// Internal error or a throw answers 500 with the request's number only; its
+// cause goes to the server log.
+http::Handler Json(JsonFn fn);
+http::Response ErrorFor(const http::Request& req, const Status& st);
+http::Response JsonResponse(int status, const nlohmann::json& body);
+std::string Dump(const nlohmann::json& j);
+
+// The request body as a JSON object ({} when empty); 400 naming what is wrong.
+StatusOr<nlohmann::json> BodyObject(const http::Request& req);
+// An integer query parameter within [lo, hi], or `def` when absent.
+StatusOr<int64_t> IntParam(const http::Request& req, const std::string& name, int64_t def, int64_t lo, int64_t hi);
+StatusOr<bool> BoolParam(const http::Request& req, const std::string& name);
+// The i-th capture of the route (an {id}).
+int64_t PathId(const http::Request& req, size_t i = 0);
+// An optional string field of a JSON object: `def` when absent, 400 when not a string.
+StatusOr<std::string> StringField(const nlohmann::json& body, const std::string& name, const std::string& def);
+
+// A job the caller may see: its own, or any for admins. Others get NotFound,
+// so another user's job ids are not even confirmed to exist.
+StatusOr<store::Job> VisibleJob(Api& api, int64_t id, const Caller& caller);
+
+void AddJobRoutes(Api& api);
+void AddLogRoutes(Api& api);
+void AddNodeRoutes(Api& api);
+void AddUserRoutes(Api& api);
+void AddAgentRoutes(Api& api);
+
+}  // namespace ringmaster::server

@@ -1,0 +1,187 @@
+// The agent protocol. Only agent tokens reach it, and each only for its own
+// node: a token made for node gpu-1 can register as gpu-1, heartbeat and
+// long-poll as gpu-1, and report on and ship logs of tasks placed on gpu-1.
+// These routes run on the agent pool, which user traffic never occupies.
+#include <fmt/format.h>
+
+#include "server/api.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+StatusOr<int64_t> IntField(const json& b, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
+  auto it = b.find(name);
+  if (it == b.end()) return def;
+  if (!it->is_number_integer()) return InvalidArgument(fmt::format("{}: must be an integer", name));
+  const int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : it->get<int64_t>();
+  if (v < lo || v > hi) return InvalidArgument(fmt::format("{}: must be between {} and {}, got {}", name, lo, hi, v));
+  return v;
+}
+
+StatusOr<double> RatioField(const json& b, const std::string& name) {
+  auto it = b.find(name);
+  if (it == b.end()) return 0.0;
+  if (!it->is_number()) return InvalidArgument(fmt::format("{}: must be a number", name));
+  const double v = it->get<double>();
+  if (!(v >= 0 && v <= 1)) return InvalidArgument(fmt::format("{}: must be between 0 and 1", name));
+  return v;
+}
+
+// The node of the route's {id}, if it is the caller's.
+StatusOr<store::Node> OwnNode(Api& api, const http::Request& req, const Caller& c) {
+  RM_ASSIGN_OR_RETURN(store::Node node, api.store->GetNode(PathId(req)));
+  RM_RETURN_IF_ERROR(Auth::CheckNode(c, node.name));
+  return node;
+}
+
+// The route's task, if it is placed on the caller's node; else 409, which
+// tells an agent that the task (this attempt) is no longer its own.
+StatusOr<store::Task> OwnTask(Api& api, const http::Request& req, const Caller& c) {
+  RM_ASSIGN_OR_RETURN(store::Task task, api.store->GetTask(PathId(req)));
+  auto node = task.node_id ? api.store->GetNode(task.node_id) : StatusOr<store::Node>(NotFound("no node"));
+  if (!node.ok() || !Auth::CheckNode(c, node->name).ok()) {
+    return FailedPrecondition(fmt::format("task {} is not assigned to node {}", task.id, c.token.node));
+  }
+  return task;
+}
+
+// The long-poll's shared state: answered exactly once, by a change or by the timer.
+struct Poll {
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  uint64_t watch = 0;                  // GUARDED_BY(mu)
+  std::shared_ptr<http::Timer> timer;  // GUARDED_BY(mu)
+};
+
+}  // namespace
+
+void AddAgentRoutes(Api& api) {
+  http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
+  http::RouteOptions ship{api.limits.max_agent_chunk, http::Pool::kAgent, true, access::kAgent};
+
+  api.http->Route("POST", "/api/v1/agent/register", agent, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+    store::Node n;
+    RM_ASSIGN_OR_RETURN(n.name, StringField(b, "name", ""));
+    if (n.name.empty()) return InvalidArgument("name: required");
+    RM_RETURN_IF_ERROR(Auth::CheckNode(c, n.name));
+    RM_ASSIGN_OR_RETURN(n.cpu_milli, IntField(b, "cpu_milli", -1, 1, int64_t{1} << 40));
+    if (n.cpu_milli < 0) return InvalidArgument("cpu_milli: required");
+    RM_ASSIGN_OR_RETURN(n.memory_bytes, IntField(b, "memory_bytes", -1, 1, int64_t{1} << 60));
+    if (n.memory_bytes < 0) return InvalidArgument("memory_bytes: required");
+    json gpus = b.value("gpus", json::array());
+    if (!gpus.is_array() || gpus.size() > 1024) return InvalidArgument("gpus: must be a list of at most 1024 GPUs");
+    for (const auto& g : gpus) {
+      if (!g.is_object()) return InvalidArgument("gpus: each must be an object");
+      if (g.contains("model") && !g["model"].is_string()) return InvalidArgument("gpus[].model: must be a string");
+    }
+    n.gpu_count = static_cast<int>(gpus.size());
+    n.gpus_json = Dump(gpus);
+    if (!gpus.empty()) n.gpu_model = gpus[0].value("model", "");
+    RM_ASSIGN_OR_RETURN(n.agent_version, StringField(b, "agent_version", ""));
+    RM_ASSIGN_OR_RETURN(n.address, StringField(b, "address", ""));
+    RM_ASSIGN_OR_RETURN(int64_t lo, IntField(b, "port_lo", 0, 0, 65535));
+    RM_ASSIGN_OR_RETURN(int64_t hi, IntField(b, "port_hi", -1, -1, 65535));
+    n.port_lo = static_cast<int>(lo);
+    n.port_hi = static_cast<int>(hi);
+    if (n.port_hi >= n.port_lo && n.port_lo < 1) {
+      return InvalidArgument(fmt::format("port_lo, port_hi: [{}, {}] is not a range of TCP ports", n.port_lo, n.port_hi));
+    }
+    json labels = b.value("labels", json::object());
+    if (!labels.is_object()) return InvalidArgument("labels: must be an object of strings");
+    for (const auto& [k, v] : labels.items()) {
+      if (k.empty() || !v.is_string()) {
+        return InvalidArgument(fmt::format("labels.{}: must be a non-empty name with a string value", k.substr(0, 64)));
+      }
+    }
+    n.labels_json = Dump(labels);
+    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n));
+    api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);
+    return Reply{200, {{"node_id", id}}};
+  }));
+
+  api.http->Route("POST", "/api/v1/agent/nodes/{id}/heartbeat", agent,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(api, req, c));
+                    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+                    RM_ASSIGN_OR_RETURN(double cpu, RatioField(b, "cpu_util"));
+                    RM_ASSIGN_OR_RETURN(int64_t mem, IntField(b, "memory_used_bytes", 0, 0, int64_t{1} << 60));
+                    RM_RETURN_IF_ERROR(api.jobs->Heartbeat(node.id, cpu, mem));
+                    return Reply{200, json::object()};
+                  }));
+
+  // Long-poll: answers at once if `index` is stale, else when the node's
+  // assignments change or after `wait` seconds. No thread waits meanwhile.
+  api.http->Route("GET", "/api/v1/agent/nodes/{id}/assignments", agent, [&api](http::Request& req, http::Responder respond) {
+    const Caller& c = CallerOf(req);
+    auto node = OwnNode(api, req, c);
+    if (!node.ok()) return respond(ErrorFor(req, node.status()));
+    auto index = IntParam(req, "index", 0, 0, INT64_MAX);
+    if (!index.ok()) return respond(ErrorFor(req, index.status()));
+    auto wait = IntParam(req, "wait", 0, 0, 25);
+    if (!wait.ok()) return respond(ErrorFor(req, wait.status()));
+    const int64_t node_id = node->id;
+    auto answer = [&api, node_id, respond, req_copy = req]() {
+      auto a = api.jobs->Assignments(node_id);
+      respond(a.ok() ? JsonResponse(200, *a) : ErrorFor(req_copy, a.status()));
+    };
+    if (*wait == 0) return answer();
+    auto poll = std::make_shared<Poll>();
+    auto finish = [&api, poll, answer] {
+      if (poll->done.exchange(true)) return;
+      std::lock_guard<std::mutex> l(poll->mu);
+      if (poll->watch) api.jobs->Unwatch(poll->watch);
+      if (poll->timer) poll->timer->Cancel();
+      api.http->Post(http::Pool::kAgent, answer);
+    };
+    std::lock_guard<std::mutex> l(poll->mu);
+    poll->watch = api.jobs->WatchNode(node_id, static_cast<uint64_t>(*index), finish);
+    if (poll->watch == 0) {
+      poll->done = true;
+      return answer();  // stale index: the node has news now
+    }
+    if (!poll->done) poll->timer = api.http->After(std::chrono::seconds(*wait), finish);
+  });
+
+  api.http->Route("POST", "/api/v1/agent/tasks/{id}/status", agent, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(store::Task task, OwnTask(api, req, c));
+    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+    TaskReport r;
+    r.node_id = task.node_id;
+    RM_ASSIGN_OR_RETURN(int64_t attempt, IntField(b, "attempt", 0, 0, INT32_MAX));
+    r.attempt = static_cast<int>(attempt);
+    RM_ASSIGN_OR_RETURN(r.state, StringField(b, "state", ""));
+    RM_ASSIGN_OR_RETURN(int64_t code, IntField(b, "exit_code", -1, -1, 255));
+    r.exit_code = static_cast<int>(code);
+    RM_ASSIGN_OR_RETURN(int64_t sig, IntField(b, "signal", 0, 0, 128));
+    r.signal = static_cast<int>(sig);
+    RM_ASSIGN_OR_RETURN(r.message, StringField(b, "message", ""));
+    r.message = r.message.substr(0, 4096);
+    RM_RETURN_IF_ERROR(api.jobs->ReportTask(task.id, r));
+    return Reply{200, json::object()};
+  }));
+
+  // Logs and metrics arrive the same way: bytes appended at an offset, for the task's current attempt.
+  for (const bool is_logs : {true, false}) {
+    api.http->Route("POST", is_logs ? "/api/v1/agent/tasks/{id}/logs" : "/api/v1/agent/tasks/{id}/metrics", ship,
+                    Json([&api, is_logs](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                      RM_ASSIGN_OR_RETURN(store::Task task, OwnTask(api, req, c));
+                      RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", 0, 0, INT32_MAX));
+                      RM_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0, 0, INT64_MAX / 2));
+                      if (task.attempt != attempt) {
+                        return FailedPrecondition(
+                            fmt::format("task {} is on attempt {}, not {}", task.id, task.attempt, attempt));
+                      }
+                      LogStore* to = is_logs ? api.logs : api.metrics;
+                      RM_ASSIGN_OR_RETURN(int64_t size, to->Append(task.job_id, task.rank, static_cast<int>(attempt),
+                                                                   offset, req.body));
+                      return Reply{200, {{"size", size}}};
+                    }));
+  }
+}
+
+}  // namespace ringmaster::server

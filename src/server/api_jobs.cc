@@ -1,0 +1,127 @@
+// Jobs: submit, list, show, cancel, delete.
+#include <fmt/format.h>
+
+#include "common/json_limits.h"
+#include "server/api.h"
+#include "server/job_spec.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+using store::StateName;
+
+std::string UserName(Api& api, int64_t id) {
+  auto u = api.store->GetUser(id);
+  return u.ok() ? u->name : std::to_string(id);
+}
+
+json JobJson(Api& api, const store::Job& j) {
+  json out = {{"id", j.id},
+              {"name", j.name},
+              {"kind", j.kind},
+              {"user", UserName(api, j.user_id)},
+              {"state", StateName(j.state)},
+              {"reason", j.reason},
+              {"priority", j.priority},
+              {"replicas", j.replicas},
+              {"restarts", j.restarts},
+              {"max_restarts", j.max_restarts},
+              {"created_at", FormatTimeUtc(j.created_ms)},
+              {"started_at", FormatTimeUtc(j.started_ms)},
+              {"finished_at", FormatTimeUtc(j.finished_ms)}};
+  if (j.stop_state) out["stopping"] = j.stop_reason;
+  return out;
+}
+
+// Someone else's job touched with an admin token: an admin action, audited.
+void AuditIfAdminAction(Api& api, const http::Request& req, const Caller& c, const store::Job& job,
+                        const std::string& action) {
+  if (job.user_id != c.user.id) {
+    api.auth->Audit(req, c.user.name, action, fmt::format("job {} of {}", job.id, UserName(api, job.user_id)), "ok");
+  }
+}
+
+}  // namespace
+
+void AddJobRoutes(Api& api) {
+  http::RouteOptions submit{api.limits.max_spec_bytes, http::Pool::kApi, true, access::kSubmit};
+  http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
+  http::RouteOptions change{api.limits.max_body_bytes, http::Pool::kApi, true, access::kSubmit};
+
+  api.http->Route("POST", "/api/v1/jobs", submit, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    if (req.body.empty()) return InvalidArgument("body: empty; send a job spec (YAML or JSON, docs/jobspec.md)");
+    RM_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(req.body));
+    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->Submit(c.user, spec));
+    return Reply{201, {{"id", id}}};
+  }));
+
+  api.http->Route("GET", "/api/v1/jobs", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 10000));
+    RM_ASSIGN_OR_RETURN(bool all, BoolParam(req, "all"));
+    if (all && !c.admin()) return PermissionDenied("all: only admin tokens may list every user's jobs");
+    RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(all ? 0 : c.user.id, static_cast<int>(limit)));
+    json out = json::array();
+    for (const auto& j : jobs) out.push_back(JobJson(api, j));
+    return Reply{200, {{"jobs", out}}};
+  }));
+
+  api.http->Route("GET", "/api/v1/jobs/{id}", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
+    json out = JobJson(api, job);
+    auto spec = ParseJson(job.spec_json, JsonLimits{}, "stored spec");
+    out["spec"] = spec.ok() ? *spec : json(nullptr);
+    RM_ASSIGN_OR_RETURN(auto nodes, api.store->ListNodes());
+    std::map<int64_t, std::string> names;
+    for (const auto& n : nodes) names[n.id] = n.name;
+    RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(job.id));
+    json tj = json::array();
+    for (const auto& t : tasks) {
+      json x = {{"id", t.id},
+                {"rank", t.rank},
+                {"state", StateName(t.state)},
+                {"reason", t.reason},
+                {"node", t.node_id ? names[t.node_id] : ""},
+                {"attempt", t.attempt},
+                {"port", t.port},
+                {"started_at", FormatTimeUtc(t.started_ms)},
+                {"finished_at", FormatTimeUtc(t.finished_ms)}};
+      x["exit_code"] = t.exit_code ? json(*t.exit_code) : json(nullptr);
+      tj.push_back(x);
+    }
+    out["tasks"] = tj;
+    RM_ASSIGN_OR_RETURN(auto events, api.store->ListEvents(job.id));
+    json ej = json::array();
+    for (const auto& e : events) {
+      json x = {{"time", FormatTimeUtc(e.ts_ms)}, {"from", e.from_state}, {"to", e.to_state}, {"reason", e.reason}};
+      if (e.task_id) x["rank"] = e.rank;
+      ej.push_back(x);
+    }
+    out["events"] = ej;
+    return Reply{200, out};
+  }));
+
+  api.http->Route("POST", "/api/v1/jobs/{id}/cancel", change,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
+                    RM_RETURN_IF_ERROR(api.jobs->Cancel(job.id, c.user.name));
+                    AuditIfAdminAction(api, req, c, job, "job.cancel");
+                    return Reply{202, {{"id", job.id}, {"cancelling", true}}};
+                  }));
+
+  api.http->Route("DELETE", "/api/v1/jobs/{id}", change,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
+                    if (!store::IsTerminal(job.state)) {
+                      return FailedPrecondition(
+                          fmt::format("job {} is {}: cancel it first", job.id, StateName(job.state)));
+                    }
+                    RM_RETURN_IF_ERROR(api.store->DeleteJob(job.id));
+                    api.logs->DeleteJob(job.id);
+                    api.metrics->DeleteJob(job.id);
+                    AuditIfAdminAction(api, req, c, job, "job.delete");
+                    return Reply{200, {{"id", job.id}, {"deleted", true}}};
+                  }));
+}
+
+}  // namespace ringmaster::server

@@ -1,0 +1,260 @@
+// Logs and metrics of a job's tasks. Logs are served as streams, never as one
+// buffer: plain text (`[rank] line`), or with follow=1 NDJSON records until
+// the job ends. A follower holds no thread while it waits for output: it
+// checks the files on a timer. Followers per user are capped.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "server/api.h"
+#include "server/job_spec.h"
+#include "server/metrics_line.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kReadChunk = 256 << 10;       // bytes read per pull
+constexpr size_t kMaxRecordLine = 64 << 10;    // longer lines go out in pieces ("partial": true)
+constexpr auto kFollowPoll = std::chrono::milliseconds(200);
+constexpr int64_t kKeepaliveMs = 5000;
+
+// Reads up to `n` bytes of `path` at `offset` ("" at the end or when missing).
+std::string ReadAt(const std::string& path, int64_t offset, size_t n) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string buf(n, '\0');
+  ssize_t got = pread(fd, buf.data(), n, offset);
+  close(fd);
+  buf.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return buf;
+}
+
+std::vector<LogFile> RankFiles(LogStore* store, int64_t job_id, int rank) {
+  std::vector<LogFile> out;
+  for (LogFile& f : store->List(job_id)) {
+    if (rank < 0 || f.rank == rank) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// GET logs: every file's lines prefixed by their rank, read a piece at a time.
+class TextSource final : public http::BodySource, public std::enable_shared_from_this<TextSource> {
+ public:
+  TextSource(Api& api, std::vector<LogFile> files) : api_(api), files_(std::move(files)) {}
+
+  void Pull(std::function<void(std::string, bool)> next) override {
+    api_.http->Post(http::Pool::kApi, [self = shared_from_this(), next = std::move(next)] { self->Step(next); });
+  }
+
+ private:
+  void Step(const std::function<void(std::string, bool)>& next) {
+    std::string out;
+    while (file_ < files_.size() && out.size() < kReadChunk) {
+      const LogFile& f = files_[file_];
+      if (offset_ == 0 && f.attempt > 1) out += fmt::format("[{}] --- attempt {} ---\n", f.rank, f.attempt);
+      std::string chunk = ReadAt(f.path, offset_, kReadChunk);
+      if (chunk.empty()) {
+        if (!line_start_) out += "\n";
+        line_start_ = true;
+        ++file_;
+        offset_ = 0;
+        continue;
+      }
+      offset_ += static_cast<int64_t>(chunk.size());
+      for (char c : chunk) {
+        if (line_start_) out += fmt::format("[{}] ", f.rank);
+        out.push_back(c);
+        line_start_ = c == '\n';
+      }
+    }
+    const bool last = file_ >= files_.size();
+    next(std::move(out), last);
+  }
+
+  Api& api_;
+  const std::vector<LogFile> files_;
+  size_t file_ = 0;
+  int64_t offset_ = 0;
+  bool line_start_ = true;
+};
+
+// GET logs?follow=1: NDJSON records as lines appear, a keepalive after 5 s of
+// silence, an end record when the job has ended and every byte is out.
+class FollowSource final : public http::BodySource, public std::enable_shared_from_this<FollowSource> {
+ public:
+  FollowSource(Api& api, int64_t job_id, int rank, int64_t user_id)
+      : api_(api), job_id_(job_id), rank_(rank), user_id_(user_id), last_write_ms_(api.clock->NowMs()) {}
+  ~FollowSource() override { api_.followers.Remove(user_id_); }
+
+  void Pull(std::function<void(std::string, bool)> next) override {
+    if (cancelled_) return;
+    api_.http->Post(http::Pool::kApi,
+                    [self = shared_from_this(), next = std::move(next)]() mutable { self->Step(std::move(next)); });
+  }
+
+  void Cancel() override { cancelled_ = true; }
+
+ private:
+  struct Cursor {
+    int64_t offset = 0;
+    std::string partial;
+  };
+
+  void Emit(std::string* out, const json& rec) { *out += Dump(rec) + "\n"; }
+
+  void Step(std::function<void(std::string, bool)> next) {
+    if (cancelled_) return;
+    auto job = api_.store->GetJob(job_id_);
+    const bool ended = !job.ok() || store::IsTerminal(job->state);
+    std::string out;
+    size_t budget = kReadChunk;
+    bool drained = true;
+    for (const LogFile& f : RankFiles(api_.logs, job_id_, rank_)) {
+      Cursor& c = cursors_[f.path];
+      std::string chunk = ReadAt(f.path, c.offset, budget);
+      c.offset += static_cast<int64_t>(chunk.size());
+      budget -= std::min(budget, chunk.size());
+      if (budget == 0) drained = false;
+      c.partial += chunk;
+      size_t start = 0, nl;
+      while ((nl = c.partial.find('\n', start)) != std::string::npos) {
+        Emit(&out, {{"rank", f.rank}, {"attempt", f.attempt}, {"line", c.partial.substr(start, nl - start)}});
+        start = nl + 1;
+      }
+      c.partial.erase(0, start);
+      // A line without its end yet never grows without bound: long ones go out in pieces.
+      while (c.partial.size() >= kMaxRecordLine) {
+        Emit(&out, {{"rank", f.rank}, {"attempt", f.attempt}, {"line", c.partial.substr(0, kMaxRecordLine)},
+                    {"partial", true}});
+        c.partial.erase(0, kMaxRecordLine);
+      }
+      if (ended && drained && !c.partial.empty()) {
+        Emit(&out, {{"rank", f.rank}, {"attempt", f.attempt}, {"line", c.partial}});
+        c.partial.clear();
+      }
+      if (budget == 0) break;
+    }
+    const int64_t now = api_.clock->NowMs();
+    if (!out.empty()) {
+      last_write_ms_ = now;
+      return next(std::move(out), false);
+    }
+    if (ended && drained) {
+      json end = {{"end", true}};
+      if (job.ok()) {
+        end["state"] = store::StateName(job->state);
+        end["reason"] = job->reason;
+      }
+      Emit(&out, end);
+      return next(std::move(out), true);
+    }
+    if (now - last_write_ms_ >= kKeepaliveMs) {
+      last_write_ms_ = now;
+      Emit(&out, {{"keepalive", true}});
+      return next(std::move(out), false);
+    }
+    // Nothing yet: look again later. No thread waits meanwhile.
+    api_.http->After(kFollowPoll,
+                     [self = shared_from_this(), next = std::move(next)]() mutable { self->Pull(std::move(next)); });
+  }
+
+  Api& api_;
+  const int64_t job_id_;
+  const int rank_;
+  const int64_t user_id_;
+  std::atomic<bool> cancelled_{false};
+  // Touched by one Step at a time: the server pulls again only after a piece is written.
+  std::map<std::string, Cursor> cursors_;
+  int64_t last_write_ms_;
+};
+
+// Reads `path` line by line, a chunk at a time; lines longer than the metrics
+// limit are skipped without ever being held whole.
+template <typename F>
+void ForEachLine(const std::string& path, F on_line) {
+  int64_t offset = 0;
+  std::string line;
+  bool skipping = false;
+  while (true) {
+    std::string chunk = ReadAt(path, offset, kReadChunk);
+    if (chunk.empty()) break;
+    offset += static_cast<int64_t>(chunk.size());
+    for (char c : chunk) {
+      if (c == '\n') {
+        if (!skipping) on_line(line);
+        line.clear();
+        skipping = false;
+      } else if (!skipping) {
+        line.push_back(c);
+        if (line.size() > kMaxMetricsLineBytes) {
+          skipping = true;
+          line.clear();
+        }
+      }
+    }
+  }
+  // A last line without its newline may still be being written: left for later.
+}
+
+}  // namespace
+
+void AddLogRoutes(Api& api) {
+  http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
+
+  api.http->Route("GET", "/api/v1/jobs/{id}/logs", read, [&api](http::Request& req, http::Responder respond) {
+    const Caller& c = CallerOf(req);
+    auto job = VisibleJob(api, PathId(req), c);
+    if (!job.ok()) return respond(ErrorFor(req, job.status()));
+    auto rank = IntParam(req, "rank", -1, 0, kMaxReplicas - 1);
+    if (!rank.ok()) return respond(ErrorFor(req, rank.status()));
+    auto follow = BoolParam(req, "follow");
+    if (!follow.ok()) return respond(ErrorFor(req, follow.status()));
+    http::Response r;
+    if (!*follow) {
+      auto src = std::make_shared<TextSource>(api, RankFiles(api.logs, job->id, static_cast<int>(*rank)));
+      r.content_type = "text/plain; charset=utf-8";
+      r.stream = src;
+      return respond(std::move(r));
+    }
+    if (!api.followers.TryAdd(c.user.id, api.limits.max_followers_per_user)) {
+      return respond(ErrorFor(req, ResourceExhausted(fmt::format(
+                                       "user {} already follows {} log streams, the limit: close some first",
+                                       c.user.name, api.limits.max_followers_per_user))));
+    }
+    auto src = std::make_shared<FollowSource>(api, job->id, static_cast<int>(*rank), c.user.id);
+    r.content_type = "application/x-ndjson";
+    r.stream = src;
+    respond(std::move(r));
+  });
+
+  // What a task appended to $RINGMASTER_METRICS_FILE: JSON objects, one per
+  // line, for one rank (default 0) across its attempts.
+  api.http->Route("GET", "/api/v1/jobs/{id}/metrics", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
+    RM_ASSIGN_OR_RETURN(int64_t rank, IntParam(req, "rank", 0, 0, kMaxReplicas - 1));
+    RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 1000, 0, 100000));  // 0 = only `latest`
+    std::deque<json> series;
+    json latest = json::object();
+    for (const LogFile& f : RankFiles(api.metrics, job.id, static_cast<int>(rank))) {
+      ForEachLine(f.path, [&](const std::string& line) {
+        auto rec = ParseMetricsLine(line);
+        if (!rec) return;  // not a metrics record: skipped, never an error
+        latest.update(*rec);
+        if (limit == 0) return;
+        (*rec)["attempt"] = f.attempt;
+        series.push_back(std::move(*rec));
+        if (series.size() > static_cast<size_t>(limit)) series.pop_front();
+      });
+    }
+    json out = json::array();
+    for (auto& r : series) out.push_back(std::move(r));
+    return Reply{200, {{"job_id", job.id}, {"rank", rank}, {"latest", latest}, {"series", out}}};
+  }));
+}
+
+}  // namespace ringmaster::server

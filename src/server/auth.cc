@@ -1,0 +1,209 @@
+#include "server/auth.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/crypto.h"
+#include "common/units.h"
+
+namespace ringmaster::server {
+namespace {
+
+constexpr size_t kMaxTrackedNames = 10'000;
+
+bool UserRoute(const std::string& access) {
+  return access == access::kRead || access == access::kSubmit || access == access::kAdmin || access == access::kLogin;
+}
+
+}  // namespace
+
+const char* ScopeName(Scope s) {
+  switch (s) {
+    case Scope::kRead: return "read";
+    case Scope::kSubmit: return "submit";
+    case Scope::kAdmin: return "admin";
+    case Scope::kAgent: return "agent";
+  }
+  return "?";
+}
+
+std::optional<Scope> ParseScope(const std::string& s) {
+  for (Scope x : {Scope::kRead, Scope::kSubmit, Scope::kAdmin, Scope::kAgent}) {
+    if (s == ScopeName(x)) return x;
+  }
+  return std::nullopt;
+}
+
+const Caller& CallerOf(const http::Request& req) {
+  static const Caller kNobody;
+  const Caller* c = std::any_cast<Caller>(&req.principal.data);
+  return c ? *c : kNobody;
+}
+
+// ---------------------------------------------------------------------------
+
+LoginLimiter::LoginLimiter(Clock* clock, LoginLimits limits) : clock_(clock), limits_(limits) {}
+
+void LoginLimiter::PruneLocked(int64_t now) {
+  // Bounded memory whatever names or addresses a client sprays.
+  for (auto it = addresses_.begin(); it != addresses_.end();) {
+    auto& q = it->second;
+    while (!q.empty() && now - q.front() > limits_.address_window_ms) q.pop_front();
+    it = q.empty() ? addresses_.erase(it) : std::next(it);
+  }
+  for (auto it = users_.begin(); it != users_.end();) {
+    const bool stale = it->second.locked_until_ms <= now && now - it->second.last_ms > limits_.max_lock_ms;
+    it = stale ? users_.erase(it) : std::next(it);
+  }
+  while (users_.size() > kMaxTrackedNames) users_.erase(users_.begin());
+  while (addresses_.size() > kMaxTrackedNames) addresses_.erase(addresses_.begin());
+}
+
+Status LoginLimiter::Check(const std::string& user, const std::string& address) {
+  std::lock_guard<std::mutex> l(mu_);
+  const int64_t now = clock_->NowMs();
+  PruneLocked(now);
+  auto a = addresses_.find(address);
+  if (a != addresses_.end() && static_cast<int>(a->second.size()) >= limits_.address_failures) {
+    const int64_t wait = a->second.front() + limits_.address_window_ms - now;
+    return ResourceExhausted(fmt::format("too many failed logins from {}: try again in {}", address,
+                                         FormatDuration(std::max<int64_t>(wait, 1000))));
+  }
+  auto u = users_.find(user);
+  if (u != users_.end() && u->second.locked_until_ms > now) {
+    return ResourceExhausted(fmt::format("too many failed logins for user \"{}\": try again in {}", user,
+                                         FormatDuration(std::max<int64_t>(u->second.locked_until_ms - now, 1000))));
+  }
+  return Status::Ok();
+}
+
+bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
+  std::lock_guard<std::mutex> l(mu_);
+  const int64_t now = clock_->NowMs();
+  auto& failures = addresses_[address];
+  failures.push_back(now);
+  bool locked = static_cast<int>(failures.size()) == limits_.address_failures;
+  UserState& u = users_[user];
+  u.last_ms = now;
+  if (++u.failures >= limits_.user_failures) {
+    const int extra = std::min(u.failures - limits_.user_failures, 20);
+    u.locked_until_ms = now + std::min(limits_.max_lock_ms, limits_.lock_ms << extra);
+    locked = true;
+  }
+  return locked;
+}
+
+void LoginLimiter::Succeeded(const std::string& user) {
+  std::lock_guard<std::mutex> l(mu_);
+  users_.erase(user);
+}
+
+// ---------------------------------------------------------------------------
+
+Auth::Auth(store::MetaStore* store, Clock* clock, AuthOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      limiter_(clock, options.login),
+      dummy_hash_([] {
+        auto h = HashPassword(RandomHex(16));
+        return h.ok() ? *h : std::string();
+      }()) {}
+
+Status Auth::CheckNode(const Caller& caller, const std::string& node_name) {
+  if (caller.scope != Scope::kAgent) return PermissionDenied("this call needs an agent token");
+  if (caller.token.node != node_name) {
+    return PermissionDenied(fmt::format("this agent token acts for node \"{}\", not \"{}\"", caller.token.node, node_name));
+  }
+  return Status::Ok();
+}
+
+StatusOr<Caller> Auth::FromBearer(const std::string& secret) {
+  auto token = store_->GetTokenByHash(Sha256Hex(secret));
+  if (!token.ok()) {
+    if (token.status().code() == StatusCode::kNotFound) return Unauthenticated("invalid or revoked token");
+    return token.status();
+  }
+  RM_ASSIGN_OR_RETURN(store::User user, store_->GetUser(token->user_id));
+  if (user.disabled) return Unauthenticated(fmt::format("user {} is disabled", user.name));
+  auto scope = ParseScope(token->scope);
+  if (!scope) return Unauthenticated("token has an unknown scope");
+  // A scope is never more than the user's role allows (should the role change).
+  if (*scope == Scope::kAdmin && user.role != store::Role::kAdmin) scope = Scope::kSubmit;
+  return Caller{std::move(user), std::move(*token), *scope};
+}
+
+StatusOr<Caller> Auth::FromPassword(const http::Request& req, const std::string& basic) {
+  const std::string decoded = Base64Decode(basic);
+  const size_t colon = decoded.find(':');
+  const std::string name = decoded.substr(0, colon);
+  const std::string password = colon == std::string::npos ? "" : decoded.substr(colon + 1);
+  const std::string shown = name.substr(0, 64);
+  // Locked out: refused without a verification or an audit entry (the lock
+  // itself was audited), so a flood costs neither CPU nor database writes.
+  if (Status st = limiter_.Check(shown, req.remote); !st.ok()) return st;
+  auto user = store_->GetUserByName(name);
+  const bool has_password = user.ok() && !user->password_hash.empty();
+  // Unknown users and token-only users cost one argon2 verification too.
+  const bool good = VerifyPassword(has_password ? user->password_hash : dummy_hash_, password) && has_password &&
+                    colon != std::string::npos;
+  if (!good) {
+    const bool locked = limiter_.Failed(shown, req.remote);
+    Audit(req, "", "login", "user " + shown, "failed",
+          locked ? "wrong user name or password; further logins locked for a while" : "wrong user name or password");
+    return Unauthenticated("wrong user name or password");
+  }
+  if (user->disabled) {
+    Audit(req, user->name, "login", "user " + user->name, "denied", "user disabled");
+    return Unauthenticated(fmt::format("user {} is disabled", user->name));
+  }
+  limiter_.Succeeded(shown);
+  Audit(req, user->name, "login", "user " + user->name, "ok");
+  const Scope scope = user->role == store::Role::kAdmin ? Scope::kAdmin : Scope::kSubmit;
+  return Caller{std::move(*user), store::Token{}, scope};
+}
+
+StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const http::RouteOptions& route) {
+  const std::string auth = head.Header("authorization");
+  StatusOr<Caller> caller = Unauthenticated("missing credentials: send the header \"Authorization: Bearer <token>\"");
+  if (auth.rfind("Bearer ", 0) == 0) {
+    caller = FromBearer(auth.substr(7));
+  } else if (auth.rfind("Basic ", 0) == 0 && route.access == access::kLogin) {
+    caller = FromPassword(head, auth.substr(6));
+  }
+  RM_RETURN_IF_ERROR(caller.status());
+  const Scope s = caller->scope;
+  const std::string& need = route.access;
+  if (need == access::kAgent) {
+    if (s != Scope::kAgent) return PermissionDenied("this call is for agents: it needs an agent token");
+  } else if (UserRoute(need)) {
+    if (s == Scope::kAgent) return PermissionDenied("an agent token reaches only the agent protocol");
+    if (need == access::kAdmin && s != Scope::kAdmin) return PermissionDenied("this call needs an admin token");
+    if ((need == access::kSubmit || need == access::kLogin) && s == Scope::kRead) {
+      return PermissionDenied("this token's scope is read: this call needs a submit token");
+    }
+  } else {
+    return Internal("route with unknown access \"" + need + "\"");
+  }
+  http::Principal p;
+  p.name = caller->user.name;
+  p.data = std::move(*caller);
+  return p;
+}
+
+void Auth::Audit(const http::Request& req, const std::string& who, const std::string& action,
+                 const std::string& target, const std::string& outcome, const std::string& detail) {
+  store::AuditEntry e{0, clock_->NowMs(), who, req.remote, action, target, outcome, detail.substr(0, 512)};
+  if (Status st = store_->AddAudit(e); !st.ok()) spdlog::error("audit: {}", st.ToString());
+  spdlog::info("audit: {} {} {} {} from {}{}", who.empty() ? "-" : who, action, target, outcome, req.remote,
+               detail.empty() ? "" : ": " + detail);
+  std::lock_guard<std::mutex> l(audit_mu_);
+  if (++audits_since_prune_ >= 1000) {
+    audits_since_prune_ = 0;
+    (void)store_->PruneAudit(options_.audit_keep);
+  }
+}
+
+}  // namespace ringmaster::server

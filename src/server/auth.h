@@ -1,0 +1,122 @@
+// Auth: who is calling the API and what they may do.
+//
+// Bearer tokens carry a scope. `read` reaches only GET routes of the user's
+// own jobs, logs, nodes and tokens; `submit` adds submitting, cancelling and
+// deleting jobs and managing the user's own tokens; `admin` (admin users
+// only) adds users, every user's jobs and tokens, and the audit log;
+// `agent` reaches only the agent protocol, and only for the one node named
+// in the token. Scopes do not nest across that line: an admin token cannot
+// act as an agent, and an agent token can do nothing else. A disabled user's
+// tokens stop working at the next request (no cache).
+//
+// Password login (HTTP Basic on POST /api/v1/tokens) is rate-limited per user
+// name and per client address, and costs the same for unknown users and
+// wrong passwords, so it tells an attacker neither.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "http/server.h"
+#include "store/meta_store.h"
+
+namespace ringmaster::server {
+
+enum class Scope { kRead, kSubmit, kAdmin, kAgent };
+const char* ScopeName(Scope s);
+std::optional<Scope> ParseScope(const std::string& s);
+
+// What a route needs, as RouteOptions::access names it.
+namespace access {
+inline constexpr const char* kRead = "read";      // any user token
+inline constexpr const char* kSubmit = "submit";  // submit or admin
+inline constexpr const char* kAdmin = "admin";
+inline constexpr const char* kAgent = "agent";
+inline constexpr const char* kLogin = "login";  // a submit token, or HTTP Basic user:password
+}  // namespace access
+
+// The authenticated caller of one request (http::Principal::data).
+struct Caller {
+  store::User user;
+  store::Token token;  // id 0 for a password login
+  Scope scope = Scope::kRead;
+  bool admin() const { return scope == Scope::kAdmin; }
+};
+
+struct LoginLimits {
+  int user_failures = 5;            // consecutive failures before a user name is locked
+  int64_t lock_ms = 30'000;         // the first lock; each further failure doubles it
+  int64_t max_lock_ms = 15 * 60'000;
+  int address_failures = 30;        // failures from one address within the window
+  int64_t address_window_ms = 10 * 60'000;
+};
+
+// Counts failed logins; Check refuses while a user name or an address is locked out.
+class LoginLimiter {
+ public:
+  LoginLimiter(Clock* clock, LoginLimits limits);
+  // OK, or ResourceExhausted saying how long to wait.
+  Status Check(const std::string& user, const std::string& address);
+  // Counts a failure; true if it locked the user name or the address just now.
+  bool Failed(const std::string& user, const std::string& address);
+  void Succeeded(const std::string& user);
+
+ private:
+  struct UserState {
+    int failures = 0;
+    int64_t locked_until_ms = 0;
+    int64_t last_ms = 0;
+  };
+  void PruneLocked(int64_t now);
+
+  Clock* const clock_;
+  const LoginLimits limits_;
+  std::mutex mu_;
+  std::map<std::string, UserState> users_;                // GUARDED_BY(mu_)
+  std::map<std::string, std::deque<int64_t>> addresses_;  // GUARDED_BY(mu_): failure times
+};
+
+struct AuthOptions {
+  LoginLimits login;
+  int64_t audit_keep = 100'000;  // audit entries kept (older ones are pruned)
+};
+
+class Auth {
+ public:
+  Auth(store::MetaStore* store, Clock* clock, AuthOptions options = {});
+
+  // The http::Authenticator: checks the request's credentials against the
+  // route's access (RouteOptions::access) before its body is read.
+  StatusOr<http::Principal> Authenticate(const http::Request& head, const http::RouteOptions& route);
+
+  // Records an audit entry (who, what, outcome) with the request's address.
+  void Audit(const http::Request& req, const std::string& who, const std::string& action, const std::string& target,
+             const std::string& outcome, const std::string& detail = "");
+
+  // Agent tokens act only for their node: PermissionDenied otherwise.
+  static Status CheckNode(const Caller& caller, const std::string& node_name);
+
+ private:
+  StatusOr<Caller> FromBearer(const std::string& secret);
+  StatusOr<Caller> FromPassword(const http::Request& req, const std::string& basic);
+
+  store::MetaStore* const store_;
+  Clock* const clock_;
+  const AuthOptions options_;
+  LoginLimiter limiter_;
+  const std::string dummy_hash_;  // verified against for unknown users: equal cost
+  std::mutex audit_mu_;
+  int64_t audits_since_prune_ = 0;  // GUARDED_BY(audit_mu_)
+};
+
+const Caller& CallerOf(const http::Request& req);
+
+}  // namespace ringmaster::server
