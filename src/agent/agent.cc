@@ -96,6 +96,7 @@ void Agent::Start() {
   running_ = true;
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
 }
 
 void Agent::Stop() {
@@ -104,6 +105,7 @@ void Agent::Stop() {
   api_.Cancel();  // ends the long-poll now instead of when it times out
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
 void Agent::SleepFor(std::chrono::milliseconds d) {
@@ -157,8 +159,15 @@ void Agent::SyncLoop() {
       continue;
     }
     backoff = std::chrono::milliseconds(250);
-    index = res->value("index", uint64_t{0});
-    Reconcile(res->at("tasks"));
+    // A malformed answer is one poll's failure, never the agent's end.
+    try {
+      index = res->value("index", uint64_t{0});
+      Reconcile(res->at("tasks"));
+    } catch (const std::exception& e) {
+      spdlog::warn("agent: a malformed assignments answer: {}", e.what());
+      index = 0;
+      SleepFor(backoff);
+    }
   }
 }
 
@@ -235,18 +244,21 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
 }
 
 void Agent::TickLoop() {
-  auto last_heartbeat = std::chrono::steady_clock::time_point{};
   while (running_) {
     Tick();
-    if (std::chrono::steady_clock::now() - last_heartbeat >= options_.heartbeat_interval && node_id_ != 0) {
-      Heartbeat();
-      last_heartbeat = std::chrono::steady_clock::now();
-    }
     SleepFor(options_.tick_interval);
   }
 }
 
+void Agent::HeartbeatLoop() {
+  while (running_) {
+    if (node_id_ != 0) Heartbeat();
+    SleepFor(options_.heartbeat_interval);
+  }
+}
+
 void Agent::Tick() {
+  int64_t budget = options_.ship_bytes_per_tick;
   std::vector<TaskRef> refs;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -264,8 +276,8 @@ void Agent::Tick() {
       replies_before = replies_;
     }
     if (!t.exit) t.exit = executor_->Poll(key);
-    bool all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped);
-    all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped) && all_shipped;
+    bool all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped, &budget);
+    all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped, &budget) && all_shipped;
     bool stale = false, done = false;
     if (node_id_ != 0 && !t.reported_running && !t.exit) {
       t.reported_running = Report(t, "running", &stale);
@@ -292,10 +304,16 @@ void Agent::Tick() {
   }
 }
 
-bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped) {
+bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget) {
   const char* route = what == TaskOutput::kLog ? "logs" : "metrics";
+  // Metrics past the cap are not shipped: the server would keep none of them,
+  // and a sparse file of terabytes must not keep the agent busy for days.
+  const int64_t cap = what == TaskOutput::kMetrics ? options_.max_metrics_bytes : INT64_MAX;
   for (int rounds = 0; rounds < 8; ++rounds) {
-    auto chunk = executor_->ReadOutput(t.ref.Key(), what, *shipped, kShipChunk);
+    if (*shipped >= cap) return true;
+    if (*budget <= 0) return false;  // the rest next tick
+    const size_t want = static_cast<size_t>(std::min<int64_t>({int64_t{kShipChunk}, cap - *shipped, *budget}));
+    auto chunk = executor_->ReadOutput(t.ref.Key(), what, *shipped, want);
     if (!chunk.ok()) {
       if (chunk.status().code() == StatusCode::kNotFound) return true;  // nothing written yet
       if (chunk.status().code() == StatusCode::kPermissionDenied) {
@@ -310,6 +328,7 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped) {
       return false;
     }
     if (chunk->data.empty()) return *shipped >= chunk->size;
+    *budget -= static_cast<int64_t>(chunk->data.size());
     auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", t.ref.task_id, route,
                                          t.ref.attempt, *shipped),
                              chunk->data, "application/octet-stream");
@@ -319,7 +338,7 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped) {
     }
     int64_t server_size = res->value("size", int64_t{0});
     *shipped = std::min<int64_t>(server_size, chunk->size);
-    if (*shipped >= chunk->size) return true;
+    if (*shipped >= std::min(chunk->size, cap)) return true;
   }
   return false;
 }

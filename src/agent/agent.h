@@ -43,6 +43,11 @@ struct AgentOptions {
   TaskUsers task_users;                       // who each user's tasks run as
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds tick_interval{200};
+  // A task's metrics file past this is not shipped (the server keeps no more).
+  int64_t max_metrics_bytes = 16 << 20;
+  // Log and metrics bytes shipped per tick, all tasks together: a tick stays
+  // short however much tasks write (heartbeats have their own thread anyway).
+  int64_t ship_bytes_per_tick = 16 << 20;
 };
 
 class Agent {
@@ -76,6 +81,8 @@ class Agent {
 
   void SyncLoop();
   void TickLoop();
+  // Heartbeats on a thread of their own: nothing tasks do can delay them.
+  void HeartbeatLoop();
   bool Register();
   void Reconcile(const nlohmann::json& assignments);
   // Starts one assignment; the task's exit if it could not start.
@@ -83,7 +90,9 @@ class Agent {
   void Tick();
   // Ships what the task wrote (`what`: its log or metrics) from byte
   // `*shipped` to /api/v1/agent/tasks/ID/<logs|metrics>; true once all is shipped.
-  bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped);
+  // Ships what is new of a task's log or metrics, within *budget bytes (which
+  // it lowers); true once everything there is to ship is shipped.
+  bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget);
   // Reports `state` ("running"/"exited"). false: try again later.
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
@@ -106,7 +115,7 @@ class Agent {
   // them (a reply may predate the report); pruned to what it lists.
   std::set<TaskRef> released_;
   uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
-  std::thread sync_thread_, tick_thread_;
+  std::thread sync_thread_, tick_thread_, heartbeat_thread_;
 };
 
 }  // namespace ringmaster::agent

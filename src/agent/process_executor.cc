@@ -322,10 +322,18 @@ Status ProcessExecutor::Stop(const std::string& key, std::chrono::milliseconds g
   return Status::Ok();
 }
 
+// The pids a shim recorded mean something only in the boot that recorded
+// them: after a reboot they name other processes, which root must not kill.
+static bool SameBoot(const std::string& dir) {
+  auto recorded = ReadFile(dir + "/" + kBootIdFile);
+  const std::string now = BootId();
+  return recorded.ok() && !now.empty() && *recorded == now;
+}
+
 void ProcessExecutor::SignalLocked(const std::string& key, Stopping& s) {
   const std::string dir = TaskDir(key);
   pid_t pgid = ReadPid(dir + "/" + kTaskPidFile);
-  if (pgid <= 0 || ReadExit(dir)) return;  // not started yet, or already ended
+  if (pgid <= 0 || ReadExit(dir) || !SameBoot(dir)) return;  // not started, already ended, or another boot's
   if (std::chrono::steady_clock::now() >= s.kill_at) {
     kill(-pgid, SIGKILL);
   } else if (!s.term_sent) {
@@ -341,7 +349,7 @@ std::optional<TaskExit> ProcessExecutor::Poll(const std::string& key) {
   if (!ShimAlive(shim, dir)) {
     if (auto e = ReadExit(dir)) return e;  // it finished between the two reads
     pid_t pgid = ReadPid(dir + "/" + kTaskPidFile);
-    if (pgid > 0) kill(-pgid, SIGKILL);  // no supervisor left: do not leave strays
+    if (pgid > 0 && SameBoot(dir)) kill(-pgid, SIGKILL);  // no supervisor left: do not leave strays
     TaskExit lost{-1, 0, "the task's supervisor (shim) died"};
     WriteExit(dir, lost);
     return lost;

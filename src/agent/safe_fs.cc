@@ -67,7 +67,9 @@ Status RemoveContents(int dir, const std::string& shown, int depth) {
     if (S_ISDIR(st.st_mode)) {
       int sub = openat(dir, name.c_str(), kDirFlags);
       if (sub < 0 && errno == EACCES) {  // a non-root agent meeting its own mode-000 directory
-        fchmodat(dir, name.c_str(), 0700, 0);
+        // Never through a symlink swapped in since the fstatat (glibc refuses
+        // to change a symlink's mode with AT_SYMLINK_NOFOLLOW).
+        fchmodat(dir, name.c_str(), 0700, AT_SYMLINK_NOFOLLOW);
         sub = openat(dir, name.c_str(), kDirFlags);
       }
       if (sub >= 0) {

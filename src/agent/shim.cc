@@ -27,20 +27,34 @@ extern char** environ;
 namespace ringmaster::agent {
 namespace {
 
+// Closes (or marks close-on-exec) every descriptor from `first` up: with
+// close_range where the kernel has it (5.9+), else by listing /proc/self/fd,
+// else up to the descriptor limit.
+void CloseFrom(int first, bool on_exec) {
+  if (close_range(static_cast<unsigned>(first), ~0U, on_exec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
+  std::vector<int> fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    const int own = dirfd(d);
+    while (dirent* e = readdir(d)) {
+      const int fd = atoi(e->d_name);
+      if (fd >= first && fd != own) fds.push_back(fd);
+    }
+    closedir(d);
+  } else {
+    rlimit lim{};
+    const int top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+                        ? static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20))
+                        : 1 << 16;
+    for (int fd = first; fd < top; ++fd) fds.push_back(fd);
+  }
+  for (int fd : fds) on_exec ? fcntl(fd, F_SETFD, FD_CLOEXEC) : close(fd);
+}
+
 void WriteExit(const std::string& dir, int exit_code, int signal, const std::string& message) {
   nlohmann::json j = {{"exit_code", exit_code}, {"signal", signal}, {"message", message}};
   (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
 }
 
-void WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;  // a full disk loses output, never the task
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 // output.log up to a cap, marker included: once the output would pass it,
 // what fits is kept (up to a line's end where one is near), then one marker
@@ -72,7 +86,7 @@ class CappedLog {
  private:
   void Write(const char* p, size_t n) {
     if (n == 0) return;
-    WriteAll(fd_, p, n);
+    (void)WriteAll(fd_, p, n, "output.log");  // a full disk loses output, never the task
     written_ += static_cast<int64_t>(n);
     last_ = p[n - 1];
   }
@@ -182,9 +196,7 @@ std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vect
                        std::strerror(errno));
   }
   // Nothing of the shim's reaches the task but stdin, stdout and stderr.
-  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    for (int fd = 3; fd < 65536; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
+  CloseFrom(3, /*on_exec=*/true);
   environ = envp.data();
   execvp(argv[0], argv.data());
   return fmt::format("cannot run \"{}\" as {}: {}", spec.argv[0], spec.identity.Describe(), std::strerror(errno));
@@ -236,13 +248,23 @@ std::string LogCutMarker(int64_t max_bytes) {
   return fmt::format("[ringmaster: log cut at {}; later output dropped]", FormatBytes(max_bytes));
 }
 
+std::string BootId() {
+  auto text = ReadFile("/proc/sys/kernel/random/boot_id");
+  if (!text.ok()) return "";
+  std::string id = *text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
 // Single-threaded, so fork without exec is safe here.
 int RunShim(const std::string& dir) {
-  // Close whatever the agent leaked (listening sockets above all), so a task
-  // never holds the server's port.
-  if (close_range(3, ~0U, 0) != 0) {
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
-  }
+  // Close whatever the agent leaked (listening sockets, clients' connections
+  // above all), so a task never holds the server's port or another user's
+  // connection.
+  CloseFrom(3, /*on_exec=*/false);
+  // Which boot this is: after a reboot the agent must not signal the pids
+  // recorded here (they belong to someone else by then).
+  (void)WriteFileAtomic(dir + "/" + kBootIdFile, BootId(), 0600);
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);

@@ -50,6 +50,10 @@ inline constexpr const char* kTaskPidFile = "task.pid";
 inline constexpr const char* kExitFile = "exit.json";
 inline constexpr const char* kStopFile = "stop";
 inline constexpr const char* kLogFile = "output.log";
+inline constexpr const char* kBootIdFile = "boot_id";  // the boot the pids above belong to
+
+// This boot's id (/proc/sys/kernel/random/boot_id); "" if unknown.
+std::string BootId();
 
 // The marker written once a task's log reaches `max_bytes`.
 std::string LogCutMarker(int64_t max_bytes);

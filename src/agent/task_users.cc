@@ -107,6 +107,18 @@ StatusOr<TaskUsers> TaskUsers::Create(const TaskUsersOptions& o, uid_t agent_uid
       }
     }
     endpwent();
+    // So would a gid a group already has (a task's gid is its uid).
+    setgrent();
+    while (group* gr = getgrent()) {
+      if (gr->gr_gid >= t.lo_ && gr->gr_gid <= t.hi_) {
+        std::string name = gr->gr_name;
+        gid_t gid = gr->gr_gid;
+        endgrent();
+        return InvalidArgument(fmt::format(
+            "--task-uids: {} includes the group {} (gid {}); pick a range no group uses", range, name, gid));
+      }
+    }
+    endgrent();
     t.has_range_ = true;
   }
 
@@ -119,13 +131,26 @@ StatusOr<TaskUsers> TaskUsers::Create(const TaskUsersOptions& o, uid_t agent_uid
     auto a = LookUpAccount(name);
     if (!a) return InvalidArgument(fmt::format("--task-user: {}: no account {} on this host", kv, name));
     if (a->uid == 0) return InvalidArgument(fmt::format("--task-user: {}: {} is root (uid 0); tasks never run as root", kv, name));
+    if (a->uid < kMinUid) {
+      return InvalidArgument(fmt::format("--task-user: {}: {} is a system account (uid {} < {}); map a person's account",
+                                         kv, name, a->uid, kMinUid));
+    }
     TaskIdentity id;
     id.uid = a->uid;
     id.gid = a->gid;
     id.groups = GroupsOf(*a);
+    // Groups that are root in all but name: a task in one could become root.
+    static const char* const kPrivileged[] = {"root", "sudo", "wheel", "admin", "docker", "lxd", "disk", "shadow", "kmem"};
     for (gid_t g : id.groups) {
       if (g == 0 || id.gid == 0) {
         return InvalidArgument(fmt::format("--task-user: {}: {} is in group 0 (root); tasks never run in it", kv, name));
+      }
+      const group* gr = getgrgid(g);
+      for (const char* p : kPrivileged) {
+        if (gr && std::string(gr->gr_name) == p) {
+          return InvalidArgument(fmt::format(
+              "--task-user: {}: {} is in group {}, which can become root; map an account outside it", kv, name, p));
+        }
       }
     }
     id.user = user;

@@ -1,5 +1,7 @@
 #include "cli/connect.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -37,9 +39,12 @@ std::string Trim(std::string s) {
 }
 
 std::string DefaultDataDir() {
-  if (const char* d = getenv("RINGMASTER_DATA")) return d;
+  if (const char* d = getenv("RINGMASTER_DATA"); d && *d) return d;
+  // Root's tasks run as other uids, which cannot pass through /root: a root
+  // server keeps its data where they can reach their own files.
+  if (geteuid() == 0) return "/var/lib/ringmaster";
   const char* home = getenv("HOME");
-  return std::string(home ? home : "/root") + "/.ringmaster";
+  return std::string(home ? home : "/tmp") + "/.ringmaster";
 }
 
 std::string SelfExe() {

@@ -18,7 +18,7 @@ constexpr int kExitError = 2;    // the command itself could not do its work
 
 [[noreturn]] void Die(const std::string& message);
 std::string Trim(std::string s);
-// --data, else $RINGMASTER_DATA, else ~/.ringmaster.
+// $RINGMASTER_DATA, else /var/lib/ringmaster for root, else ~/.ringmaster.
 std::string DefaultDataDir();
 // This binary's path (the agent runs it as each task's shim).
 std::string SelfExe();

@@ -26,7 +26,7 @@ int Main(int argc, char** argv) {
   bool verbose = false;
   app.add_option("--server", conn.server, "server URL (default: $RINGMASTER_SERVER, else <data>/server.json)");
   app.add_option("--token", conn.token, "API token (default: $RINGMASTER_TOKEN, else <data>/admin.token)");
-  app.add_option("--data", conn.data, "the data dir of `ringmaster up` (default: $RINGMASTER_DATA or ~/.ringmaster)");
+  app.add_option("--data", conn.data, "the data dir of `ringmaster up` (default: $RINGMASTER_DATA, else /var/lib/ringmaster for root, ~/.ringmaster for others)");
   app.add_option("--ca", conn.ca,
                  "CA certificate to trust for an https server (default: $RINGMASTER_CA, else <data>/tls/ca.crt)");
   app.add_flag("-v,--verbose", verbose, "debug logging");

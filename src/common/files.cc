@@ -12,21 +12,27 @@
 
 namespace ringmaster {
 
+Status WriteAll(int fd, const char* data, size_t n, const std::string& what) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Internal("write " + what + ": " + std::strerror(errno));
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Internal("open " + tmp + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Internal("write " + tmp + ": " + std::strerror(e));
-    }
-    off += static_cast<size_t>(n);
+  if (Status st = WriteAll(fd, content.data(), content.size(), tmp); !st.ok()) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return st;
   }
   ::fchmod(fd, mode);
   ::fsync(fd);

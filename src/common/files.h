@@ -10,6 +10,9 @@
 namespace ringmaster {
 
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0644);
+// Writes all `n` bytes to `fd` (retrying short writes and EINTR); `what` names
+// the file in the error.
+Status WriteAll(int fd, const char* data, size_t n, const std::string& what);
 StatusOr<std::string> ReadFile(const std::string& path);
 Status MakeDirs(const std::string& path, int mode = 0755);
 

@@ -8,7 +8,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <array>
+#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -17,6 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include "common/json_limits.h"
+#include "common/units.h"
 
 namespace ringmaster::http {
 
@@ -32,7 +39,9 @@ namespace {
 constexpr size_t kMaxTarget = 8 << 10;
 constexpr size_t kMaxQueryParams = 64;
 
-int HttpStatus(StatusCode c) {
+}  // namespace
+
+int HttpStatusFor(StatusCode c) {
   switch (c) {
     case StatusCode::kOk: return 200;
     case StatusCode::kInvalidArgument: return 400;
@@ -50,7 +59,11 @@ int HttpStatus(StatusCode c) {
   return 500;
 }
 
-Response FromStatus(const Status& st) { return ErrorResponse(HttpStatus(st.code()), StatusCodeName(st.code()), st.message()); }
+namespace {
+
+Response FromStatus(const Status& st) {
+  return ErrorResponse(HttpStatusFor(st.code()), StatusCodeName(st.code()), st.message());
+}
 
 bool IEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
@@ -220,10 +233,50 @@ struct Server::Impl {
   Authenticator auth;
   std::atomic<uint64_t> next_id{1};
   std::atomic<size_t> connections{0};
-  std::atomic<size_t> body_bytes{0};  // reserved by requests whose bodies are in memory
+  // Bytes reserved by requests whose bodies are (or will be) in memory.
+  std::mutex budget_mu;
+  size_t api_body_bytes = 0;                // GUARDED_BY(budget_mu)
+  size_t agent_body_bytes = 0;              // GUARDED_BY(budget_mu)
+  std::map<std::string, size_t> body_bytes_by;  // GUARDED_BY(budget_mu): per principal (API pool)
+
+  Status Reserve(Pool pool, const std::string& who, size_t n) {
+    std::lock_guard<std::mutex> l(budget_mu);
+    if (pool == Pool::kAgent) {
+      if (agent_body_bytes + n > opt.max_agent_body_bytes_in_flight) {
+        return Unavailable("too many agent uploads in progress: try again shortly");
+      }
+      agent_body_bytes += n;
+      return Status::Ok();
+    }
+    size_t& mine = body_bytes_by[who];
+    if (mine + n > opt.max_body_bytes_per_principal) {
+      if (mine == 0) body_bytes_by.erase(who);
+      return ResourceExhausted(fmt::format("{} uploads of yours in progress already: let them finish first",
+                                           FormatBytes(static_cast<int64_t>(mine))));
+    }
+    if (api_body_bytes + n > opt.max_body_bytes_in_flight) {
+      if (mine == 0) body_bytes_by.erase(who);
+      return Unavailable("too many request bodies in progress: try again shortly");
+    }
+    mine += n;
+    api_body_bytes += n;
+    return Status::Ok();
+  }
+  void Unreserve(Pool pool, const std::string& who, size_t n) {
+    std::lock_guard<std::mutex> l(budget_mu);
+    if (pool == Pool::kAgent) {
+      agent_body_bytes -= n;
+      return;
+    }
+    api_body_bytes -= n;
+    auto it = body_bytes_by.find(who);
+    if (it != body_bytes_by.end() && (it->second -= n) == 0) body_bytes_by.erase(it);
+  }
   std::atomic<bool> stopping{false};
   std::mutex sessions_mu;
   std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;  // GUARDED_BY(sessions_mu)
+  std::mutex inline_mu;
+  std::deque<std::function<void()>> inline_queue;  // GUARDED_BY(inline_mu): Post() before Start()
 
   // Declared after the bookkeeping above, so that handlers the io_context
   // destroys at shutdown may still touch it; the pools before the io_context
@@ -300,10 +353,15 @@ class HttpSession : public SessionBase {
   HttpSession(Server::Impl& impl, beast::flat_buffer buffer, std::string remote)
       : impl_(impl), buffer_(std::move(buffer)), remote_(std::move(remote)) {
     ++impl_.connections;
+    // What is read but not yet parsed: a head, a chunk header, a trailer.
+    // Bodies go straight into the request, so this bound is what stops an
+    // endless chunk extension or trailer from growing without limit; and at
+    // 64 KiB no trailer field can reach Beast's 64 KiB field limit (it throws).
+    buffer_.max_size(std::max<size_t>(impl_.opt.max_header_bytes + 4096, 64 << 10));
   }
   ~HttpSession() override {
     if (source_) source_->Cancel();
-    impl_.body_bytes -= reserved_;
+    Release();
     --impl_.connections;
     std::lock_guard<std::mutex> l(impl_.sessions_mu);
     impl_.sessions.erase(session_id_);
@@ -338,6 +396,7 @@ class HttpSession : public SessionBase {
   void OnHead(beast::error_code ec, std::size_t) {
     start_ = SteadyClock::now();
     req_ = Request();
+    body_read_ = false;
     req_.id = impl_.next_id++;
     req_.remote = remote_;
     route_ = nullptr;
@@ -413,14 +472,17 @@ class HttpSession : public SessionBase {
                                   fmt::format("body: {} bytes, more than this call accepts ({})", *length, max_body)));
     }
     if (!body_pending_) return Dispatch();
-    // Memory for bodies is a budget shared by every connection.
+    // Memory for bodies is a budget: one of its own for agents, and for
+    // everyone else a share per principal within a shared whole, so no user
+    // can hold all of it (and never the agents').
     const size_t want = length ? static_cast<size_t>(*length) : max_body;
-    if (impl_.body_bytes.fetch_add(want) + want > impl_.opt.max_body_bytes_in_flight) {
-      impl_.body_bytes -= want;
+    if (Status st = impl_.Reserve(route_->options.pool, req_.principal.name, want); !st.ok()) {
       keep_alive_ = false;
-      return Finish(ErrorResponse(503, "Unavailable", "too many request bodies in progress: try again shortly"));
+      return Finish(FromStatus(st));
     }
     reserved_ = want;
+    reserved_pool_ = route_->options.pool;
+    reserved_by_ = req_.principal.name;
     parser_->body_limit(max_body);
     if (IEquals(req_.Header("expect"), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -447,33 +509,41 @@ class HttpSession : public SessionBase {
                                   fmt::format("body: more than this call accepts ({} bytes)", route_->options.max_body)));
     }
     if (ec) {
+      keep_alive_ = false;
       if (ec == beast::error::timeout) {
-        keep_alive_ = false;
         return Finish(ErrorResponse(408, "DeadlineExceeded", "the request body did not arrive in time"));
       }
-      return Shutdown();
+      if (ec.category() == beast::error_code(bhttp::error::bad_chunk).category() && ec != bhttp::error::partial_message &&
+          ec != bhttp::error::end_of_stream) {
+        return Finish(ErrorResponse(400, "InvalidArgument", "malformed request body: " + ec.message()));
+      }
+      return Shutdown();  // the client went away
     }
     Dispatch();
   }
 
+  // The handler gets its own copy of the request, alive for as long as the
+  // handler runs: the session moves on to the next request once it has the
+  // response, and must not pull the request from under a handler still running.
   void Dispatch() {
-    req_.body = std::move(parser_->get().body());
+    body_read_ = true;
+    auto req = std::make_shared<Request>(req_);
+    req->body = std::move(parser_->get().body());
     Tcp().expires_never();  // no deadline while the handler works (long-polls wait here, holding no thread)
     auto once = std::make_shared<std::atomic<bool>>(false);
     Responder respond = [self = self().shared_from_this(), once](Response r) {
       if (once->exchange(true)) return;
       net::post(self->Tcp().get_executor(), [self, r = std::move(r)]() mutable { self->Finish(std::move(r)); });
     };
-    net::post(impl_.PoolFor(route_->options.pool), [self = self().shared_from_this(), respond] {
-      Server::Impl::RunHandler(*self->route_, self->req_, respond);
-    });
+    const Router::Route* route = route_;
+    net::post(impl_.PoolFor(route->options.pool),
+              [route, req, respond] { Server::Impl::RunHandler(*route, *req, respond); });
   }
 
   void Release() {
     if (reserved_ == 0) return;
-    impl_.body_bytes -= reserved_;
+    impl_.Unreserve(reserved_pool_, reserved_by_, reserved_);
     reserved_ = 0;
-    std::string().swap(req_.body);
   }
 
   // Writes the response and logs it; then the next request, or close.
@@ -519,8 +589,10 @@ class HttpSession : public SessionBase {
   // once (a follower's place is freed), not at the next write. Bytes that do
   // arrive (a pipelined request) stay in the buffer for after the stream.
   void WatchForHangUp() {
+    watching_ = true;
     self().stream().async_read_some(
         buffer_.prepare(4096), [self = self().shared_from_this()](beast::error_code ec, std::size_t n) {
+          self->watching_ = false;
           if (ec) {
             if (self->source_) self->source_->Cancel();
             return self->Shutdown();
@@ -566,8 +638,9 @@ class HttpSession : public SessionBase {
     rec.id = req_.id;
     rec.remote = remote_;
     rec.user = req_.principal.name;
-    rec.method = req_.method;
-    rec.path = req_.path.empty() ? req_.target.substr(0, 256) : req_.path.substr(0, 256);
+    // Never a query string; escaped, so a %0A in a path cannot forge a log line.
+    rec.method = Printable(req_.method, 16);
+    rec.path = Printable(req_.path.empty() ? req_.target.substr(0, req_.target.find('?')) : req_.path, 256);
     rec.status = status_;
     rec.ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count();
     rec.bytes = bytes_;
@@ -584,7 +657,11 @@ class HttpSession : public SessionBase {
       source_->Cancel();
       source_.reset();
     }
-    self().ShutdownStream();
+    // abrupt: another operation (the hang-up watch, a write) is still pending,
+    // so no orderly TLS close_notify can be written. linger: the client is
+    // still sending a body we answered without reading; closing now would
+    // reset the connection and could lose our answer.
+    self().ShutdownStream(/*linger=*/body_pending_ && !body_read_, /*abrupt=*/watching_);
   }
 
   Server::Impl& impl_;
@@ -598,10 +675,14 @@ class HttpSession : public SessionBase {
   bool first_ = true;
   bool keep_alive_ = true;
   bool body_pending_ = false;
+  bool body_read_ = false;
+  bool watching_ = false;  // the hang-up watch's read is pending
   bool closed_ = false;
   int status_ = 0;
   uint64_t bytes_ = 0;
-  size_t reserved_ = 0;  // of Impl::body_bytes, until the response is written
+  size_t reserved_ = 0;  // of the body budget (Impl::Reserve), until the response is written
+  Pool reserved_pool_ = Pool::kApi;
+  std::string reserved_by_;
   std::shared_ptr<BodySource> source_;
 };
 
@@ -614,13 +695,33 @@ class PlainSession final : public HttpSession<PlainSession>, public std::enable_
     Register();
     ReadHead();
   }
-  void ShutdownStream() {
+  void ShutdownStream(bool linger, bool abrupt) {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    if (!linger || abrupt) {
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+      stream_.socket().close(ec);
+      return;
+    }
+    // A lingering close: stop sending, then read and drop what the client
+    // still sends (at most 1 MiB, for at most 2 s) so that it reads our answer.
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    Drain(1 << 20);
   }
 
  private:
+  void Drain(size_t left) {
+    auto buf = std::make_shared<std::array<char, 16384>>();
+    stream_.async_read_some(net::buffer(*buf), [self = shared_from_this(), buf, left](beast::error_code ec, std::size_t n) {
+      if (ec || n >= left) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->Drain(left - n);
+    });
+  }
+
   beast::tcp_stream stream_;
 };
 
@@ -635,12 +736,17 @@ class TlsSession final : public HttpSession<TlsSession>, public std::enable_shar
     Tcp().expires_after(impl_.opt.header_timeout);
     stream_.async_handshake(ssl::stream_base::server, buffer_.data(),
                             [self = shared_from_this()](beast::error_code ec, std::size_t used) {
-                              if (ec) return self->ShutdownStream();
+                              if (ec) return self->ShutdownStream(false, true);
                               self->buffer_.consume(used);
                               self->ReadHead();
                             });
   }
-  void ShutdownStream() {
+  void ShutdownStream(bool linger, bool abrupt) {
+    if (linger || abrupt) {  // no orderly close_notify over pending operations or an unread body
+      beast::error_code ec;
+      Tcp().socket().close(ec);
+      return;
+    }
     Tcp().expires_after(std::chrono::seconds(5));
     stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
       beast::error_code ec;
@@ -680,7 +786,10 @@ class RejectSession final : public std::enable_shared_from_this<RejectSession> {
 class DetectSession final : public std::enable_shared_from_this<DetectSession> {
  public:
   DetectSession(Server::Impl& impl, tcp::socket socket, std::string remote)
-      : impl_(impl), stream_(std::move(socket)), remote_(std::move(remote)) {}
+      : impl_(impl), stream_(std::move(socket)), remote_(std::move(remote)) {
+    ++impl_.connections;  // a connection still in its handshake counts too
+  }
+  ~DetectSession() { --impl_.connections; }
   void Run() {
     stream_.expires_after(impl_.opt.header_timeout);
     beast::async_detect_ssl(stream_, buffer_, [self = shared_from_this()](beast::error_code ec, bool is_tls) {
@@ -750,6 +859,8 @@ void Server::Impl::Accept() {
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    // Never inherited by a task's shim (Asio 1.74 accepts without SOCK_CLOEXEC).
+    fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
     auto ep = socket.remote_endpoint(ignored);
     std::string remote = ignored ? std::string("?") : ep.address().to_string();
     if (connections >= opt.max_connections) {
@@ -808,6 +919,7 @@ Status Server::Start() {
   if (ec) return InvalidArgument(fmt::format("--host: \"{}\" is not an IP address", I.opt.host));
   tcp::endpoint ep(address, static_cast<unsigned short>(I.opt.port));
   I.acceptor.open(ep.protocol(), ec);
+  if (!ec) fcntl(I.acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   if (!ec) I.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) I.acceptor.bind(ep, ec);
   if (!ec) I.acceptor.listen(net::socket_base::max_listen_connections, ec);
@@ -820,7 +932,20 @@ Status Server::Start() {
   I.agent_pool = std::make_unique<net::thread_pool>(std::max(1, I.opt.agent_threads));
   I.Accept();
   for (int i = 0; i < std::max(1, I.opt.io_threads); ++i) {
-    I.io_threads.emplace_back([&I] { I.ioc.run(); });
+    // A throw out of a connection's handler (Beast throws for a few malformed
+    // inputs, e.g. a trailer field over 64 KiB) ends that connection: its
+    // handlers and session are destroyed as the exception leaves run(); the
+    // server goes on.
+    I.io_threads.emplace_back([&I] {
+      while (true) {
+        try {
+          I.ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("http: a connection's handler threw, and the connection was closed: {}", e.what());
+        }
+      }
+    });
   }
   return Status::Ok();
 }
@@ -832,12 +957,17 @@ void Server::Stop() {
     beast::error_code ec;
     I.acceptor.close(ec);
   });
+  std::vector<std::shared_ptr<SessionBase>> open;
   {
     std::lock_guard<std::mutex> l(I.sessions_mu);
     for (auto& [id, weak] : I.sessions) {
-      if (auto s = weak.lock()) s->Close();
+      if (auto s = weak.lock()) open.push_back(std::move(s));
     }
   }
+  // Outside the lock: the last reference may go here, and a session's
+  // destructor takes sessions_mu.
+  for (auto& s : open) s->Close();
+  open.clear();
   if (I.api_pool) I.api_pool->join();
   if (I.agent_pool) I.agent_pool->join();
   I.ioc.stop();
@@ -852,8 +982,11 @@ std::shared_ptr<Timer> Server::After(std::chrono::milliseconds delay, std::funct
 }
 
 void Server::Post(Pool pool, std::function<void()> fn) {
-  if (!impl_->api_pool) {  // not started (tests driving Dispatch): run here
-    fn();
+  if (!impl_->api_pool) {
+    // Not started (tests and fuzzing drive Dispatch): queued and run by
+    // Dispatch on its own thread, never inside the caller (which may hold locks).
+    std::lock_guard<std::mutex> l(impl_->inline_mu);
+    impl_->inline_queue.push_back(std::move(fn));
     return;
   }
   net::post(impl_->PoolFor(pool), std::move(fn));
@@ -871,6 +1004,20 @@ void Server::Dispatch(Request req, Responder respond) {
                                                                      route->options.max_body)));
   }
   Impl::RunHandler(*route, req, respond);
+  RunQueued();
+}
+
+void Server::RunQueued() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> l(impl_->inline_mu);
+      if (impl_->inline_queue.empty()) return;
+      fn = std::move(impl_->inline_queue.front());
+      impl_->inline_queue.pop_front();
+    }
+    fn();
+  }
 }
 
 }  // namespace ringmaster::http

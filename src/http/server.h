@@ -83,6 +83,8 @@ using Responder = std::function<void(Response)>;
 
 // {"error": {"code": code, "message": message}} with an HTTP status.
 Response ErrorResponse(int status, std::string_view code, std::string_view message);
+// The HTTP status of a Status code (docs/api.md's table): 400, 401, 403, ...
+int HttpStatusFor(StatusCode code);
 
 enum class Pool { kApi, kAgent };
 
@@ -93,6 +95,8 @@ struct RouteOptions {
   std::string access;  // opaque to the server: what the authenticator checks (e.g. a scope)
 };
 
+// `request` lives until the handler returns; a handler that answers later
+// (from a timer, a watch) copies what it needs.
 using Handler = std::function<void(Request& request, Responder respond)>;
 // Runs on the route's pool with the request's head (no body yet read).
 // Returns the principal, or an error: Unauthenticated -> 401, PermissionDenied -> 403, ...
@@ -113,14 +117,18 @@ struct ServerOptions {
   int io_threads = 2;
   int api_threads = 16;
   int agent_threads = 4;
-  size_t max_header_bytes = 64 << 10;
+  size_t max_header_bytes = 60 << 10;  // below Beast's 64 KiB per field value
   size_t max_connections = 4096;  // beyond this a new connection gets 503 and is closed
-  // Request bodies being received or handled, all connections together (a
-  // chunked body counts as its route's limit). Beyond it: 503, try again.
+  // Request bodies being received or handled (a chunked body counts as its
+  // route's limit): all API connections together (beyond it: 503), one
+  // principal's (beyond it: 429), and the agent pool's own budget, which user
+  // traffic never touches.
   size_t max_body_bytes_in_flight = 256 << 20;
+  size_t max_body_bytes_per_principal = 16 << 20;
+  size_t max_agent_body_bytes_in_flight = 128 << 20;
   std::chrono::seconds header_timeout{30};  // from the first byte of a request to its end of header
   std::chrono::seconds idle_timeout{60};    // a keep-alive connection between requests
-  std::chrono::seconds body_timeout{300};
+  std::chrono::seconds body_timeout{60};
   std::chrono::seconds write_timeout{60};
   std::function<void(const AccessRecord&)> access_log;
 };
@@ -181,7 +189,10 @@ class Server {
   // One whole request through routing, authentication, limits and its
   // handler, without a socket: for tests and fuzzing. Everything runs on the
   // calling thread until the handler returns; `respond` is called once.
+  // Before Start(), work handed to Post() runs here too, after the handler.
   void Dispatch(Request request, Responder respond);
+  // Before Start(): runs what Post() queued (Dispatch does this itself).
+  void RunQueued();
 
   struct Impl;
 

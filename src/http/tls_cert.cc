@@ -17,6 +17,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/files.h"
 
@@ -106,8 +107,11 @@ StatusOr<std::string> Pem(EVP_PKEY* key) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-// True if the certificate at `path` is still good for 30 days and names every one of `names`.
-bool Reusable(const std::string& path, const std::vector<std::string>& names) {
+// True if the certificate at `path` is still good for 30 days; the names in
+// `names` it does not cover go to *missing. A certificate is kept even when a
+// name is missing (a new interface, a renamed host): minting a new CA would
+// cut off every client and agent that trusts the old one.
+bool Reusable(const std::string& path, const std::vector<std::string>& names, std::vector<std::string>* missing) {
   auto text = ReadFile(path);
   if (!text.ok()) return false;
   Bio bio(BIO_new_mem_buf(text->data(), static_cast<int>(text->size())));
@@ -117,7 +121,7 @@ bool Reusable(const std::string& path, const std::vector<std::string>& names) {
   if (X509_cmp_time(X509_get0_notAfter(cert.get()), &soon) <= 0) return false;
   for (const auto& n : names) {
     int ok = IsIp(n) ? X509_check_ip_asc(cert.get(), n.c_str(), 0) : X509_check_host(cert.get(), n.c_str(), n.size(), 0, nullptr);
-    if (ok != 1) return false;
+    if (ok != 1) missing->push_back(n);
   }
   return true;
 }
@@ -153,7 +157,17 @@ std::vector<std::string> ServerNames(const std::string& host) {
 
 StatusOr<TlsFiles> EnsureSelfSignedTls(const std::string& dir, const std::vector<std::string>& names) {
   TlsFiles f{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key"};
-  if (Reusable(f.server_cert, names) && ReadFile(f.ca_cert).ok() && ReadFile(f.server_key).ok()) return f;
+  std::vector<std::string> missing;
+  if (Reusable(f.server_cert, names, &missing) && ReadFile(f.ca_cert).ok() && ReadFile(f.server_key).ok()) {
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      spdlog::warn("tls: {} does not name {}; clients using those names will refuse it. Keeping it (a new one "
+                   "would need a new CA that no client trusts yet); delete {} to make a new one",
+                   f.server_cert, list, dir);
+    }
+    return f;
+  }
   RM_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   PKey ca_key = NewKey(), key = NewKey();
   if (!ca_key || !key) return Internal("tls: cannot generate a P-256 key");

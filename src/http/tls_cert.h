@@ -18,8 +18,9 @@ struct TlsFiles {
   std::string server_key;   // PEM, mode 0600
 };
 
-// Makes (or reuses, when it exists, covers every name in `names` and is valid
-// for 30 more days) a CA and a server certificate for `names` under `dir`.
+// Makes a CA and a server certificate for `names` under `dir`, or reuses the
+// ones there while they are valid for 30 more days (a name they lack is
+// logged as a warning, not a reason to mint a new CA that clients do not trust).
 // Names that parse as IP addresses become IP SANs, the rest DNS SANs.
 StatusOr<TlsFiles> EnsureSelfSignedTls(const std::string& dir, const std::vector<std::string>& names);
 

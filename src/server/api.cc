@@ -39,15 +39,7 @@ http::Response ErrorFor(const http::Request& req, const Status& st) {
     return http::ErrorResponse(500, "Internal",
                                fmt::format("internal error (request {}); the server log has the cause", req.id));
   }
-  static const std::map<StatusCode, int> kHttp = {
-      {StatusCode::kInvalidArgument, 400},   {StatusCode::kUnauthenticated, 401},
-      {StatusCode::kPermissionDenied, 403},  {StatusCode::kNotFound, 404},
-      {StatusCode::kAlreadyExists, 409},     {StatusCode::kFailedPrecondition, 409},
-      {StatusCode::kAborted, 409},           {StatusCode::kResourceExhausted, 429},
-      {StatusCode::kUnavailable, 503},       {StatusCode::kDeadlineExceeded, 504},
-  };
-  auto it = kHttp.find(st.code());
-  return http::ErrorResponse(it == kHttp.end() ? 500 : it->second, StatusCodeName(st.code()), st.message());
+  return http::ErrorResponse(http::HttpStatusFor(st.code()), StatusCodeName(st.code()), st.message());
 }
 
 http::Handler Json(JsonFn fn) {

@@ -176,6 +176,13 @@ void AddAgentRoutes(Api& api) {
                         return FailedPrecondition(
                             fmt::format("task {} is on attempt {}, not {}", task.id, task.attempt, attempt));
                       }
+                      // An agent ships everything before it reports an exit, so a
+                      // task that has ended (lost, say) gets no more: 409 tells the
+                      // agent to drop the rest.
+                      if (store::IsTerminal(task.state)) {
+                        return FailedPrecondition(fmt::format("task {} has ended ({}): no more output is kept",
+                                                              task.id, store::StateName(task.state)));
+                      }
                       LogStore* to = is_logs ? api.logs : api.metrics;
                       RM_ASSIGN_OR_RETURN(int64_t size, to->Append(task.job_id, task.rank, static_cast<int>(attempt),
                                                                    offset, req.body));

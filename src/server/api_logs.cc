@@ -3,6 +3,7 @@
 // the job ends. A follower holds no thread while it waits for output: it
 // checks the files on a timer. Followers per user are capped.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <deque>
@@ -22,11 +23,22 @@ constexpr size_t kReadChunk = 256 << 10;       // bytes read per pull
 constexpr size_t kMaxRecordLine = 64 << 10;    // longer lines go out in pieces ("partial": true)
 constexpr auto kFollowPoll = std::chrono::milliseconds(200);
 constexpr int64_t kKeepaliveMs = 5000;
+constexpr int kMetricsReaders = 4;                     // metrics reads at once, all users
+constexpr int64_t kMetricsReadBytes = 64 << 20;        // of a rank's files, newest attempts first
+constexpr size_t kMetricsSeriesBytes = 4 << 20;        // source text of the records in `series`
+constexpr size_t kMetricsLatestKeys = 1024;            // names in `latest`
 
-// Reads up to `n` bytes of `path` at `offset` ("" at the end or when missing).
+// Reads up to `n` bytes of `path` at `offset` ("" at the end or when missing),
+// allocating only for what is there.
 std::string ReadAt(const std::string& path, int64_t offset, size_t n) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size <= offset) {
+    close(fd);
+    return "";
+  }
+  n = std::min<size_t>(n, static_cast<size_t>(st.st_size - offset));
   std::string buf(n, '\0');
   ssize_t got = pread(fd, buf.data(), n, offset);
   close(fd);
@@ -87,8 +99,13 @@ class TextSource final : public http::BodySource, public std::enable_shared_from
 // silence, an end record when the job has ended and every byte is out.
 class FollowSource final : public http::BodySource, public std::enable_shared_from_this<FollowSource> {
  public:
-  FollowSource(Api& api, int64_t job_id, int rank, int64_t user_id)
-      : api_(api), job_id_(job_id), rank_(rank), user_id_(user_id), last_write_ms_(api.clock->NowMs()) {}
+  FollowSource(Api& api, int64_t job_id, int rank, int64_t user_id, int64_t token_id)
+      : api_(api),
+        job_id_(job_id),
+        rank_(rank),
+        user_id_(user_id),
+        token_id_(token_id),
+        last_write_ms_(api.clock->NowMs()) {}
   ~FollowSource() override { api_.followers.Remove(user_id_); }
 
   void Pull(std::function<void(std::string, bool)> next) override {
@@ -109,6 +126,15 @@ class FollowSource final : public http::BodySource, public std::enable_shared_fr
 
   void Step(std::function<void(std::string, bool)> next) {
     if (cancelled_) return;
+    // A stream outlives no revocation: its token and user are checked again every few seconds.
+    if (const int64_t t = api_.clock->NowMs(); t - last_check_ms_ >= kKeepaliveMs) {
+      last_check_ms_ = t;
+      if (!StillAllowed()) {
+        std::string out;
+        Emit(&out, {{"end", true}, {"error", "the token was revoked or its user disabled"}});
+        return next(std::move(out), true);
+      }
+    }
     auto job = api_.store->GetJob(job_id_);
     const bool ended = !job.ok() || store::IsTerminal(job->state);
     std::string out;
@@ -163,14 +189,22 @@ class FollowSource final : public http::BodySource, public std::enable_shared_fr
                      [self = shared_from_this(), next = std::move(next)]() mutable { self->Pull(std::move(next)); });
   }
 
+  bool StillAllowed() {
+    auto user = api_.store->GetUser(user_id_);
+    if (!user.ok() || user->disabled) return false;
+    return token_id_ == 0 || api_.store->GetToken(token_id_).ok();
+  }
+
   Api& api_;
   const int64_t job_id_;
   const int rank_;
   const int64_t user_id_;
+  const int64_t token_id_;
   std::atomic<bool> cancelled_{false};
   // Touched by one Step at a time: the server pulls again only after a piece is written.
   std::map<std::string, Cursor> cursors_;
   int64_t last_write_ms_;
+  int64_t last_check_ms_ = 0;
 };
 
 // Reads `path` line by line, a chunk at a time; lines longer than the metrics
@@ -226,7 +260,7 @@ void AddLogRoutes(Api& api) {
                                        "user {} already follows {} log streams, the limit: close some first",
                                        c.user.name, api.limits.max_followers_per_user))));
     }
-    auto src = std::make_shared<FollowSource>(api, job->id, static_cast<int>(*rank), c.user.id);
+    auto src = std::make_shared<FollowSource>(api, job->id, static_cast<int>(*rank), c.user.id, c.token.id);
     r.content_type = "application/x-ndjson";
     r.stream = src;
     respond(std::move(r));
@@ -238,21 +272,51 @@ void AddLogRoutes(Api& api) {
     RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
     RM_ASSIGN_OR_RETURN(int64_t rank, IntParam(req, "rank", 0, 0, kMaxReplicas - 1));
     RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 1000, 0, 100000));  // 0 = only `latest`
-    std::deque<json> series;
+    // A bounded amount of work and memory whatever the files hold: a few
+    // reads at once, the newest attempts' files up to kMetricsReadBytes, a
+    // series of at most kMetricsSeriesBytes of source text, and a `latest` of
+    // at most kMetricsLatestKeys names.
+    struct Slot {
+      std::atomic<int>& n;
+      explicit Slot(std::atomic<int>& c) : n(c) { ++n; }
+      ~Slot() { --n; }
+    };
+    static std::atomic<int> reading{0};
+    Slot slot(reading);
+    if (reading > kMetricsReaders) return Unavailable("too many metrics reads in progress: try again shortly");
+    std::vector<LogFile> files = RankFiles(api.metrics, job.id, static_cast<int>(rank));
+    int64_t total = 0;
+    size_t first = files.size();
+    while (first > 0) {
+      struct stat st {};
+      const int64_t size = stat(files[first - 1].path.c_str(), &st) == 0 ? st.st_size : 0;
+      if (total + size > kMetricsReadBytes && first < files.size()) break;
+      total += size;
+      --first;
+    }
+    std::deque<std::pair<json, size_t>> series;  // record, its line's bytes
+    size_t series_bytes = 0;
     json latest = json::object();
-    for (const LogFile& f : RankFiles(api.metrics, job.id, static_cast<int>(rank))) {
+    for (size_t i = first; i < files.size(); ++i) {
+      const LogFile& f = files[i];
       ForEachLine(f.path, [&](const std::string& line) {
         auto rec = ParseMetricsLine(line);
         if (!rec) return;  // not a metrics record: skipped, never an error
-        latest.update(*rec);
+        for (auto& [k, v] : rec->items()) {
+          if (latest.contains(k) || latest.size() < kMetricsLatestKeys) latest[k] = v;
+        }
         if (limit == 0) return;
         (*rec)["attempt"] = f.attempt;
-        series.push_back(std::move(*rec));
-        if (series.size() > static_cast<size_t>(limit)) series.pop_front();
+        series.emplace_back(std::move(*rec), line.size());
+        series_bytes += line.size();
+        while (series.size() > static_cast<size_t>(limit) || series_bytes > kMetricsSeriesBytes) {
+          series_bytes -= series.front().second;
+          series.pop_front();
+        }
       });
     }
     json out = json::array();
-    for (auto& r : series) out.push_back(std::move(r));
+    for (auto& r : series) out.push_back(std::move(r.first));
     return Reply{200, {{"job_id", job.id}, {"rank", rank}, {"latest", latest}, {"series", out}}};
   }));
 }

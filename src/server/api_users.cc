@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/crypto.h"
+#include "common/json_limits.h"
 #include "server/api.h"
 
 namespace ringmaster::server {
@@ -29,11 +30,20 @@ json TokenJson(const store::Token& t, const std::string& user) {
 }
 
 Status CheckTokenName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxTokenName) {
-    return InvalidArgument(fmt::format("name: must be 1 to {} characters", kMaxTokenName));
+  if (!IsValidUtf8(name)) return InvalidArgument("name: must be valid UTF-8");
+  // Code points, and no C0 or C1 control character among them.
+  size_t chars = 0;
+  for (size_t i = 0; i < name.size(); ++chars) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const size_t len = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    const uint32_t cp = len == 2 ? ((c & 0x1fu) << 6) | (static_cast<unsigned char>(name[i + 1]) & 0x3fu) : c;
+    if (c < 0x20 || c == 0x7f || (len == 2 && cp >= 0x80 && cp <= 0x9f)) {
+      return InvalidArgument("name: must not contain control characters");
+    }
+    i += len;
   }
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return InvalidArgument("name: must not contain control characters");
+  if (chars == 0 || chars > kMaxTokenName) {
+    return InvalidArgument(fmt::format("name: must be 1 to {} characters", kMaxTokenName));
   }
   return Status::Ok();
 }

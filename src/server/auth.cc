@@ -1,6 +1,9 @@
 #include "server/auth.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +15,7 @@ namespace ringmaster::server {
 namespace {
 
 constexpr size_t kMaxTrackedNames = 10'000;
+constexpr int kMaxConcurrentLogins = 4;
 
 bool UserRoute(const std::string& access) {
   return access == access::kRead || access == access::kSubmit || access == access::kAdmin || access == access::kLogin;
@@ -57,14 +61,49 @@ void LoginLimiter::PruneLocked(int64_t now) {
     const bool stale = it->second.locked_until_ms <= now && now - it->second.last_ms > limits_.max_lock_ms;
     it = stale ? users_.erase(it) : std::next(it);
   }
-  while (users_.size() > kMaxTrackedNames) users_.erase(users_.begin());
-  while (addresses_.size() > kMaxTrackedNames) addresses_.erase(addresses_.begin());
+  // Bounded whatever is sprayed: forget the least recently failed names that
+  // are not locked (a lock is never forgotten early), then addresses.
+  while (users_.size() > kMaxTrackedNames) {
+    auto oldest = users_.end();
+    for (auto it = users_.begin(); it != users_.end(); ++it) {
+      if (it->second.locked_until_ms > now) continue;
+      if (oldest == users_.end() || it->second.last_ms < oldest->second.last_ms) oldest = it;
+    }
+    if (oldest == users_.end()) break;
+    users_.erase(oldest);
+  }
+  while (addresses_.size() > kMaxTrackedNames) {
+    auto oldest = addresses_.begin();
+    for (auto it = addresses_.begin(); it != addresses_.end(); ++it) {
+      if (it->second.back() < oldest->second.back()) oldest = it;
+    }
+    addresses_.erase(oldest);
+  }
 }
 
-Status LoginLimiter::Check(const std::string& user, const std::string& address) {
+std::string LoginLimiter::AddressKey(const std::string& address) {
+  // One host can use many addresses: every loopback address is one key, and an
+  // IPv6 address counts as its /64.
+  in_addr a4{};
+  if (inet_pton(AF_INET, address.c_str(), &a4) == 1) {
+    return (ntohl(a4.s_addr) >> 24) == 127 ? "127.0.0.0/8" : address;
+  }
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, address.c_str(), &a6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return "127.0.0.0/8";
+    char buf[INET6_ADDRSTRLEN] = {0};
+    std::memset(a6.s6_addr + 8, 0, 8);
+    inet_ntop(AF_INET6, &a6, buf, sizeof buf);
+    return std::string(buf) + "/64";
+  }
+  return address;
+}
+
+Status LoginLimiter::Check(const std::string& user, const std::string& address_in) {
   std::lock_guard<std::mutex> l(mu_);
   const int64_t now = clock_->NowMs();
   PruneLocked(now);
+  const std::string address = AddressKey(address_in);
   auto a = addresses_.find(address);
   if (a != addresses_.end() && static_cast<int>(a->second.size()) >= limits_.address_failures) {
     const int64_t wait = a->second.front() + limits_.address_window_ms - now;
@@ -82,7 +121,7 @@ Status LoginLimiter::Check(const std::string& user, const std::string& address) 
 bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
   std::lock_guard<std::mutex> l(mu_);
   const int64_t now = clock_->NowMs();
-  auto& failures = addresses_[address];
+  auto& failures = addresses_[AddressKey(address)];
   failures.push_back(now);
   bool locked = static_cast<int>(failures.size()) == limits_.address_failures;
   UserState& u = users_[user];
@@ -144,6 +183,14 @@ StatusOr<Caller> Auth::FromPassword(const http::Request& req, const std::string&
   // Locked out: refused without a verification or an audit entry (the lock
   // itself was audited), so a flood costs neither CPU nor database writes.
   if (Status st = limiter_.Check(shown, req.remote); !st.ok()) return st;
+  // Each verification costs ~30 ms of CPU on an API thread: a few at a time,
+  // so a flood of logins cannot take the pool from everyone else.
+  struct Slot {
+    std::atomic<int>& n;
+    explicit Slot(std::atomic<int>& c) : n(c) { ++n; }
+    ~Slot() { --n; }
+  } slot(verifying_);
+  if (verifying_ > kMaxConcurrentLogins) return Unavailable("too many logins in progress: try again shortly");
   auto user = store_->GetUserByName(name);
   const bool has_password = user.ok() && !user->password_hash.empty();
   // Unknown users and token-only users cost one argon2 verification too.

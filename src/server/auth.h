@@ -16,6 +16,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -76,6 +77,7 @@ class LoginLimiter {
     int64_t last_ms = 0;
   };
   void PruneLocked(int64_t now);
+  static std::string AddressKey(const std::string& address);
 
   Clock* const clock_;
   const LoginLimits limits_;
@@ -113,6 +115,7 @@ class Auth {
   const AuthOptions options_;
   LoginLimiter limiter_;
   const std::string dummy_hash_;  // verified against for unknown users: equal cost
+  std::atomic<int> verifying_{0};  // password verifications in progress
   std::mutex audit_mu_;
   int64_t audits_since_prune_ = 0;  // GUARDED_BY(audit_mu_)
 };

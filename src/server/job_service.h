@@ -90,8 +90,9 @@ class JobService {
   uint64_t NodeIndex(int64_t node_id);
   // Calls `fn` once when the node's index moves away from `index`, or when the
   // service stops. Returns 0 without calling it if the index already differs
-  // (answer now). `fn` runs under the service's lock: it must only hand work
-  // off (post it to a pool), never call back into the service.
+  // (answer now). `fn` may run while the service's state lock is held (not
+  // the watch lock): it may call Unwatch, and must otherwise only hand work off
+  // (post it to a pool), never call anything else of the service.
   uint64_t WatchNode(int64_t node_id, uint64_t index, std::function<void()> fn);
   // Forgets a watch that has not fired; a no-op once it has.
   void Unwatch(uint64_t watch_id);

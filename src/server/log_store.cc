@@ -31,19 +31,6 @@ int64_t ReadCut(const std::string& path) {
   }
 }
 
-Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Internal(fmt::format("write {}: {}", path, std::strerror(errno)));
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 LogStore::LogStore(std::string root, int64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {}

@@ -4,9 +4,27 @@
 
 namespace ringmaster::server {
 
+namespace {
+
+// Counts `j`'s values (itself included), stopping past `limit`. Depth is
+// bounded by kMaxMetricsDepth, so the recursion is too.
+size_t CountValues(const nlohmann::json& j, size_t limit) {
+  size_t n = 1;
+  if (j.is_structured()) {
+    for (const auto& v : j) {
+      n += CountValues(v, limit);
+      if (n > limit) break;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 std::optional<nlohmann::json> ParseMetricsLine(std::string_view line) {
   auto rec = ParseJson(line, {.max_bytes = kMaxMetricsLineBytes, .max_depth = kMaxMetricsDepth}, "metrics");
   if (!rec.ok() || !rec->is_object()) return std::nullopt;
+  if (CountValues(*rec, kMaxMetricsValues) > kMaxMetricsValues) return std::nullopt;
   return std::move(*rec);
 }
 

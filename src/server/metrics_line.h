@@ -17,10 +17,14 @@ namespace ringmaster::server {
 // allowed for grouped values ({"lr": {"group0": 0.1}}).
 constexpr size_t kMaxMetricsLineBytes = 64 << 10;
 constexpr int kMaxMetricsDepth = 8;
+// Values in one record, nested ones included: a line of thousands of keys is
+// not a metrics record, and would cost the server far more than its bytes.
+constexpr size_t kMaxMetricsValues = 256;
 
 // The record on `line` (without its newline; a trailing \r is fine), or
 // nullopt when it is not a JSON object, is longer than kMaxMetricsLineBytes,
-// nests deeper than kMaxMetricsDepth or holds invalid UTF-8. What it returns
+// nests deeper than kMaxMetricsDepth, holds more than kMaxMetricsValues
+// values or holds invalid UTF-8. What it returns
 // always dumps.
 std::optional<nlohmann::json> ParseMetricsLine(std::string_view line);
 

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/spdlog.h>
@@ -34,7 +36,8 @@ Status Dir(const std::string& path, mode_t mode) {
 
 }  // namespace
 
-Server::Server(ServerOptions options) : options_(std::move(options)) {}
+Server::Server(ServerOptions options)
+    : options_(std::move(options)), clock_(options_.clock ? options_.clock : RealClock::Get()) {}
 
 Server::~Server() {
   Stop();
@@ -57,6 +60,20 @@ Status Server::Bootstrap() {
   // Traversable, not listable: tasks reach their own user's files through
   // <data>/files/users/<id> (0700, theirs). Nothing else in <data> is theirs to read.
   if (options_.jobs.files_dir.empty()) {
+    // Tasks run as other uids (when the agent is root): they must be able to
+    // pass through every directory above the data dir to reach their files.
+    if (geteuid() == 0) {
+      for (std::filesystem::path p = std::filesystem::path(options_.data_dir).parent_path();; p = p.parent_path()) {
+        struct stat st {};
+        if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+          return FailedPrecondition(fmt::format(
+              "--data {}: {} is not traversable by other users (mode {:o}), so tasks, which run as their "
+              "users' own uids, could not reach their files; use a data dir such as /var/lib/ringmaster",
+              options_.data_dir, p.string(), st.st_mode & 07777));
+        }
+        if (p == p.parent_path()) break;
+      }
+    }
     if (chmod(options_.data_dir.c_str(), 0711) != 0) {
       return Internal(fmt::format("chmod {}: {}", options_.data_dir, std::strerror(errno)));
     }
@@ -70,7 +87,7 @@ Status Server::Bootstrap() {
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
   RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
   if (users == 0) {
-    const int64_t now = RealClock::Get()->NowMs();
+    const int64_t now = clock_->NowMs();
     std::string token = NewApiToken();
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
       RM_ASSIGN_OR_RETURN(int64_t uid, store_->CreateUser({0, "admin", Role::kAdmin, "", now}));
@@ -101,8 +118,8 @@ Status Server::SetUpTls(http::ServerOptions* h) {
 
 Status Server::Start() {
   RM_RETURN_IF_ERROR(Bootstrap());
-  jobs_ = std::make_unique<JobService>(store_.get(), RealClock::Get(), options_.jobs);
-  auth_ = std::make_unique<Auth>(store_.get(), RealClock::Get());
+  jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
+  auth_ = std::make_unique<Auth>(store_.get(), clock_);
 
   http::ServerOptions h;
   h.host = options_.host;
@@ -131,11 +148,12 @@ Status Server::Start() {
   api_->metrics = metrics_.get();
   api_->auth = auth_.get();
   api_->http = http_.get();
-  api_->clock = RealClock::Get();
+  api_->clock = clock_;
   api_->limits = options_.limits;
 
   http::RouteOptions health;
   health.authenticate = false;
+  health.max_body = 0;  // nobody may send a body without a token
   http_->Route("GET", "/healthz", health, [](http::Request&, http::Responder respond) {
     http::Response r;
     r.body = R"({"status":"ok"})";
@@ -175,7 +193,7 @@ StatusOr<std::string> Server::LocalAgentToken(const std::string& node) {
   RM_ASSIGN_OR_RETURN(store::User admin, store_->GetUserByName("admin"));
   const std::string secret = NewApiToken();
   RM_RETURN_IF_ERROR(
-      store_->CreateToken({0, admin.id, "agent:" + node, Sha256Hex(secret), RealClock::Get()->NowMs(), "agent", node})
+      store_->CreateToken({0, admin.id, "agent:" + node, Sha256Hex(secret), clock_->NowMs(), "agent", node})
           .status());
   RM_RETURN_IF_ERROR(WriteFileAtomic(path, secret + "\n", 0600));
   return secret;

@@ -40,6 +40,7 @@ struct ServerOptions {
   // false: no port and no scheduler loop; requests go through http()->Dispatch
   // on the calling thread (fuzzing, tests).
   bool listen = true;
+  Clock* clock = nullptr;  // nullptr = the real clock
   JobServiceOptions jobs;
 };
 
@@ -71,6 +72,7 @@ class Server {
   Status SetUpTls(http::ServerOptions* http);
 
   ServerOptions options_;  // Bootstrap fills in defaults (the file store root)
+  Clock* const clock_;
   std::unique_ptr<store::MetaStore> store_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;  // tasks' metrics lines, shipped like logs

@@ -456,6 +456,9 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
     TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "ringmaster backend: ",
                 type == c10d::OpType::SEND ? "send to" : "recv from", " rank ", peer, " in a group of ", getSize(),
                 " (this is rank ", getRank(), ")");
+    // Every check that can throw comes before the pending count is taken: a
+    // count taken and never returned would hold up destroy_process_group.
+    const comm::DataType dtype = ToDataType(buf);
     auto work = c10::make_intrusive<RingmasterWork>(getRank(), type, std::move(outputs), timeout_);
     work->Started();
     {
@@ -464,9 +467,8 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
       ++p2p_pending_;
     }
     const bool send = type == c10d::OpType::SEND;
-    std::shared_ptr<comm::Work> cw =
-        send ? context_->SendAsync(buf.data_ptr(), buf.numel(), ToDataType(buf), peer, tag)
-             : context_->RecvAsync(buf.data_ptr(), buf.numel(), ToDataType(buf), peer, tag);
+    std::shared_ptr<comm::Work> cw = send ? context_->SendAsync(buf.data_ptr(), buf.numel(), dtype, peer, tag)
+                                          : context_->RecvAsync(buf.data_ptr(), buf.numel(), dtype, peer, tag);
     cw->OnDone([this, work, buf, t, send, graveyard = graveyard_](const Status& st) mutable {
       if (st.ok() && !send && !buf.is_same(t)) t.copy_(buf);
       work->Complete(ToException(st));
