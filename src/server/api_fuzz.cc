@@ -106,6 +106,7 @@ struct Harness {
           more = !last;
           called = true;
         });
+        server->http()->RunQueued();  // the pull's work, now, while this frame's locals live
         if (!called || !more) break;
       }
       got.stream->Cancel();
