@@ -195,5 +195,48 @@ TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
   server.Stop();
 }
 
+// At the connection limit, silent connections make room: a flood of them
+// cannot keep a real client (an agent's heartbeat, say) out.
+TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {
+  ServerOptions o;
+  o.max_connections = 8;
+  Server server(o);
+  RouteOptions open;
+  open.authenticate = false;
+  server.Route("GET", "/ping", open, [](Request&, Responder respond) { respond(Response{}); });
+  ASSERT_TRUE(server.Start().ok());
+  auto dial = [&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  std::vector<int> silent;
+  for (int i = 0; i < 32; ++i) {  // four times the limit, saying nothing
+    silent.push_back(dial());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int round = 0; round < 3; ++round) {
+    int fd = dial();
+    const std::string req = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_GT(send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+    std::string out;
+    char buf[1024];
+    pollfd p{fd, POLLIN, 0};
+    while (poll(&p, 1, 5000) > 0) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << "round " << round << ": " << out;
+  }
+  for (int fd : silent) close(fd);
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace ringmaster::http

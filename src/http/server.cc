@@ -222,7 +222,15 @@ StatusOr<const Router::Route*> Router::Find(const std::string& method, const std
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
-  virtual void Close() = 0;  // any thread
+  // Closes the connection at once (any thread).
+  virtual void Close() = 0;
+  // Since when (steady clock, ns) the connection has been waiting for a
+  // request's head (a handshake, an idle keep-alive, a slow head); 0 while a
+  // request is being handled or answered. At the connection limit, the one
+  // waiting longest makes room for a new connection: a flood of silent
+  // connections can then never keep an agent (or anyone) out.
+  std::atomic<int64_t> waiting_since_ns{0};
+  static int64_t Now() { return SteadyClock::now().time_since_epoch().count(); }
 };
 
 struct Server::Impl {
@@ -290,6 +298,28 @@ struct Server::Impl {
   net::thread_pool& PoolFor(Pool p) { return p == Pool::kAgent ? *agent_pool : *api_pool; }
 
   void Accept();
+
+  // At the connection limit: closes the connection that has waited longest
+  // for a request's head. False if every connection is busy with a request.
+  bool EvictLongestWaiting() {
+    std::shared_ptr<SessionBase> victim;
+    {
+      std::lock_guard<std::mutex> l(sessions_mu);
+      int64_t oldest = 0;
+      for (auto& [id, weak] : sessions) {
+        auto s = weak.lock();
+        if (!s) continue;
+        const int64_t since = s->waiting_since_ns;
+        if (since != 0 && (oldest == 0 || since < oldest)) {
+          oldest = since;
+          victim = std::move(s);
+        }
+      }
+    }
+    if (!victim) return false;
+    victim->Close();
+    return true;
+  }
 
   void Log(const AccessRecord& r) {
     if (opt.access_log) opt.access_log(r);
@@ -374,7 +404,7 @@ class HttpSession : public SessionBase {
   }
 
   void Close() override {
-    net::post(Tcp().get_executor(), [self = self().shared_from_this()] { self->Shutdown(); });
+    net::post(Tcp().get_executor(), [self = self().shared_from_this()] { self->Shutdown(/*force=*/true); });
   }
 
  protected:
@@ -383,6 +413,7 @@ class HttpSession : public SessionBase {
 
   void ReadHead() {
     if (impl_.stopping) return Shutdown();
+    waiting_since_ns = Now();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(impl_.opt.max_header_bytes));
     // Set per route before the body is read. Not boost::none: Boost 1.74
@@ -394,6 +425,7 @@ class HttpSession : public SessionBase {
   }
 
   void OnHead(beast::error_code ec, std::size_t) {
+    waiting_since_ns = 0;
     start_ = SteadyClock::now();
     req_ = Request();
     body_read_ = false;
@@ -650,9 +682,11 @@ class HttpSession : public SessionBase {
     ReadHead();
   }
 
-  void Shutdown() {
+  // force: close at once (Stop(), eviction), whatever is pending.
+  void Shutdown(bool force = false) {
     if (closed_) return;
     closed_ = true;
+    waiting_since_ns = 0;
     if (source_) {
       source_->Cancel();
       source_.reset();
@@ -661,7 +695,7 @@ class HttpSession : public SessionBase {
     // so no orderly TLS close_notify can be written. linger: the client is
     // still sending a body we answered without reading; closing now would
     // reset the connection and could lose our answer.
-    self().ShutdownStream(/*linger=*/body_pending_ && !body_read_, /*abrupt=*/watching_);
+    self().ShutdownStream(/*linger=*/!force && body_pending_ && !body_read_, /*abrupt=*/force || watching_);
   }
 
   Server::Impl& impl_;
@@ -733,6 +767,7 @@ class TlsSession final : public HttpSession<TlsSession>, public std::enable_shar
   beast::ssl_stream<beast::tcp_stream>& stream() { return stream_; }
   void Run() {
     Register();
+    waiting_since_ns = Now();  // the handshake counts as waiting for a head
     Tcp().expires_after(impl_.opt.header_timeout);
     stream_.async_handshake(ssl::stream_base::server, buffer_.data(),
                             [self = shared_from_this()](beast::error_code ec, std::size_t used) {
@@ -783,14 +818,30 @@ class RejectSession final : public std::enable_shared_from_this<RejectSession> {
 
 // With TLS on: peeks at the first bytes; a TLS handshake goes on as HTTPS,
 // anything else gets a plain-text 400 that says to use https.
-class DetectSession final : public std::enable_shared_from_this<DetectSession> {
+class DetectSession final : public SessionBase, public std::enable_shared_from_this<DetectSession> {
  public:
   DetectSession(Server::Impl& impl, tcp::socket socket, std::string remote)
       : impl_(impl), stream_(std::move(socket)), remote_(std::move(remote)) {
-    ++impl_.connections;  // a connection still in its handshake counts too
+    ++impl_.connections;  // a connection still in its handshake counts too, and may be evicted
+    waiting_since_ns = Now();
   }
-  ~DetectSession() { --impl_.connections; }
+  ~DetectSession() override {
+    --impl_.connections;
+    std::lock_guard<std::mutex> l(impl_.sessions_mu);
+    impl_.sessions.erase(id_);
+  }
+  void Close() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
+  }
   void Run() {
+    id_ = impl_.next_id++;
+    {
+      std::lock_guard<std::mutex> l(impl_.sessions_mu);
+      impl_.sessions[id_] = shared_from_this();
+    }
     stream_.expires_after(impl_.opt.header_timeout);
     beast::async_detect_ssl(stream_, buffer_, [self = shared_from_this()](beast::error_code ec, bool is_tls) {
       if (ec) {
@@ -815,6 +866,7 @@ class DetectSession final : public std::enable_shared_from_this<DetectSession> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::string remote_;
+  uint64_t id_ = 0;
 };
 
 class AsioTimer final : public Timer, public std::enable_shared_from_this<AsioTimer> {
@@ -863,7 +915,7 @@ void Server::Impl::Accept() {
     fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
     auto ep = socket.remote_endpoint(ignored);
     std::string remote = ignored ? std::string("?") : ep.address().to_string();
-    if (connections >= opt.max_connections) {
+    if (connections >= opt.max_connections && !EvictLongestWaiting()) {
       std::make_shared<RejectSession>(beast::tcp_stream(std::move(socket)), 503, "Service Unavailable", "Unavailable",
                                       "too many connections; try again later")
           ->Run();

@@ -32,7 +32,7 @@ struct ApiLimits {
   int64_t max_tokens_per_user = 100;
 };
 
-// Concurrent log followers per user.
+// How many of something (log streams, metrics reads) each user holds at once.
 class FollowerCount {
  public:
   bool TryAdd(int64_t user_id, int limit);
@@ -52,7 +52,8 @@ struct Api {
   http::Server* http = nullptr;
   Clock* clock = nullptr;
   ApiLimits limits;
-  FollowerCount followers;
+  FollowerCount followers;        // log streams
+  FollowerCount metrics_readers;  // metrics reads in progress
 };
 
 struct Reply {

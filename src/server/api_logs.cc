@@ -24,6 +24,7 @@ constexpr size_t kMaxRecordLine = 64 << 10;    // longer lines go out in pieces 
 constexpr auto kFollowPoll = std::chrono::milliseconds(200);
 constexpr int64_t kKeepaliveMs = 5000;
 constexpr int kMetricsReaders = 4;                     // metrics reads at once, all users
+constexpr int kMetricsReadersPerUser = 2;              // ... of which one user's
 constexpr int64_t kMetricsReadBytes = 64 << 20;        // of a rank's files, newest attempts first
 constexpr size_t kMetricsSeriesBytes = 4 << 20;        // source text of the records in `series`
 constexpr size_t kMetricsLatestKeys = 1024;            // names in `latest`
@@ -54,10 +55,19 @@ std::vector<LogFile> RankFiles(LogStore* store, int64_t job_id, int rank) {
   return out;
 }
 
+// Whether the token a stream was opened with still works: a stream outlives
+// no revocation and no disabled user (checked every few seconds).
+bool StillAllowed(Api& api, int64_t user_id, int64_t token_id) {
+  auto user = api.store->GetUser(user_id);
+  if (!user.ok() || user->disabled) return false;
+  return token_id == 0 || api.store->GetToken(token_id).ok();
+}
+
 // GET logs: every file's lines prefixed by their rank, read a piece at a time.
 class TextSource final : public http::BodySource, public std::enable_shared_from_this<TextSource> {
  public:
-  TextSource(Api& api, std::vector<LogFile> files) : api_(api), files_(std::move(files)) {}
+  TextSource(Api& api, std::vector<LogFile> files, int64_t user_id, int64_t token_id)
+      : api_(api), files_(std::move(files)), user_id_(user_id), token_id_(token_id), last_check_ms_(api.clock->NowMs()) {}
 
   void Pull(std::function<void(std::string, bool)> next) override {
     api_.http->Post(http::Pool::kApi, [self = shared_from_this(), next = std::move(next)] { self->Step(next); });
@@ -66,6 +76,12 @@ class TextSource final : public http::BodySource, public std::enable_shared_from
  private:
   void Step(const std::function<void(std::string, bool)>& next) {
     std::string out;
+    if (const int64_t t = api_.clock->NowMs(); t - last_check_ms_ >= kKeepaliveMs) {
+      last_check_ms_ = t;
+      if (!StillAllowed(api_, user_id_, token_id_)) {
+        return next("\n[ringmaster: stopped: the token was revoked or its user disabled]\n", true);
+      }
+    }
     while (file_ < files_.size() && out.size() < kReadChunk) {
       const LogFile& f = files_[file_];
       if (offset_ == 0 && f.attempt > 1) out += fmt::format("[{}] --- attempt {} ---\n", f.rank, f.attempt);
@@ -90,6 +106,8 @@ class TextSource final : public http::BodySource, public std::enable_shared_from
 
   Api& api_;
   const std::vector<LogFile> files_;
+  const int64_t user_id_, token_id_;
+  int64_t last_check_ms_;
   size_t file_ = 0;
   int64_t offset_ = 0;
   bool line_start_ = true;
@@ -129,7 +147,7 @@ class FollowSource final : public http::BodySource, public std::enable_shared_fr
     // A stream outlives no revocation: its token and user are checked again every few seconds.
     if (const int64_t t = api_.clock->NowMs(); t - last_check_ms_ >= kKeepaliveMs) {
       last_check_ms_ = t;
-      if (!StillAllowed()) {
+      if (!StillAllowed(api_, user_id_, token_id_)) {
         std::string out;
         Emit(&out, {{"end", true}, {"error", "the token was revoked or its user disabled"}});
         return next(std::move(out), true);
@@ -189,12 +207,6 @@ class FollowSource final : public http::BodySource, public std::enable_shared_fr
                      [self = shared_from_this(), next = std::move(next)]() mutable { self->Pull(std::move(next)); });
   }
 
-  bool StillAllowed() {
-    auto user = api_.store->GetUser(user_id_);
-    if (!user.ok() || user->disabled) return false;
-    return token_id_ == 0 || api_.store->GetToken(token_id_).ok();
-  }
-
   Api& api_;
   const int64_t job_id_;
   const int rank_;
@@ -250,7 +262,8 @@ void AddLogRoutes(Api& api) {
     if (!follow.ok()) return respond(ErrorFor(req, follow.status()));
     http::Response r;
     if (!*follow) {
-      auto src = std::make_shared<TextSource>(api, RankFiles(api.logs, job->id, static_cast<int>(*rank)));
+      auto src = std::make_shared<TextSource>(api, RankFiles(api.logs, job->id, static_cast<int>(*rank)), c.user.id,
+                                              c.token.id);
       r.content_type = "text/plain; charset=utf-8";
       r.stream = src;
       return respond(std::move(r));
@@ -284,6 +297,16 @@ void AddLogRoutes(Api& api) {
     static std::atomic<int> reading{0};
     Slot slot(reading);
     if (reading > kMetricsReaders) return Unavailable("too many metrics reads in progress: try again shortly");
+    // ... and no user takes them all.
+    if (!api.metrics_readers.TryAdd(c.user.id, kMetricsReadersPerUser)) {
+      return ResourceExhausted(
+          fmt::format("{} metrics reads of yours are in progress already: let them finish first", kMetricsReadersPerUser));
+    }
+    struct Release {
+      Api& api;
+      int64_t user;
+      ~Release() { api.metrics_readers.Remove(user); }
+    } release{api, c.user.id};
     std::vector<LogFile> files = RankFiles(api.metrics, job.id, static_cast<int>(rank));
     int64_t total = 0;
     size_t first = files.size();

@@ -31,14 +31,20 @@ json TokenJson(const store::Token& t, const std::string& user) {
 
 Status CheckTokenName(const std::string& name) {
   if (!IsValidUtf8(name)) return InvalidArgument("name: must be valid UTF-8");
-  // Code points, and no C0 or C1 control character among them.
+  // Code points: no control character (C0, C1), and none of the invisible
+  // ones that could make a name look like another in a listing (zero-width
+  // and direction marks, separators, the byte-order mark).
   size_t chars = 0;
   for (size_t i = 0; i < name.size(); ++chars) {
     const unsigned char c = static_cast<unsigned char>(name[i]);
     const size_t len = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-    const uint32_t cp = len == 2 ? ((c & 0x1fu) << 6) | (static_cast<unsigned char>(name[i + 1]) & 0x3fu) : c;
-    if (c < 0x20 || c == 0x7f || (len == 2 && cp >= 0x80 && cp <= 0x9f)) {
-      return InvalidArgument("name: must not contain control characters");
+    uint32_t cp = len == 1 ? c : c & (0xffu >> (len + 1));
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(name[i + k]) & 0x3fu);
+    const bool control = cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+    const bool invisible = cp == 0x061c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+                           (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff;
+    if (control || invisible) {
+      return InvalidArgument(fmt::format("name: must not contain control or invisible characters (U+{:04X})", cp));
     }
     i += len;
   }

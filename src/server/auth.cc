@@ -213,6 +213,9 @@ StatusOr<Caller> Auth::FromPassword(const http::Request& req, const std::string&
 }
 
 StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const http::RouteOptions& route) {
+  if (std::count_if(head.headers.begin(), head.headers.end(), [](const auto& h) { return h.first == "authorization"; }) > 1) {
+    return InvalidArgument("Authorization: given more than once");
+  }
   const std::string auth = head.Header("authorization");
   StatusOr<Caller> caller = Unauthenticated("missing credentials: send the header \"Authorization: Bearer <token>\"");
   if (auth.rfind("Bearer ", 0) == 0) {

@@ -69,5 +69,21 @@ TEST(MetricsLine, WhatItAcceptsAlwaysDumps) {
   }
 }
 
+// A record holds at most kMaxMetricsValues values, nested ones counted: a
+// line of thousands of keys is skipped (it would cost the server far more than its bytes).
+TEST(MetricsLine, ValuesAreCountedUpToTheLimitInclusive) {
+  auto line = [](size_t keys, bool nested) {
+    std::string s = "{";
+    for (size_t i = 0; i < keys; ++i) s += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":1";
+    if (nested) s += ",\"n\":{\"a\":1}";  // two values: n and a
+    return s + "}";
+  };
+  EXPECT_TRUE(ParseMetricsLine(line(kMaxMetricsValues, false)).has_value());
+  EXPECT_FALSE(ParseMetricsLine(line(kMaxMetricsValues + 1, false)).has_value());
+  EXPECT_TRUE(ParseMetricsLine(line(kMaxMetricsValues - 2, true)).has_value());
+  EXPECT_FALSE(ParseMetricsLine(line(kMaxMetricsValues - 1, true)).has_value());
+  EXPECT_FALSE(ParseMetricsLine(line(5000, false)).has_value());
+}
+
 }  // namespace
 }  // namespace ringmaster::server

@@ -56,6 +56,27 @@ Status Server::Bootstrap() {
   // Everything the server writes is private unless it says otherwise below;
   // tasks run as other uids and must read none of it.
   umask(077);
+  // Root writes, chmods and follows paths in here: nobody else may own the
+  // data dir, or own or be able to rename anything above it (a sticky /tmp is fine).
+  if (geteuid() == 0) {
+    const std::filesystem::path data(options_.data_dir);
+    for (std::filesystem::path p = data;; p = p.parent_path()) {
+      struct stat st {};
+      if (lstat(p.c_str(), &st) == 0) {
+        const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0;
+        if (st.st_uid != 0 || others_write || !S_ISDIR(st.st_mode)) {
+          return FailedPrecondition(fmt::format(
+              "--data {}: {} is {}; a root server's data dir and every directory above it must be root's and "
+              "writable by nobody else",
+              options_.data_dir, p.string(),
+              !S_ISDIR(st.st_mode)  ? "not a directory"
+              : st.st_uid != 0      ? fmt::format("owned by uid {}", st.st_uid)
+                                    : fmt::format("writable by others (mode {:o})", st.st_mode & 07777)));
+        }
+      }
+      if (p == p.parent_path()) break;
+    }
+  }
   RM_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
   // Traversable, not listable: tasks reach their own user's files through
   // <data>/files/users/<id> (0700, theirs). Nothing else in <data> is theirs to read.

@@ -518,6 +518,15 @@ TEST_F(ServerTest, TokenNamesAndCountsAreBounded) {
   StartServer(o);
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, json{{"name", std::string(65, 'n')}}.dump())->status, 400);
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"name":"a\nb"})")->status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"name":"a\u0085b"})")->status, 400);  // C1 control
+  EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"name":"adm\u202ein"})")->status, 400);  // direction override
+  EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, json{{"name", std::string(65, 'n')}}.dump())->status, 400);
+  {
+    RawConn c(server_->port());
+    c.Send("GET /api/v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin_ +
+           "\r\nAuthorization: Bearer rm_other\r\n\r\n");
+    EXPECT_EQ(StatusOf(c.Read(std::chrono::seconds(5), "\r\n\r\n")), 400);
+  }
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"name":"two"})")->status, 201);
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"name":"three"})")->status, 201);
   auto r = Call("POST", "/api/v1/tokens", admin_, R"({"name":"four"})");
