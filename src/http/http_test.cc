@@ -145,6 +145,17 @@ TEST_F(DispatchTest, AThrowingHandlerAnswers500WithoutItsText) {
   for (const auto& [k, v] : r.headers) EXPECT_EQ(v.find("secret"), std::string::npos);
 }
 
+// A TCP connection to the server on loopback.
+int Dial(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
 // Over a socket: Expect: 100-continue is answered before the body is sent,
 // and only when the request may go on.
 TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
@@ -161,12 +172,7 @@ TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
   });
   ASSERT_TRUE(server.Start().ok());
   auto exchange = [&](const std::string& head, const std::string& body) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server.port()));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = Dial(server.port());
     EXPECT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
     std::string out;
     char buf[4096];
@@ -205,15 +211,7 @@ TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {
   open.authenticate = false;
   server.Route("GET", "/ping", open, [](Request&, Responder respond) { respond(Response{}); });
   ASSERT_TRUE(server.Start().ok());
-  auto dial = [&] {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server.port()));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
-  };
+  auto dial = [&] { return Dial(server.port()); };
   std::vector<int> silent;
   for (int i = 0; i < 32; ++i) {  // four times the limit, saying nothing
     silent.push_back(dial());
