@@ -21,6 +21,9 @@ PACKAGES=(
   python3-torch python3-dev pybind11-dev
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc
+  # the files service's S3 backend is tested against a real Ceph RADOS Gateway
+  # (tests/fixtures/ceph.sh: one mon, one memstore OSD, radosgw; no mgr)
+  ceph-mon ceph-osd ceph-base ceph-common radosgw uuid-runtime
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
 )
