@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -234,6 +235,174 @@ TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {
   }
   for (int fd : silent) close(fd);
   server.Stop();
+}
+
+// A streamed upload: the handler reads the body in pieces as it arrives (of
+// any size, Content-Length or chunked), holding one piece of memory; past the
+// route's limit it gets ResourceExhausted; a client that goes away mid-body
+// gives Aborted; and an answer before the body ended closes the connection.
+class StreamedBodyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions o;
+    o.max_body_bytes_per_principal = 1 << 20;  // far below the uploads: streams hold one piece
+    o.body_timeout = std::chrono::seconds(2);
+    server_ = std::make_unique<Server>(o);
+    server_->SetAuthenticator([](const Request&, const RouteOptions&) -> StatusOr<Principal> {
+      return Principal{"u", {}};
+    });
+    RouteOptions stream;
+    stream.stream_body = true;
+    stream.max_body = 64 << 20;
+    server_->Route("PUT", "/up", stream, [this](Request& r, Responder respond) {
+      auto total = std::make_shared<uint64_t>(0);
+      auto sum = std::make_shared<uint64_t>(0);
+      auto reader = r.body_reader;
+      auto step = std::make_shared<BodyReader::Next>();
+      *step = [this, total, sum, reader, respond, step](Status st, std::string_view data, bool last) {
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> l(mu_);
+          errors_.push_back(st);
+          int status = st.code() == StatusCode::kResourceExhausted ? 413 : HttpStatusFor(st.code());
+          respond(ErrorResponse(status, StatusCodeName(st.code()), st.message()));
+          *step = nullptr;  // break the cycle
+          return;
+        }
+        max_piece_ = std::max<uint64_t>(max_piece_, data.size());
+        *total += data.size();
+        for (unsigned char c : data) *sum += c;
+        if (!last) return reader->Read(*step);
+        Response res;
+        res.body = "{\"bytes\":" + std::to_string(*total) + ",\"sum\":" + std::to_string(*sum) + "}";
+        respond(std::move(res));
+        *step = nullptr;
+      };
+      reader->Read(*step);
+    });
+    RouteOptions early = stream;
+    server_->Route("PUT", "/refuse", early, [](Request&, Responder respond) {
+      respond(ErrorResponse(403, "PermissionDenied", "not here"));  // without reading the body
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override { server_->Stop(); }
+
+  // Sends `head` then `body` in 1 MiB writes; returns what came back.
+  std::string Exchange(const std::string& head, const std::string& body, bool hang_up_after_body = false) {
+    int fd = Dial(server_->port());
+    send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    for (size_t off = 0; off < body.size(); off += 1 << 20) {
+      if (send(fd, body.data() + off, std::min<size_t>(1 << 20, body.size() - off), MSG_NOSIGNAL) < 0) break;
+    }
+    if (hang_up_after_body) {
+      close(fd);
+      return "";
+    }
+    std::string out;
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    while (poll(&p, 1, 5000) > 0) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+      if (out.find("\r\n\r\n") != std::string::npos && out.back() == '}') break;
+    }
+    close(fd);
+    return out;
+  }
+
+  std::unique_ptr<Server> server_;
+  std::mutex mu_;
+  std::vector<Status> errors_;
+  std::atomic<uint64_t> max_piece_{0};
+};
+
+std::string Bytes(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 7 + 3);
+  return s;
+}
+
+uint64_t SumOf(const std::string& s) {
+  uint64_t sum = 0;
+  for (unsigned char c : s) sum += c;
+  return sum;
+}
+
+TEST_F(StreamedBodyTest, ContentLengthAndChunkedBodiesArriveWholeInPieces) {
+  std::string body = Bytes(20 << 20);  // 20x the principal's body budget
+  std::string out = Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n", body);
+  EXPECT_NE(out.find("{\"bytes\":20971520,\"sum\":" + std::to_string(SumOf(body)) + "}"), std::string::npos) << out.substr(0, 300);
+  EXPECT_LE(max_piece_.load(), 256u << 10);
+  std::string chunked;
+  std::string part = Bytes(3 << 20);
+  for (int i = 0; i < 3; ++i) {
+    char size[32];
+    snprintf(size, sizeof size, "%zx\r\n", part.size());
+    chunked += size + part + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  out = Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunked);
+  EXPECT_NE(out.find("{\"bytes\":9437184,\"sum\":" + std::to_string(3 * SumOf(part)) + "}"), std::string::npos) << out.substr(0, 300);
+  out = Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", "");
+  EXPECT_NE(out.find("{\"bytes\":0,\"sum\":0}"), std::string::npos) << out;
+}
+
+TEST_F(StreamedBodyTest, PastTheLimitTheHandlerGetsResourceExhausted) {
+  std::string out = Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 70000000\r\n\r\n", "");
+  EXPECT_EQ(out.rfind("HTTP/1.1 413", 0), 0u) << out;  // announced: refused before the handler
+  std::string chunked;
+  std::string part = Bytes(8 << 20);
+  for (int i = 0; i < 9; ++i) chunked += "800000\r\n" + part + "\r\n";  // 72 MiB, never announced
+  chunked += "0\r\n\r\n";
+  out = Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunked);
+  EXPECT_EQ(out.rfind("HTTP/1.1 413", 0), 0u) << out.substr(0, 300);
+  std::lock_guard<std::mutex> l(mu_);
+  ASSERT_EQ(errors_.size(), 1u);
+  EXPECT_EQ(errors_[0].code(), StatusCode::kResourceExhausted) << errors_[0].ToString();
+}
+
+TEST_F(StreamedBodyTest, AClientThatGoesAwayMidBodyGivesAborted) {
+  Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n", Bytes(3 << 20), /*hang_up=*/true);
+  for (int i = 0; i < 100; ++i) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!errors_.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  ASSERT_EQ(errors_.size(), 1u);
+  EXPECT_EQ(errors_[0].code(), StatusCode::kAborted) << errors_[0].ToString();
+}
+
+TEST_F(StreamedBodyTest, AStalledBodyTimesOut) {
+  // The deadline closes the connection (nothing can be answered on it) and
+  // the handler learns why, so it can drop what it had received.
+  int fd = Dial(server_->port());
+  std::string head = "PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_GT(poll(&p, 1, 10000), 0);
+  EXPECT_LE(recv(fd, buf, sizeof buf, 0), 0);  // closed
+  close(fd);
+  for (int i = 0; i < 100; ++i) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!errors_.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  ASSERT_EQ(errors_.size(), 1u);
+  EXPECT_EQ(errors_[0].code(), StatusCode::kDeadlineExceeded) << errors_[0].ToString();
+}
+
+TEST_F(StreamedBodyTest, AnAnswerBeforeTheBodyEndedClosesTheConnection) {
+  std::string out = Exchange("PUT /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n", Bytes(5000000));
+  EXPECT_EQ(out.rfind("HTTP/1.1 403", 0), 0u) << out.substr(0, 200);
+  EXPECT_NE(out.find("Connection: close"), std::string::npos) << out.substr(0, 300);
 }
 
 }  // namespace

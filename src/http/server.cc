@@ -37,6 +37,8 @@ using SteadyClock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kMaxTarget = 8 << 10;
+// A streamed request body (RouteOptions::stream_body) is read this much at a time.
+constexpr size_t kBodyPiece = 256 << 10;
 constexpr size_t kMaxQueryParams = 64;
 
 }  // namespace
@@ -373,6 +375,22 @@ struct Server::Impl {
 
 namespace {
 
+// A body already in memory, served as pieces (Server::Dispatch, empty bodies).
+class WholeBodyReader : public BodyReader {
+ public:
+  explicit WholeBodyReader(std::string body) : body_(std::move(body)) {}
+  void Read(Next next) override {
+    size_t n = std::min(kBodyPiece, body_.size() - pos_);
+    std::string_view piece(body_.data() + pos_, n);
+    pos_ += n;
+    next(Status::Ok(), piece, pos_ == body_.size());
+  }
+
+ private:
+  std::string body_;
+  size_t pos_ = 0;
+};
+
 // One HTTP/1.1 connection over a plain or TLS stream (CRTP, after Beast's
 // advanced_server_flex example). Reads one request at a time: the head, then
 // (after routing and authentication) the body, then waits for the handler's
@@ -507,7 +525,7 @@ class HttpSession : public SessionBase {
     // Memory for bodies is a budget: one of its own for agents, and for
     // everyone else a share per principal within a shared whole, so no user
     // can hold all of it (and never the agents').
-    const size_t want = length ? static_cast<size_t>(*length) : max_body;
+    const size_t want = route_->options.stream_body ? kBodyPiece : length ? static_cast<size_t>(*length) : max_body;
     if (Status st = impl_.Reserve(route_->options.pool, req_.principal.name, want); !st.ok()) {
       keep_alive_ = false;
       return Finish(FromStatus(st));
@@ -522,10 +540,73 @@ class HttpSession : public SessionBase {
       return net::async_write(self().stream(), net::buffer(kContinue),
                               [self = self().shared_from_this()](beast::error_code ec, std::size_t) {
                                 if (ec) return self->Shutdown();
+                                if (self->route_->options.stream_body) return self->Dispatch();
                                 self->ReadBody();
                               });
     }
+    if (route_->options.stream_body) return Dispatch();
     ReadBody();
+  }
+
+  // ---- streamed request bodies (RouteOptions::stream_body)
+
+  class PieceReader : public BodyReader {
+   public:
+    explicit PieceReader(std::shared_ptr<Derived> session) : session_(std::move(session)) {}
+    void Read(Next next) override {
+      auto s = session_;
+      net::post(s->Tcp().get_executor(), [s, next = std::move(next)]() mutable { s->ReadPiece(std::move(next)); });
+    }
+
+   private:
+    std::shared_ptr<Derived> session_;
+  };
+
+  void DeliverPiece(BodyReader::Next next, Status st, size_t n, bool last) {
+    net::post(impl_.PoolFor(route_->options.pool),
+              [self = self().shared_from_this(), next = std::move(next), st = std::move(st), n, last] {
+                next(st, std::string_view(self->piece_.data(), n), last);
+              });
+  }
+
+  void ReadPiece(BodyReader::Next next) {
+    if (closed_ || !stream_parser_) return DeliverPiece(std::move(next), Aborted("the connection closed"), 0, true);
+    if (stream_parser_->is_done()) {
+      body_read_ = true;
+      return DeliverPiece(std::move(next), Status::Ok(), 0, true);
+    }
+    piece_.resize(kBodyPiece);
+    auto& body = stream_parser_->get().body();
+    body.data = piece_.data();
+    body.size = piece_.size();
+    body.more = true;
+    Tcp().expires_after(impl_.opt.body_timeout);
+    bhttp::async_read_some(self().stream(), buffer_, *stream_parser_,
+                           [self = self().shared_from_this(), next = std::move(next)](beast::error_code ec,
+                                                                                       std::size_t) mutable {
+                             self->OnPiece(ec, std::move(next));
+                           });
+  }
+
+  void OnPiece(beast::error_code ec, BodyReader::Next next) {
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) {
+      keep_alive_ = false;
+      Status st = ec == bhttp::error::body_limit
+                      ? ResourceExhausted(fmt::format("body: more than this call accepts ({} bytes)", route_->options.max_body))
+                  : ec == beast::error::timeout ? DeadlineExceeded("the request body did not arrive in time")
+                  : ec.category() == beast::error_code(bhttp::error::bad_chunk).category() &&
+                          ec != bhttp::error::partial_message && ec != bhttp::error::end_of_stream
+                      ? InvalidArgument("malformed request body: " + ec.message())
+                      : Aborted("the client went away before the body ended");
+      return DeliverPiece(std::move(next), st, 0, true);
+    }
+    const size_t n = piece_.size() - stream_parser_->get().body().size;
+    const bool last = stream_parser_->is_done();
+    if (n == 0 && !last) return ReadPiece(std::move(next));  // only framing arrived
+    if (last) body_read_ = true;
+    Tcp().expires_never();  // the handler may take its time with the piece
+    DeliverPiece(std::move(next), Status::Ok(), n, last);
   }
 
   void ReadBody() {
@@ -558,9 +639,16 @@ class HttpSession : public SessionBase {
   // handler runs: the session moves on to the next request once it has the
   // response, and must not pull the request from under a handler still running.
   void Dispatch() {
-    body_read_ = true;
     auto req = std::make_shared<Request>(req_);
-    req->body = std::move(parser_->get().body());
+    if (route_->options.stream_body && body_pending_) {
+      stream_parser_.emplace(std::move(*parser_));
+      stream_parser_->body_limit(route_->options.max_body);
+      req->body_reader = std::make_shared<PieceReader>(self().shared_from_this());
+    } else {
+      body_read_ = true;
+      req->body = std::move(parser_->get().body());
+      if (route_->options.stream_body) req->body_reader = std::make_shared<WholeBodyReader>(std::string());
+    }
     Tcp().expires_never();  // no deadline while the handler works (long-polls wait here, holding no thread)
     auto once = std::make_shared<std::atomic<bool>>(false);
     Responder respond = [self = self().shared_from_this(), once](Response r) {
@@ -581,6 +669,7 @@ class HttpSession : public SessionBase {
   // Writes the response and logs it; then the next request, or close.
   void Finish(Response r) {
     Release();
+    if (body_pending_ && !body_read_) keep_alive_ = false;  // a streamed body answered before its end
     status_ = r.status;
     bytes_ = 0;
     if (r.status == 500) spdlog::error("request {} ({} {}) answered 500: {}", req_.id, req_.method, req_.path, r.body);
@@ -703,6 +792,8 @@ class HttpSession : public SessionBase {
   std::string remote_;
   uint64_t session_id_ = 0;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
+  std::string piece_;  // the streamed body's current piece
   Request req_;
   const Router::Route* route_ = nullptr;
   SteadyClock::time_point start_ = SteadyClock::now();
@@ -1055,6 +1146,8 @@ void Server::Dispatch(Request req, Responder respond) {
     return respond(ErrorResponse(413, "InvalidArgument", fmt::format("body: more than this call accepts ({} bytes)",
                                                                      route->options.max_body)));
   }
+  if (route->options.stream_body) req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
+  req.body.clear();
   Impl::RunHandler(*route, req, respond);
   RunQueued();
 }

@@ -38,13 +38,16 @@ struct Principal {
   std::any data;     // the application's own record (e.g. user and token)
 };
 
+class BodyReader;
+
 struct Request {
   std::string method;  // "GET"
   std::string target;  // as sent: "/api/v1/jobs?limit=5"
   std::string path;    // percent-decoded, without the query
   std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in order
-  std::string body;
+  std::string body;                  // empty on RouteOptions::stream_body routes
+  std::shared_ptr<BodyReader> body_reader;  // set on stream_body routes: read the body through it
   std::string remote;                // the peer's IP address
   std::vector<std::string> matches;  // the route pattern's capture groups
   Principal principal;
@@ -71,6 +74,23 @@ class BodySource {
   virtual void Cancel() {}
 };
 
+// A request body read piece by piece (routes with RouteOptions::stream_body),
+// so an upload of any size holds one piece of memory and no thread while it
+// waits for the client. The handler calls Read, handles the piece it gets,
+// then calls Read again, until `last`; it may answer at any point (an answer
+// before the whole body was read closes the connection afterwards).
+class BodyReader {
+ public:
+  virtual ~BodyReader() = default;
+  // Calls `next` once, on the route's pool: Ok with the next piece (`data` is
+  // valid until `next` returns; empty only when `last`), or an error:
+  // DeadlineExceeded (the body stopped arriving), ResourceExhausted (more than
+  // the route's max_body), InvalidArgument (malformed chunking) or Aborted
+  // (the client went away). Call Read again only after `next` has returned.
+  using Next = std::function<void(Status status, std::string_view data, bool last)>;
+  virtual void Read(Next next) = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
@@ -90,6 +110,9 @@ enum class Pool { kApi, kAgent };
 
 struct RouteOptions {
   size_t max_body = 64 << 10;  // larger bodies get 413 before they are read
+  // The handler reads the body itself, in pieces (Request::body_reader);
+  // max_body then bounds the whole stream, and memory is one piece.
+  bool stream_body = false;
   Pool pool = Pool::kApi;
   bool authenticate = true;
   std::string access;  // opaque to the server: what the authenticator checks (e.g. a scope)
