@@ -311,6 +311,17 @@ class StreamedBodyTest : public ::testing::Test {
     return out;
   }
 
+  // The handler learns of a failure on a pool thread, a moment after the client sees it.
+  void WaitForAnError() {
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!errors_.empty()) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   std::unique_ptr<Server> server_;
   std::mutex mu_;
   std::vector<Status> errors_;
@@ -364,13 +375,7 @@ TEST_F(StreamedBodyTest, PastTheLimitTheHandlerGetsResourceExhausted) {
 
 TEST_F(StreamedBodyTest, AClientThatGoesAwayMidBodyGivesAborted) {
   Exchange("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n", Bytes(3 << 20), /*hang_up=*/true);
-  for (int i = 0; i < 100; ++i) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!errors_.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitForAnError();
   std::lock_guard<std::mutex> l(mu_);
   ASSERT_EQ(errors_.size(), 1u);
   EXPECT_EQ(errors_[0].code(), StatusCode::kAborted) << errors_[0].ToString();
@@ -387,13 +392,7 @@ TEST_F(StreamedBodyTest, AStalledBodyTimesOut) {
   ASSERT_GT(poll(&p, 1, 10000), 0);
   EXPECT_LE(recv(fd, buf, sizeof buf, 0), 0);  // closed
   close(fd);
-  for (int i = 0; i < 100; ++i) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!errors_.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitForAnError();
   std::lock_guard<std::mutex> l(mu_);
   ASSERT_EQ(errors_.size(), 1u);
   EXPECT_EQ(errors_[0].code(), StatusCode::kDeadlineExceeded) << errors_[0].ToString();
