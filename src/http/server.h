@@ -110,12 +110,12 @@ enum class Pool { kApi, kAgent };
 
 struct RouteOptions {
   size_t max_body = 64 << 10;  // larger bodies get 413 before they are read
-  // The handler reads the body itself, in pieces (Request::body_reader);
-  // max_body then bounds the whole stream, and memory is one piece.
-  bool stream_body = false;
   Pool pool = Pool::kApi;
   bool authenticate = true;
   std::string access;  // opaque to the server: what the authenticator checks (e.g. a scope)
+  // The handler reads the body itself, in pieces (Request::body_reader);
+  // max_body then bounds the whole stream, and memory is one piece.
+  bool stream_body = false;
 };
 
 // `request` lives until the handler returns; a handler that answers later
