@@ -166,6 +166,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.max_pending_jobs_per_user = flags.max_pending_jobs;
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
+  so.files_url = flags.files;
   so.jobs.scheduler = MakeSchedulerConfig(sched);
   so.jobs.elastic_scale_up_below = sched.scale_up_below;
   so.jobs.elastic_scale_down_above = sched.scale_down_above;

@@ -34,6 +34,7 @@ struct ServerFlags {
   int64_t max_pending_jobs = 500;
   int max_followers = 32;
   int64_t max_tokens = 100;
+  std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
 };
 
 struct SchedulerFlags {

@@ -10,6 +10,7 @@
 
 #include "agent/shim.h"
 #include "cli/commands.h"
+#include "cli/files.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
 #include "common/log.h"
@@ -48,6 +49,9 @@ int Main(int argc, char** argv) {
                     "concurrent `logs -f` streams one user may hold")
         ->capture_default_str();
     cmd->add_option("--max-tokens-per-user", srv_flags.max_tokens, "API tokens one user may have")->capture_default_str();
+    cmd->add_option("--files", srv_flags.files,
+                    "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
+                    "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");
   };
   NodeFlags node;
   auto add_node_flags = [&](CLI::App* cmd) {
@@ -124,6 +128,28 @@ int Main(int argc, char** argv) {
   logs->add_option("id", job_id, "job id")->required();
   logs->add_flag("-f,--follow", follow, "stream until the job ends");
   logs->add_option("--rank", rank, "only this rank");
+  auto* files = app.add_subcommand("files", "users' files: put, get, ls, rm, cat, du (paths: users/<you>/..., "
+                                            "datasets/..., jobs/<id>/...; other paths are under users/<you>/)");
+  files->require_subcommand(1);
+  std::string file_a, file_b;
+  bool recursive = false;
+  auto* files_put = files->add_subcommand("put", "upload a file or a directory (recursively)");
+  files_put->add_option("local", file_a, "file or directory")->required();
+  files_put->add_option("remote", file_b, "where (default: its name under users/<you>/)");
+  auto* files_get = files->add_subcommand("get", "download a file or a directory");
+  files_get->add_option("remote", file_a, "file or directory")->required();
+  files_get->add_option("local", file_b, "where (default: its name, here)");
+  auto* files_ls = files->add_subcommand("ls", "list files under a prefix: size, time, path");
+  files_ls->add_option("prefix", file_a, "prefix (default: users/<you>/)");
+  files_ls->add_flag("--json", as_json, "print JSON");
+  auto* files_rm = files->add_subcommand("rm", "delete a file (-r: everything under a directory)");
+  files_rm->add_option("remote", file_a, "file")->required();
+  files_rm->add_flag("-r,--recursive", recursive, "everything under remote/");
+  auto* files_cat = files->add_subcommand("cat", "print a file");
+  files_cat->add_option("remote", file_a, "file")->required();
+  auto* files_du = files->add_subcommand("du", "bytes and files under a prefix");
+  files_du->add_option("prefix", file_a, "prefix (default: users/<you>/)");
+
   auto* cancel = app.add_subcommand("cancel", "cancel a job and wait until its tasks are gone");
   bool no_wait = false;
   double timeout_s = 0;
@@ -197,6 +223,12 @@ int Main(int argc, char** argv) {
     return RunAgent(server, token_file, ca, conn.data, node);
   }
   if (*submit) return Submit(conn, spec_file, no_workdir);
+  if (*files_put) return FilesPut(conn, file_a, file_b);
+  if (*files_get) return FilesGet(conn, file_a, file_b);
+  if (*files_ls) return FilesLs(conn, file_a, as_json);
+  if (*files_rm) return FilesRm(conn, file_a, recursive);
+  if (*files_cat) return FilesCat(conn, file_a);
+  if (*files_du) return FilesDu(conn, file_a);
   if (*logs) return Logs(conn, job_id, follow, rank);
   if (*wait) return Wait(conn, job_id, timeout_s, false);
 

@@ -167,22 +167,54 @@ StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
 
 Status ApiClient::Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
                          CallOptions opts) const {
+  return Download(path, {}, [](const std::function<std::string(const std::string&)>&) {}, on_data, opts);
+}
+
+StatusOr<nlohmann::json> ApiClient::Upload(const std::string& path, uint64_t size,
+                                          const std::vector<std::pair<std::string, std::string>>& headers,
+                                          const std::function<long(uint64_t, char*, size_t)>& read,
+                                          CallOptions opts) const {
   auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  // Streams must not be gzip-buffered: ask for the bytes as they are.
-  httplib::Headers headers = {{"Accept-Encoding", "identity"}};
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
+  httplib::Headers h(headers.begin(), headers.end());
+  std::string buf(256 << 10, '\0');
+  bool failed = false;
+  auto res = c->Put(
+      path, h, static_cast<size_t>(size),
+      [&](size_t offset, size_t length, httplib::DataSink& sink) {
+        long n = read(offset, buf.data(), std::min(length, buf.size()));
+        if (n <= 0) {
+          failed = true;
+          return false;
+        }
+        return sink.write(buf.data(), static_cast<size_t>(n));
+      },
+      "application/octet-stream");
+  if (failed) return Aborted("reading the local file failed");
+  return Finish(res, server_url_);
+}
+
+Status ApiClient::Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
+                           const std::function<void(const std::function<std::string(const std::string&)>&)>& on_headers,
+                           const std::function<bool(const char*, size_t)>& on_data, CallOptions opts) const {
+  auto c = MakeClient(server_url_, token_, ca_file_, opts);
+  httplib::Headers h(headers.begin(), headers.end());
+  h.emplace("Accept-Encoding", "identity");
   Registration reg(in_flight_.get(), c.get());
   if (!reg.ok()) return Aborted("cancelled");
   int status = 0;
   std::string error_body;
   auto res = c->Get(
-      path, headers,
+      path, h,
       [&](const httplib::Response& r) {
         status = r.status;
+        if (status < 300) on_headers([&r](const std::string& name) { return r.get_header_value(name); });
         return true;
       },
       [&](const char* data, size_t len) {
         if (status >= 300) {
-          error_body.append(data, len);
+          if (error_body.size() < (64 << 10)) error_body.append(data, len);
           return true;
         }
         return on_data(data, len);
@@ -193,6 +225,18 @@ Status ApiClient::Stream(const std::string& path, const std::function<bool(const
     return Unavailable(fmt::format("stream from {} broke: {}", server_url_, httplib::to_string(res.error())));
   }
   return Status::Ok();
+}
+
+std::string ApiClient::EncodePath(const std::string& path) {
+  std::string out;
+  for (unsigned char ch : path) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      out += fmt::format("%{:02X}", ch);
+    }
+  }
+  return out;
 }
 
 StatusOr<std::string> ApiClient::Login(const std::string& server_url, const std::string& ca_file,

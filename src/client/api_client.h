@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +41,20 @@ class ApiClient {
   Status Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
                 CallOptions opts = {}) const;
 
+  // PUT of `size` bytes that `read(offset, buf, n)` supplies (returning how
+  // many it put in buf; 0 or less = fail), streamed, never held whole.
+  // `headers` are added to the request. The response's JSON.
+  StatusOr<nlohmann::json> Upload(const std::string& path, uint64_t size,
+                                  const std::vector<std::pair<std::string, std::string>>& headers,
+                                  const std::function<long(uint64_t offset, char* buf, size_t n)>& read,
+                                  CallOptions opts = {}) const;
+  // GET streamed to `on_data`, after `on_headers(header)` (a lookup of the
+  // response's headers by name) is called once for a 2xx answer.
+  Status Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
+                  const std::function<void(const std::function<std::string(const std::string&)>&)>& on_headers,
+                  const std::function<bool(const char*, size_t)>& on_data, CallOptions opts = {}) const;
+  // A files path as a URL path: every byte but unreserved ones and '/' as %XX.
+  static std::string EncodePath(const std::string& path);
   const std::string& server_url() const { return server_url_; }
   const std::string& ca_file() const { return ca_file_; }
 

@@ -666,20 +666,23 @@ StatusOr<size_t> S3Reader::Read(char* buf, size_t n) {
     }
     return size_t{0};
   }
+  // Fill the caller's buffer (a socket read brings what one segment or two
+  // hold; handing each on costs the caller a round trip).
   auto& body = parser_->get().body();
-  while (true) {
-    body.data = buf;
-    body.size = n;
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(n, remaining_));
+  size_t got = 0;
+  while (got < want) {
+    body.data = buf + got;
+    body.size = want - got;
     auto ec = conn_->ReadSome(*parser_);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return conn_->Failed("read " + info_.key, ec);
-    size_t got = n - body.size;
-    if (got > 0) {
-      remaining_ -= std::min<uint64_t>(remaining_, got);
-      return got;
-    }
-    if (parser_->is_done()) return Unavailable(conn_->Where() + ": " + info_.key + ": the body ended early");
+    got = want - body.size;
+    if (parser_->is_done()) break;
   }
+  if (got == 0) return Unavailable(conn_->Where() + ": " + info_.key + ": the body ended early");
+  remaining_ -= got;
+  return got;
 }
 
 }  // namespace

@@ -79,6 +79,24 @@ TEST(RouterTest, MatchesSegmentsCapturesIdsAndNamesAndListsAllowedMethods) {
             StatusCode::kNotFound);
 }
 
+TEST(RouterTest, ARestPlaceholderCapturesTheRestOfThePath) {
+  Router router;
+  auto h = [](Request&, Responder) {};
+  router.Add("GET", "/api/v1/files", {}, h);
+  router.Add("PUT", "/api/v1/files/{path...}", {}, h);
+  std::vector<std::string> groups;
+  std::string allow;
+  ASSERT_TRUE(router.Find("PUT", "/api/v1/files/users/alice/a b/c.txt", &groups, &allow).ok());
+  EXPECT_EQ(groups, std::vector<std::string>{"users/alice/a b/c.txt"});
+  ASSERT_TRUE(router.Find("PUT", "/api/v1/files/x", &groups, &allow).ok());
+  EXPECT_EQ(groups, std::vector<std::string>{"x"});
+  ASSERT_TRUE(router.Find("PUT", "/api/v1/files/a//b/", &groups, &allow).ok());
+  EXPECT_EQ(groups, std::vector<std::string>{"a//b/"});  // kept for the handler to refuse
+  ASSERT_TRUE(router.Find("GET", "/api/v1/files", &groups, &allow).ok());
+  EXPECT_EQ(router.Find("DELETE", "/api/v1/files/x", &groups, &allow).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(allow, "PUT");
+}
+
 class DispatchTest : public ::testing::Test {
  protected:
   DispatchTest() : server_(ServerOptions{}) {

@@ -191,12 +191,17 @@ StatusOr<const Router::Route*> Router::Find(const std::string& method, const std
   const std::vector<std::string_view> segs = SplitPath(path);
   allow->clear();
   for (const Route& r : routes_) {
-    if (r.segments.size() != segs.size()) continue;
+    const bool rest = !r.segments.empty() && r.segments.back() == "{path...}";
+    if (rest ? segs.size() < r.segments.size() : r.segments.size() != segs.size()) continue;
     std::vector<std::string> caps;
     bool ok = true;
-    for (size_t i = 0; i < segs.size() && ok; ++i) {
+    for (size_t i = 0; i < r.segments.size() && ok; ++i) {
       const std::string& want = r.segments[i];
-      if (want == "{id}") {
+      if (rest && i + 1 == r.segments.size()) {  // the rest of the path, '/'-joined, as one capture
+        std::string joined;
+        for (size_t j = i; j < segs.size(); ++j) joined += (j > i ? "/" : "") + std::string(segs[j]);
+        caps.push_back(std::move(joined));
+      } else if (want == "{id}") {
         ok = !segs[i].empty() && segs[i].size() <= 18 &&
              std::all_of(segs[i].begin(), segs[i].end(), [](char c) { return c >= '0' && c <= '9'; });
         if (ok) caps.emplace_back(segs[i]);
@@ -576,9 +581,17 @@ class HttpSession : public SessionBase {
       return DeliverPiece(std::move(next), Status::Ok(), 0, true);
     }
     piece_.resize(kBodyPiece);
+    piece_filled_ = 0;
+    ReadMore(std::move(next));
+  }
+
+  // Fills the piece before handing it over: a socket read brings at most what
+  // the connection buffer holds (64 KiB), and each hand-over to the pool and
+  // back costs two context switches.
+  void ReadMore(BodyReader::Next next) {
     auto& body = stream_parser_->get().body();
-    body.data = piece_.data();
-    body.size = piece_.size();
+    body.data = piece_.data() + piece_filled_;
+    body.size = piece_.size() - piece_filled_;
     body.more = true;
     Tcp().expires_after(impl_.opt.body_timeout);
     bhttp::async_read_some(self().stream(), buffer_, *stream_parser_,
@@ -601,9 +614,10 @@ class HttpSession : public SessionBase {
                       : Aborted("the client went away before the body ended");
       return DeliverPiece(std::move(next), st, 0, true);
     }
-    const size_t n = piece_.size() - stream_parser_->get().body().size;
+    piece_filled_ = piece_.size() - stream_parser_->get().body().size;
+    const size_t n = piece_filled_;
     const bool last = stream_parser_->is_done();
-    if (n == 0 && !last) return ReadPiece(std::move(next));  // only framing arrived
+    if (n < piece_.size() && !last) return ReadMore(std::move(next));
     if (last) body_read_ = true;
     Tcp().expires_never();  // the handler may take its time with the piece
     DeliverPiece(std::move(next), Status::Ok(), n, last);
@@ -794,6 +808,7 @@ class HttpSession : public SessionBase {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
   std::string piece_;  // the streamed body's current piece
+  size_t piece_filled_ = 0;
   Request req_;
   const Router::Route* route_ = nullptr;
   SteadyClock::time_point start_ = SteadyClock::now();

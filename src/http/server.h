@@ -158,7 +158,9 @@ struct ServerOptions {
 
 // The route table: pure, no sockets. A pattern is a path whose segments are
 // literals or placeholders: `{id}` matches one segment of 1 to 18 digits,
-// `{name}` any one non-empty segment; each placeholder is a capture group.
+// `{name}` any one non-empty segment, and a last `{path...}` one or more
+// segments, captured '/'-joined (empty ones kept, for the handler to refuse);
+// each placeholder is a capture group.
 // Matching is linear in the path (no regular expressions: they recurse).
 class Router {
  public:

@@ -1,6 +1,6 @@
 // The REST API's routes (docs/api.md), one file per resource: api_jobs.cc,
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
-// audit), api_agent.cc (the agent protocol). This header holds what they
+// audit), api_agent.cc (the agent protocol), api_files.cc (users' files). This header holds what they
 // share: the service handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "files/blob_store.h"
 #include "http/server.h"
 #include "server/auth.h"
 #include "server/job_service.h"
@@ -30,6 +31,7 @@ struct ApiLimits {
   size_t max_agent_chunk = 4 << 20;         // one log or metrics shipment
   int max_followers_per_user = 32;          // concurrent `logs?follow=1` streams
   int64_t max_tokens_per_user = 100;
+  uint64_t max_file_bytes = 64ull << 30;    // one uploaded file
 };
 
 // How many of something (log streams, metrics reads) each user holds at once.
@@ -48,6 +50,7 @@ struct Api {
   JobService* jobs = nullptr;
   LogStore* logs = nullptr;
   LogStore* metrics = nullptr;
+  files::BlobStore* files = nullptr;
   Auth* auth = nullptr;
   http::Server* http = nullptr;
   Clock* clock = nullptr;
@@ -90,5 +93,6 @@ void AddLogRoutes(Api& api);
 void AddNodeRoutes(Api& api);
 void AddUserRoutes(Api& api);
 void AddAgentRoutes(Api& api);
+void AddFileRoutes(Api& api);
 
 }  // namespace ringmaster::server

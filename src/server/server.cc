@@ -106,6 +106,15 @@ Status Server::Bootstrap() {
   RM_ASSIGN_OR_RETURN(store_, store::OpenSqliteMetaStore(options_.data_dir + "/meta.db"));
   logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes);
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
+  if (options_.files) {
+    files_ = options_.files;
+  } else {
+    const std::string url = options_.files_url.empty() ? "local:" + options_.data_dir + "/blobs" : options_.files_url;
+    auto files = files::OpenBlobStore(url);
+    if (!files.ok()) return files.status().Annotate("--files");
+    files_ = std::move(*files);
+  }
+  spdlog::info("users' files: {}", files_->Describe());
   RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
   if (users == 0) {
     const int64_t now = clock_->NowMs();
@@ -167,6 +176,7 @@ Status Server::Start() {
   api_->jobs = jobs_.get();
   api_->logs = logs_.get();
   api_->metrics = metrics_.get();
+  api_->files = files_.get();
   api_->auth = auth_.get();
   api_->http = http_.get();
   api_->clock = clock_;
@@ -185,6 +195,7 @@ Status Server::Start() {
   AddNodeRoutes(*api_);
   AddUserRoutes(*api_);
   AddAgentRoutes(*api_);
+  AddFileRoutes(*api_);
 
   if (!options_.listen) return Status::Ok();
   RM_RETURN_IF_ERROR(http_->Start());

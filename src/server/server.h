@@ -17,6 +17,7 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/job_service.h"
+#include "files/blob_store.h"
 #include "server/log_store.h"
 #include "store/meta_store.h"
 
@@ -34,6 +35,11 @@ struct ServerOptions {
   bool insecure_http = false;
   int64_t max_log_bytes = 64 << 20;      // kept per task attempt; the rest is cut with a marker
   int64_t max_metrics_bytes = 16 << 20;  // the same for metrics files
+  // Where users' files live (files::OpenBlobStore): "" = local:<data>/blobs;
+  // "s3://BUCKET?endpoint=..." for S3 (docs/files.md).
+  std::string files_url;
+  // Tests: this store instead of files_url's (e.g. a FakeBlobStore they take down).
+  std::shared_ptr<files::BlobStore> files;
   ApiLimits limits;
   int api_threads = 16;
   int agent_threads = 4;
@@ -75,7 +81,8 @@ class Server {
   Clock* const clock_;
   std::unique_ptr<store::MetaStore> store_;
   std::unique_ptr<LogStore> logs_;
-  std::unique_ptr<LogStore> metrics_;  // tasks' metrics lines, shipped like logs
+  std::unique_ptr<LogStore> metrics_;
+  std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)  // tasks' metrics lines, shipped like logs
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<Auth> auth_;
   std::unique_ptr<http::Server> http_;

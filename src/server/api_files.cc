@@ -1,0 +1,310 @@
+// Users' files over the BlobStore (docs/api.md, "Files"): streamed uploads
+// with an optional SHA-256 the bytes must match, streamed downloads with byte
+// ranges, HEAD, DELETE and paginated listing, in three namespaces:
+//   users/<name>/...   that user's (admins may read);
+//   datasets/...       everyone reads, admins write;
+//   jobs/<id>/{inputs,outputs,checkpoints,logs}/...   the job owner's (admins may read).
+// Reads of what a caller may not see answer 404 (others' files are not even
+// confirmed to exist); writes there answer 403.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/json_limits.h"
+#include "files/hashing.h"
+#include "server/api.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kPiece = 256 << 10;           // bytes read from the store per pull
+constexpr uint64_t kWholeBelow = 1 << 20;      // smaller files go out in one keep-alive answer
+constexpr const char* kShaHeader = "x-ringmaster-sha256";
+
+enum class Op { kRead, kWrite };
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::vector<std::string_view> Segments(std::string_view key) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t slash = key.find('/', start);
+    out.push_back(key.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) return out;
+    start = slash + 1;
+  }
+}
+
+// Whether the caller may do `op` on `key` (already a valid key).
+Status CheckAccess(Api& api, const Caller& c, const std::string& key, Op op) {
+  const auto seg = Segments(key);
+  const std::string missing = key + ": no such file";
+  if (seg[0] == "users" && seg.size() >= 3) {
+    if (seg[1] == c.user.name) return Status::Ok();
+    if (op == Op::kRead) return c.admin() ? Status::Ok() : NotFound(missing);
+    return PermissionDenied(fmt::format("path: users/{}/ is not yours; write under users/{}/",
+                                        Printable(seg[1]), c.user.name));
+  }
+  if (seg[0] == "datasets" && seg.size() >= 2) {
+    if (op == Op::kRead || c.admin()) return Status::Ok();
+    return PermissionDenied("path: datasets/ is writable by admins only");
+  }
+  static const std::set<std::string_view> kJobDirs = {"inputs", "outputs", "checkpoints", "logs"};
+  if (seg[0] == "jobs" && seg.size() >= 4 && AllDigits(seg[1]) && kJobDirs.count(seg[2])) {
+    const int64_t id = std::stoll(std::string(seg[1]));
+    auto job = api.store->GetJob(id);
+    if (!job.ok() && job.status().code() != StatusCode::kNotFound) return job.status();
+    const bool mine = job.ok() && job->user_id == c.user.id;
+    if (op == Op::kRead) return mine || (job.ok() && c.admin()) ? Status::Ok() : NotFound(missing);
+    if (mine) return Status::Ok();
+    return PermissionDenied(fmt::format("path: jobs/{}/ is not one of your jobs", id));
+  }
+  return InvalidArgument(fmt::format(
+      "path: must start with users/{}/, datasets/ or jobs/<job id>/{{inputs,outputs,checkpoints,logs}}/", c.user.name));
+}
+
+// Whether a non-admin may list `prefix`: only inside what they may read.
+Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
+  if (c.admin()) return Status::Ok();
+  const std::string mine = "users/" + c.user.name + "/";
+  if (prefix.rfind(mine, 0) == 0 || prefix.rfind("datasets/", 0) == 0) return Status::Ok();
+  const auto seg = Segments(prefix);
+  if (seg.size() >= 3 && seg[0] == "jobs" && AllDigits(seg[1])) {
+    auto job = VisibleJob(api, std::stoll(std::string(seg[1])), c);
+    if (!job.ok()) return job.status();
+    return Status::Ok();
+  }
+  return InvalidArgument(
+      fmt::format("prefix: list under users/{}/, datasets/ or jobs/<job id>/ (got \"{}\")", c.user.name, Printable(prefix)));
+}
+
+StatusOr<std::string> KeyOf(const http::Request& req) {
+  const std::string& key = req.matches.at(0);
+  RM_RETURN_IF_ERROR(files::ValidateKey(key));
+  return key;
+}
+
+json InfoJson(const files::ObjectInfo& o) {
+  json j = {{"path", o.key}, {"size", o.size}, {"mtime", FormatTimeUtc(o.mtime_ms)}};
+  if (!o.sha256.empty()) j["sha256"] = o.sha256;
+  return j;
+}
+
+// A store's failure as the API answers it: a dead backend is 503 naming it.
+http::Response StoreError(const http::Request& req, const Status& st) {
+  if (st.code() == StatusCode::kUnavailable) return http::ErrorResponse(503, "Unavailable", st.message());
+  return ErrorFor(req, st);
+}
+
+// "bytes=A-B", "bytes=A-" or "bytes=-N" against a file of `size` bytes.
+StatusOr<files::ByteRange> ParseRange(const std::string& header, uint64_t size) {
+  files::ByteRange r;
+  if (header.rfind("bytes=", 0) != 0 || header.find(',') != std::string::npos) {
+    return InvalidArgument("Range: expected bytes=FIRST-LAST, bytes=FIRST- or bytes=-SUFFIX (one range)");
+  }
+  std::string spec = header.substr(6);
+  size_t dash = spec.find('-');
+  if (dash == std::string::npos) return InvalidArgument("Range: no '-'");
+  std::string a = spec.substr(0, dash), b = spec.substr(dash + 1);
+  auto num = [](const std::string& s) -> std::optional<uint64_t> {
+    if (!AllDigits(s)) return std::nullopt;
+    return std::stoull(s);
+  };
+  if (a.empty()) {
+    auto n = num(b);
+    if (!n || *n == 0) return InvalidArgument("Range: a suffix range needs a length above 0");
+    r.offset = size > *n ? size - *n : 0;
+    return r;
+  }
+  auto first = num(a);
+  if (!first) return InvalidArgument("Range: the first byte is not a number");
+  r.offset = *first;
+  if (!b.empty()) {
+    auto last = num(b);
+    if (!last || *last < *first) return InvalidArgument("Range: the last byte is before the first");
+    r.length = *last - *first + 1;
+  }
+  return r;
+}
+
+// A download, read a piece at a time on the API pool as the client drains it.
+class BlobSource final : public http::BodySource, public std::enable_shared_from_this<BlobSource> {
+ public:
+  BlobSource(Api& api, std::unique_ptr<files::BlobReader> reader) : api_(api), reader_(std::move(reader)) {}
+  void Pull(std::function<void(std::string, bool)> next) override {
+    api_.http->Post(http::Pool::kApi, [self = shared_from_this(), next = std::move(next)] {
+      std::string buf(kPiece, '\0');
+      auto n = self->reader_->Read(buf.data(), buf.size());
+      if (!n.ok()) {
+        // The status line is gone: end the body short. The client sees fewer
+        // bytes than X-Ringmaster-Size (and a SHA-256 that does not match).
+        spdlog::warn("download of {} ended early: {}", self->reader_->info().key, n.status().ToString());
+        return next("", true);
+      }
+      buf.resize(*n);
+      next(std::move(buf), *n == 0);
+    });
+  }
+
+ private:
+  Api& api_;
+  std::unique_ptr<files::BlobReader> reader_;
+};
+
+// PUT: the body goes into a BlobWriter piece by piece as it arrives.
+class Upload : public std::enable_shared_from_this<Upload> {
+ public:
+  Upload(const http::Request& req, std::unique_ptr<files::BlobWriter> writer, http::Responder respond)
+      : req_(req), writer_(std::move(writer)), respond_(std::move(respond)) {}
+
+  void Start() { Next(); }
+
+ private:
+  void Next() {
+    auto self = shared_from_this();
+    req_.body_reader->Read([self](Status st, std::string_view data, bool last) { self->OnPiece(st, data, last); });
+  }
+
+  void OnPiece(const Status& st, std::string_view data, bool last) {
+    if (!st.ok()) {
+      writer_->Abort();
+      if (st.code() == StatusCode::kResourceExhausted) {
+        return respond_(http::ErrorResponse(413, "InvalidArgument", st.message()));
+      }
+      return respond_(ErrorFor(req_, st));
+    }
+    if (!data.empty()) {
+      if (Status w = writer_->Write(data); !w.ok()) {
+        writer_->Abort();
+        if (w.code() == StatusCode::kResourceExhausted) {
+          return respond_(http::ErrorResponse(413, "InvalidArgument", w.message()));
+        }
+        return respond_(StoreError(req_, w));
+      }
+    }
+    if (!last) return Next();
+    auto info = writer_->Commit();
+    if (!info.ok()) {
+      if (info.status().code() == StatusCode::kInvalidArgument) {  // the checksum did not match
+        return respond_(http::ErrorResponse(400, "InvalidArgument", "X-Ringmaster-SHA256: " + info.status().message()));
+      }
+      return respond_(StoreError(req_, info.status()));
+    }
+    respond_(JsonResponse(201, InfoJson(*info)));
+  }
+
+  http::Request req_;  // the handler's request dies when it returns; this copy keeps the body reader
+  std::unique_ptr<files::BlobWriter> writer_;
+  http::Responder respond_;
+};
+
+void Put(Api& api, http::Request& req, http::Responder respond) {
+  const Caller& c = CallerOf(req);
+  auto key = KeyOf(req);
+  if (!key.ok()) return respond(ErrorFor(req, key.status()));
+  if (Status st = CheckAccess(api, c, *key, Op::kWrite); !st.ok()) return respond(ErrorFor(req, st));
+  files::PutOptions options;
+  options.expected_sha256 = req.Header(kShaHeader);
+  if (!options.expected_sha256.empty() && !files::IsSha256Hex(options.expected_sha256)) {
+    return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-SHA256: expected 64 lowercase hex digits")));
+  }
+  options.max_bytes = api.limits.max_file_bytes;
+  auto writer = api.files->Create(*key, options);
+  if (!writer.ok()) return respond(StoreError(req, writer.status()));
+  std::make_shared<Upload>(req, std::move(*writer), std::move(respond))->Start();
+}
+
+void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) {
+  const Caller& c = CallerOf(req);
+  auto key = KeyOf(req);
+  if (!key.ok()) return respond(ErrorFor(req, key.status()));
+  if (Status st = CheckAccess(api, c, *key, Op::kRead); !st.ok()) return respond(ErrorFor(req, st));
+  auto info = api.files->Head(*key);
+  if (!info.ok()) return respond(StoreError(req, info.status()));
+  http::Response res;
+  res.content_type = "application/octet-stream";
+  res.headers = {{"X-Ringmaster-Size", std::to_string(info->size)},
+                 {"X-Ringmaster-SHA256", info->sha256},
+                 {"X-Ringmaster-Mtime", FormatTimeUtc(info->mtime_ms)},
+                 {"Accept-Ranges", "bytes"}};
+  if (head_only) return respond(std::move(res));
+  files::ByteRange range;
+  const std::string range_header = req.Header("range");
+  if (!range_header.empty()) {
+    auto r = ParseRange(range_header, info->size);
+    if (!r.ok()) return respond(ErrorFor(req, r.status()));
+    if (r->offset >= info->size && !(info->size == 0 && r->offset == 0)) {
+      http::Response e = http::ErrorResponse(416, "InvalidArgument",
+                                             fmt::format("Range: starts at {}, past the end of a {}-byte file",
+                                                         r->offset, info->size));
+      e.headers.emplace_back("Content-Range", fmt::format("bytes */{}", info->size));
+      return respond(std::move(e));
+    }
+    range = *r;
+    const uint64_t last = range.length ? std::min(info->size, range.offset + *range.length) - 1 : info->size - 1;
+    res.status = 206;
+    res.headers.emplace_back("Content-Range", fmt::format("bytes {}-{}/{}", range.offset, last, info->size));
+  }
+  auto reader = api.files->Open(*key, range);
+  if (!reader.ok()) return respond(StoreError(req, reader.status()));
+  const uint64_t size = info->size;
+  if (size <= kWholeBelow) {
+    std::string body;
+    char buf[64 << 10];
+    while (true) {
+      auto n = (*reader)->Read(buf, sizeof buf);
+      if (!n.ok()) return respond(StoreError(req, n.status()));
+      if (*n == 0) break;
+      body.append(buf, *n);
+    }
+    res.body = std::move(body);
+    return respond(std::move(res));
+  }
+  res.stream = std::make_shared<BlobSource>(api, std::move(*reader));
+  respond(std::move(res));
+}
+
+}  // namespace
+
+void AddFileRoutes(Api& api) {
+  http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
+  http::RouteOptions write{api.limits.max_body_bytes, http::Pool::kApi, true, access::kSubmit};
+  http::RouteOptions upload{api.limits.max_file_bytes, http::Pool::kApi, true, access::kSubmit, true};
+
+  api.http->Route("PUT", "/api/v1/files/{path...}", upload,
+                  [&api](http::Request& req, http::Responder respond) { Put(api, req, std::move(respond)); });
+  api.http->Route("GET", "/api/v1/files/{path...}", read,
+                  [&api](http::Request& req, http::Responder respond) { Get(api, req, std::move(respond), false); });
+  api.http->Route("HEAD", "/api/v1/files/{path...}", read,
+                  [&api](http::Request& req, http::Responder respond) { Get(api, req, std::move(respond), true); });
+  api.http->Route("DELETE", "/api/v1/files/{path...}", write,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(std::string key, KeyOf(req));
+                    RM_RETURN_IF_ERROR(CheckAccess(api, c, key, Op::kWrite));
+                    RM_RETURN_IF_ERROR(api.files->Delete(key));
+                    return Reply{200, {{"path", key}, {"deleted", true}}};
+                  }));
+  api.http->Route("GET", "/api/v1/files", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+    RM_ASSIGN_OR_RETURN(auto prefix, req.Param("prefix"));
+    RM_ASSIGN_OR_RETURN(auto after, req.Param("after"));
+    RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 1000, 1, 1000));
+    const std::string p = prefix.value_or("");
+    if (p.size() > files::kMaxKeyBytes || !IsValidUtf8(p)) return InvalidArgument("prefix: not a valid path prefix");
+    RM_RETURN_IF_ERROR(CheckListAccess(api, c, p));
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(p, after.value_or(""), static_cast<size_t>(limit)));
+    json out = json::array();
+    for (const auto& o : page.objects) out.push_back(InfoJson(o));
+    json body = {{"files", out}};
+    if (page.next_after) body["next_after"] = *page.next_after;
+    return Reply{200, body};
+  }));
+}
+
+}  // namespace ringmaster::server

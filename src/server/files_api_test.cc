@@ -1,0 +1,273 @@
+// The files API over real HTTP against a real server: uploads, downloads with
+// ranges, listing, the three namespaces and who may do what in them, bad
+// paths, checksums, size limits, a client dying mid-upload and a storage
+// backend going down. After every refused request the target is unchanged.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "files/fake_store.h"
+#include "files/hashing.h"
+#include "server/server.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+using Headers = httplib::Headers;
+
+class FilesApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_files_api_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start(ServerOptions o = {}) {
+    o.data_dir = dir_.string();
+    server_ = std::make_unique<Server>(o);
+    Status st = server_->Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    admin_ = ReadFile((dir_ / "admin.token").string()).value();
+    admin_.pop_back();
+    alice_ = MakeUser("alice");
+    bob_ = MakeUser("bob");
+  }
+
+  httplib::Result Do(const std::string& method, const std::string& path, const std::string& token,
+                     const std::string& body = "", Headers h = {}) {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(std::chrono::seconds(10));
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    if (method == "GET") return c.Get(path, h);
+    if (method == "HEAD") return c.Head(path, h);
+    if (method == "DELETE") return c.Delete(path, h);
+    if (method == "PUT") return c.Put(path, h, body, "application/octet-stream");
+    return c.Post(path, h, body, "application/json");
+  }
+  int Code(const std::string& method, const std::string& path, const std::string& token, const std::string& body = "",
+           Headers h = {}) {
+    auto r = Do(method, path, token, body, std::move(h));
+    return r ? r->status : 0;
+  }
+  std::string MakeUser(const std::string& name) {
+    EXPECT_EQ(Do("POST", "/api/v1/users", admin_, json{{"name", name}}.dump())->status, 201);
+    auto r = Do("POST", "/api/v1/tokens", admin_, json{{"user", name}}.dump());
+    return json::parse(r->body)["token"].get<std::string>();
+  }
+  std::string Body(const std::string& path, const std::string& token) {
+    auto r = Do("GET", path, token);
+    return r && r->status == 200 ? r->body : "<" + std::to_string(r ? r->status : 0) + ">";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Server> server_;
+  std::string admin_, alice_, bob_;
+};
+
+TEST_F(FilesApiTest, PutGetRangesHeadListAndDelete) {
+  Start();
+  const std::string path = "/api/v1/files/users/alice/notes/a%20b.txt";
+  auto put = Do("PUT", path, alice_, "hello, files\n");
+  ASSERT_EQ(put->status, 201) << put->body;
+  json info = json::parse(put->body);
+  EXPECT_EQ(info["path"], "users/alice/notes/a b.txt");
+  EXPECT_EQ(info["size"], 13);
+  EXPECT_EQ(info["sha256"], files::Sha256HexOf("hello, files\n"));
+  auto get = Do("GET", path, alice_);
+  EXPECT_EQ(get->body, "hello, files\n");
+  EXPECT_EQ(get->get_header_value("X-Ringmaster-SHA256"), files::Sha256HexOf("hello, files\n"));
+  EXPECT_EQ(get->get_header_value("X-Ringmaster-Size"), "13");
+  auto part = Do("GET", path, alice_, "", {{"Range", "bytes=7-11"}});
+  EXPECT_EQ(part->status, 206);
+  EXPECT_EQ(part->body, "files");
+  EXPECT_EQ(part->get_header_value("Content-Range"), "bytes 7-11/13");
+  auto tail = Do("GET", path, alice_, "", {{"Range", "bytes=-3"}});
+  EXPECT_EQ(tail->body, "es\n");
+  EXPECT_EQ(Code("GET", path, alice_, "", {{"Range", "bytes=13-"}}), 416);
+  EXPECT_EQ(Code("GET", path, alice_, "", {{"Range", "lines=1-2"}}), 400);
+  auto head = Do("HEAD", path, alice_);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->get_header_value("X-Ringmaster-Size"), "13");
+  auto list = Do("GET", "/api/v1/files?prefix=users/alice/", alice_);
+  ASSERT_EQ(list->status, 200) << list->body;
+  json files = json::parse(list->body)["files"];
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0]["path"], "users/alice/notes/a b.txt");
+  EXPECT_EQ(files[0]["size"], 13);
+  EXPECT_EQ(Code("DELETE", path, alice_), 200);
+  EXPECT_EQ(Code("GET", path, alice_), 404);
+  EXPECT_EQ(Code("DELETE", path, alice_), 404);
+}
+
+TEST_F(FilesApiTest, LargeFilesStreamBothWays) {
+  Start();
+  std::string big(40 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto put = Do("PUT", "/api/v1/files/users/alice/big.bin", alice_, big,
+                {{"X-Ringmaster-SHA256", files::Sha256HexOf(big)}});
+  ASSERT_EQ(put->status, 201) << put->body;
+  auto get = Do("GET", "/api/v1/files/users/alice/big.bin", alice_);
+  ASSERT_EQ(get->status, 200);
+  EXPECT_TRUE(get->body == big) << get->body.size() << " bytes back";
+}
+
+TEST_F(FilesApiTest, NamespacesUsersDatasetsAndJobs) {
+  Start();
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/private.txt", alice_, "mine"), 201);
+  // Another user's files: reads are 404 (not even confirmed), writes 403.
+  auto peek = Do("GET", "/api/v1/files/users/alice/private.txt", bob_);
+  EXPECT_EQ(peek->status, 404);
+  EXPECT_NE(peek->body.find("no such file"), std::string::npos) << peek->body;  // as for a file that does not exist
+  EXPECT_EQ(Code("HEAD", "/api/v1/files/users/alice/private.txt", bob_), 404);
+  auto write = Do("PUT", "/api/v1/files/users/alice/private.txt", bob_, "overwritten");
+  EXPECT_EQ(write->status, 403);
+  EXPECT_NE(write->body.find("not yours"), std::string::npos) << write->body;
+  EXPECT_EQ(Code("DELETE", "/api/v1/files/users/alice/private.txt", bob_), 403);
+  EXPECT_EQ(Body("/api/v1/files/users/alice/private.txt", alice_), "mine");
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=users/alice/", bob_), 400);
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=users/", bob_), 400);
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=", bob_), 400);
+  // Admins may read a user's files, not write them.
+  EXPECT_EQ(Body("/api/v1/files/users/alice/private.txt", admin_), "mine");
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/private.txt", admin_, "x"), 403);
+  // datasets/: everyone reads, admins write.
+  auto ds = Do("PUT", "/api/v1/files/datasets/mnist/train.idx", bob_, "data");
+  EXPECT_EQ(ds->status, 403);
+  EXPECT_NE(ds->body.find("admins only"), std::string::npos) << ds->body;
+  ASSERT_EQ(Code("PUT", "/api/v1/files/datasets/mnist/train.idx", admin_, "data"), 201);
+  EXPECT_EQ(Body("/api/v1/files/datasets/mnist/train.idx", bob_), "data");
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=datasets/", bob_), 200);
+  EXPECT_EQ(Code("DELETE", "/api/v1/files/datasets/mnist/train.idx", bob_), 403);
+  // jobs/<id>/: the job owner's.
+  auto job = Do("POST", "/api/v1/jobs", alice_, R"({"command": "true", "resources": {"cpu": 64}})");
+  ASSERT_EQ(job->status, 201) << job->body;
+  const std::string id = std::to_string(json::parse(job->body)["id"].get<int64_t>());
+  const std::string out = "/api/v1/files/jobs/" + id + "/outputs/result.csv";
+  EXPECT_EQ(Code("PUT", out, alice_, "a,b\n"), 201);
+  EXPECT_EQ(Code("PUT", out, bob_, "forged"), 403);
+  EXPECT_EQ(Code("GET", out, bob_), 404);
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=jobs/" + id + "/", bob_), 404);
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=jobs/" + id + "/", alice_), 200);
+  EXPECT_EQ(Body(out, alice_), "a,b\n");
+  EXPECT_EQ(Body(out, admin_), "a,b\n");
+  EXPECT_EQ(Code("PUT", "/api/v1/files/jobs/" + id + "/secrets/x", alice_, "x"), 400);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/jobs/999999/outputs/x", alice_, "x"), 403);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/elsewhere/x", alice_, "x"), 400);
+  // A read token reads but does not write.
+  auto rt = Do("POST", "/api/v1/tokens", admin_, json{{"user", "alice"}, {"scope", "read"}}.dump());
+  const std::string reader = json::parse(rt->body)["token"].get<std::string>();
+  EXPECT_EQ(Body("/api/v1/files/users/alice/private.txt", reader), "mine");
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/private.txt", reader, "x"), 403);
+  EXPECT_EQ(Code("GET", "/api/v1/files/users/alice/private.txt", ""), 401);
+}
+
+TEST_F(FilesApiTest, BadPathsAre400NamingThePathAndStoreNothing) {
+  Start();
+  for (const std::string& p : std::vector<std::string>{"users/alice/../bob/x", "users/alice/./x", "users/alice//x", "users/alice/x/", "users/alice/a%5Cb",
+        "users/alice/a%01b", std::string("users/alice/") + std::string(1100, 'n')}) {
+    auto r = Do("PUT", "/api/v1/files/" + p, alice_, "x");
+    ASSERT_TRUE(r) << p;
+    EXPECT_EQ(r->status, 400) << p << ": " << r->body;
+    EXPECT_NE(r->body.find("path"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/a%00b", alice_, "x"), 400);
+  auto list = Do("GET", "/api/v1/files?prefix=users/alice/", alice_);
+  EXPECT_EQ(json::parse(list->body)["files"].size(), 0u) << list->body;
+}
+
+TEST_F(FilesApiTest, AWrongChecksumStoresNothingAndKeepsThePreviousVersion) {
+  Start();
+  const std::string p = "/api/v1/files/users/alice/v.txt";
+  ASSERT_EQ(Code("PUT", p, alice_, "version 1"), 201);
+  auto bad = Do("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", files::Sha256HexOf("other")}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("SHA-256 mismatch"), std::string::npos) << bad->body;
+  EXPECT_EQ(Code("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", "XYZ"}}), 400);
+  EXPECT_EQ(Body(p, alice_), "version 1");
+  EXPECT_EQ(Code("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", files::Sha256HexOf("version 2")}}), 201);
+  EXPECT_EQ(Body(p, alice_), "version 2");
+}
+
+TEST_F(FilesApiTest, OverTheSizeLimitIs413AndStoresNothing) {
+  ServerOptions o;
+  o.limits.max_file_bytes = 1 << 20;
+  Start(o);
+  const std::string p = "/api/v1/files/users/alice/q.bin";
+  ASSERT_EQ(Code("PUT", p, alice_, "small"), 201);
+  EXPECT_EQ(Code("PUT", p, alice_, std::string(2 << 20, 'x')), 413);  // announced by Content-Length
+  httplib::Client c("127.0.0.1", server_->port());
+  auto chunked = c.Put(p, {{"Authorization", "Bearer " + alice_}},
+                       [](size_t offset, httplib::DataSink& sink) {  // chunked: never announced
+                         if (offset >= (3u << 20)) {
+                           sink.done();
+                           return true;
+                         }
+                         std::string piece(64 << 10, 'y');
+                         return sink.write(piece.data(), piece.size());
+                       },
+                       "application/octet-stream");
+  if (chunked) EXPECT_EQ(chunked->status, 413);
+  EXPECT_EQ(Body(p, alice_), "small");
+}
+
+TEST_F(FilesApiTest, AClientKilledMidUploadLeavesThePreviousVersion) {
+  Start();
+  const std::string p = "/api/v1/files/users/alice/k.bin";
+  ASSERT_EQ(Code("PUT", p, alice_, "before"), 201);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string head = "PUT " + p + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice_ +
+                     "\r\nContent-Length: 10000000\r\n\r\n";
+  send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string some(3 << 20, 'z');
+  send(fd, some.data(), some.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  close(fd);  // killed
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Body(p, alice_), "before");
+  auto list = Do("GET", "/api/v1/files?prefix=users/alice/", alice_);
+  EXPECT_EQ(json::parse(list->body)["files"].size(), 1u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "blobs" / ".tmp")) << "a temp file was left behind";
+}
+
+TEST_F(FilesApiTest, ABackendThatGoesDownIs503NamingItAndTheServerRecovers) {
+  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
+  ServerOptions o;
+  o.files = fake;
+  Start(o);
+  const std::string p = "/api/v1/files/users/alice/d.txt";
+  ASSERT_EQ(Code("PUT", p, alice_, "kept"), 201);
+  fake->SetDown(true);
+  for (const char* method : {"GET", "PUT", "DELETE"}) {
+    auto r = Do(method, p, alice_, "new");
+    EXPECT_EQ(r->status, 503) << method << ": " << r->body;
+    EXPECT_NE(r->body.find("storage backend fake"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(Code("GET", "/api/v1/files?prefix=users/alice/", alice_), 503);
+  EXPECT_EQ(Code("GET", "/api/v1/jobs", alice_), 200);  // everything else is served
+  EXPECT_EQ(Code("GET", "/healthz", ""), 200);
+  fake->SetDown(false);
+  EXPECT_EQ(Body(p, alice_), "kept");
+}
+
+}  // namespace
+}  // namespace ringmaster::server
