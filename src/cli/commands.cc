@@ -11,6 +11,7 @@
 
 #include "cli/output.h"
 #include "common/files.h"
+#include "common/units.h"
 
 namespace ringmaster::cli {
 
@@ -205,6 +206,19 @@ int UsersSetDisabled(const Connection& c, const std::string& name, bool disabled
   const char* verb = disabled ? "disable" : "enable";
   Must(Connect(c).Post(fmt::format("/api/v1/users/{}/{}", name, verb), json::object()));
   std::cerr << fmt::format("user {} {}d\n", name, verb);
+  return 0;
+}
+
+int UsersQuota(const Connection& c, const std::string& name, const std::string& size) {
+  int64_t bytes = 0;
+  if (size != "none") {
+    auto parsed = ParseBytes(size);
+    if (!parsed || *parsed < 0) Die(fmt::format("quota: \"{}\" is not a size; use e.g. 100Gi, 500Mi, or none", size));
+    bytes = *parsed;
+  }
+  json r = Must(Connect(c).Put(fmt::format("/api/v1/users/{}/quota", name), json{{"file_bytes", bytes}}));
+  std::cerr << fmt::format("user {}: files quota {} (using {} bytes)\n", name, bytes == 0 ? "none" : size,
+                           r.value("file_bytes", int64_t{0}));
   return 0;
 }
 

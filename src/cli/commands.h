@@ -29,6 +29,8 @@ int Login(const Connection& c, const std::string& user, const std::string& token
 int UsersCreate(const Connection& c, const std::string& name, const std::string& role, bool password_stdin);
 int UsersLs(const Connection& c);
 int UsersSetDisabled(const Connection& c, const std::string& name, bool disabled);
+// "100Gi", "500Mi", "0" or "none" (no quota).
+int UsersQuota(const Connection& c, const std::string& name, const std::string& size);
 // Prints the new token alone on stdout.
 int TokensCreate(const Connection& c, const std::string& user, const std::string& name, const std::string& scope,
                  const std::string& node);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -57,6 +58,10 @@ std::string SelfExe() {
 // --server/--token flags, else RINGMASTER_SERVER/RINGMASTER_TOKEN, else the
 // files `ringmaster up` wrote into its data dir (--data, RINGMASTER_DATA, ~/.ringmaster).
 client::ApiClient Connect(const Connection& c) {
+  // A server that closes a connection we write to (an upload it refused) is
+  // an error to report, not a reason to die. Client commands only: daemons
+  // never come here, and their tasks keep the default disposition.
+  std::signal(SIGPIPE, SIG_IGN);
   std::string server = c.server, token = c.token;
   std::string data = c.data.empty() ? DefaultDataDir() : c.data;
   if (server.empty()) {

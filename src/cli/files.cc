@@ -125,11 +125,18 @@ void PutFile(client::ApiClient& api, const std::string& local, const std::string
   if (stat(local.c_str(), &st) != 0) Die(fmt::format("{}: {}", local, std::strerror(errno)));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const std::string sha = HashFile(local);
+  // Ask first: a refusal (quota, permission) sent while we write a large
+  // body would reach us as a broken connection instead of its reason.
+  const std::string url = "/api/v1/files/" + client::ApiClient::EncodePath(remote);
+  Must(Retry("put " + remote, [&] {
+    return api.Upload(url + "?dry_run=1", 0, {{"X-Ringmaster-Size", std::to_string(size)}, {"X-Ringmaster-SHA256", sha}},
+                      [](uint64_t, char*, size_t) -> long { return 0; });
+  }));
   auto r = Retry("put " + remote, [&]() -> StatusOr<json> {
     int fd = open(local.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Aborted(fmt::format("{}: {}", local, std::strerror(errno)));
     Progress bar(remote, size);
-    auto res = api.Upload("/api/v1/files/" + client::ApiClient::EncodePath(remote), size,
+    auto res = api.Upload(url, size,
                           {{"X-Ringmaster-SHA256", sha}}, [&](uint64_t offset, char* buf, size_t n) -> long {
                             ssize_t got = pread(fd, buf, n, static_cast<off_t>(offset));
                             if (got > 0) bar.Add(static_cast<uint64_t>(got));
@@ -302,6 +309,12 @@ int FilesDu(const Connection& c, const std::string& prefix_in) {
   std::vector<json> all = ListAll(api, prefix);
   for (const json& f : all) bytes += f["size"].get<uint64_t>();
   std::cout << fmt::format("{}\t{} files\t{}\n", Human(static_cast<double>(bytes)), all.size(), prefix);
+  if (prefix_in.empty()) {  // your own: the quota too
+    json me = Must(api.Get("/api/v1/whoami"));
+    const auto used = me["files"].value("bytes", int64_t{0}), quota = me["files"].value("quota_bytes", int64_t{0});
+    std::cout << fmt::format("quota: {} used (your files and your jobs'), of {}\n", Human(static_cast<double>(used)),
+                             quota > 0 ? Human(static_cast<double>(quota)) : std::string("no quota"));
+  }
   return 0;
 }
 

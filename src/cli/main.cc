@@ -175,6 +175,10 @@ int Main(int argc, char** argv) {
   auto* users_ls = users->add_subcommand("ls", "list users");
   auto* users_disable = users->add_subcommand("disable", "disable a user: their tokens and password stop working at once");
   users_disable->add_option("name", user_name, "user name")->required();
+  auto* users_quota = users->add_subcommand("quota", "set the bytes a user's files may use (0 or none: no quota)");
+  std::string quota_size;
+  users_quota->add_option("name", user_name, "user name")->required();
+  users_quota->add_option("size", quota_size, "e.g. 100Gi, 500Mi; 0 or none for no quota")->required();
   auto* users_enable = users->add_subcommand("enable", "enable a disabled user again");
   users_enable->add_option("name", user_name, "user name")->required();
 
@@ -242,6 +246,7 @@ int Main(int argc, char** argv) {
   if (*users_create) return UsersCreate(conn, user_name, role, password_stdin);
   if (*users_ls) return UsersLs(conn);
   if (*users_disable) return UsersSetDisabled(conn, user_name, true);
+  if (*users_quota) return UsersQuota(conn, user_name, quota_size);
   if (*users_enable) return UsersSetDisabled(conn, user_name, false);
   if (*tokens_create) return TokensCreate(conn, user_name, token_name, scope, node_for);
   if (*tokens_ls) return TokensLs(conn, user_name, all);

@@ -158,6 +158,13 @@ StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std:
   return Finish(c->Post(path, body, content_type), server_url_);
 }
 
+StatusOr<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body, CallOptions opts) const {
+  auto c = MakeClient(server_url_, token_, ca_file_, opts);
+  Registration reg(in_flight_.get(), c.get());
+  if (!reg.ok()) return Aborted("cancelled");
+  return Finish(c->Put(path, body.dump(), "application/json"), server_url_);
+}
+
 StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
   auto c = MakeClient(server_url_, token_, ca_file_, {});
   Registration reg(in_flight_.get(), c.get());

@@ -35,6 +35,7 @@ class ApiClient {
                                 CallOptions opts = {}) const;
   StatusOr<nlohmann::json> PostText(const std::string& path, const std::string& body,
                                     const std::string& content_type, CallOptions opts = {}) const;
+  StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body, CallOptions opts = {}) const;
   StatusOr<nlohmann::json> Delete(const std::string& path) const;
   // Streams a response body to `on_data` as it arrives; on_data returns false to stop.
   // The read timeout bounds the silence between two pieces, not the whole stream.

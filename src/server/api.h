@@ -5,6 +5,7 @@
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -57,6 +58,9 @@ struct Api {
   ApiLimits limits;
   FollowerCount followers;        // log streams
   FollowerCount metrics_readers;  // metrics reads in progress
+  // Quota checks and usage updates of one user's files happen one at a time.
+  std::array<std::mutex, 64> file_usage_mu;
+  std::mutex& FileUsageLock(int64_t user_id) { return file_usage_mu[static_cast<size_t>(user_id) % file_usage_mu.size()]; }
 };
 
 struct Reply {

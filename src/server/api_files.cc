@@ -5,7 +5,9 @@
 //   datasets/...       everyone reads, admins write;
 //   jobs/<id>/{inputs,outputs,checkpoints,logs}/...   the job owner's (admins may read).
 // Reads of what a caller may not see answer 404 (others' files are not even
-// confirmed to exist); writes there answer 403.
+// confirmed to exist); writes there answer 403. Files under users/<name>/ and
+// jobs/<id>/ count against their owner's byte quota (datasets/ count against
+// nobody's); an upload that would exceed it answers 413 and stores nothing.
 #include <algorithm>
 #include <set>
 
@@ -159,10 +161,30 @@ class BlobSource final : public http::BodySource, public std::enable_shared_from
 };
 
 // PUT: the body goes into a BlobWriter piece by piece as it arrives.
+// The quota's 413, naming what it would take.
+http::Response OverQuota(const store::User& u, int64_t would_use) {
+  return http::ErrorResponse(413, "ResourceExhausted",
+                             fmt::format("quota: {}'s files would use {} bytes of a {}-byte quota; delete some "
+                                         "(ringmaster files du, files rm) or ask an admin for more",
+                                         u.name, would_use, u.file_quota_bytes));
+}
+
+// The size of `key` now (0 when there is none).
+StatusOr<uint64_t> SizeNow(Api& api, const std::string& key) {
+  auto info = api.files->Head(key);
+  if (info.ok()) return info->size;
+  if (info.status().code() == StatusCode::kNotFound) return uint64_t{0};
+  return info.status();
+}
+
 class Upload : public std::enable_shared_from_this<Upload> {
  public:
-  Upload(const http::Request& req, std::unique_ptr<files::BlobWriter> writer, http::Responder respond)
-      : req_(req), writer_(std::move(writer)), respond_(std::move(respond)) {}
+  // `owner`: whose quota the file counts against (0: nobody's); `quota_bound`:
+  // the writer's limit is the room left in it.
+  Upload(Api& api, const http::Request& req, std::unique_ptr<files::BlobWriter> writer, http::Responder respond,
+         int64_t owner, bool quota_bound)
+      : api_(api), req_(req), writer_(std::move(writer)), respond_(std::move(respond)), owner_(owner),
+        quota_bound_(quota_bound) {}
 
   void Start() { Next(); }
 
@@ -183,6 +205,10 @@ class Upload : public std::enable_shared_from_this<Upload> {
     if (!data.empty()) {
       if (Status w = writer_->Write(data); !w.ok()) {
         writer_->Abort();
+        if (w.code() == StatusCode::kResourceExhausted && quota_bound_) {
+          auto u = api_.store->GetUser(owner_);
+          if (u.ok()) return respond_(OverQuota(*u, u->file_bytes + static_cast<int64_t>(writer_->bytes_written() + data.size())));
+        }
         if (w.code() == StatusCode::kResourceExhausted) {
           return respond_(http::ErrorResponse(413, "InvalidArgument", w.message()));
         }
@@ -190,7 +216,30 @@ class Upload : public std::enable_shared_from_this<Upload> {
       }
     }
     if (!last) return Next();
+    // The quota is checked again and the usage updated with the commit, one
+    // upload of this user at a time: concurrent uploads cannot both slip in.
+    std::unique_lock<std::mutex> lock;
+    uint64_t old_size = 0;
+    if (owner_ != 0) {
+      lock = std::unique_lock<std::mutex>(api_.FileUsageLock(owner_));
+      auto size_now = SizeNow(api_, KeyOfUpload());
+      auto user = api_.store->GetUser(owner_);
+      if (!size_now.ok() || !user.ok()) {
+        writer_->Abort();
+        return respond_(StoreError(req_, !size_now.ok() ? size_now.status() : user.status()));
+      }
+      old_size = *size_now;
+      const int64_t would_use = user->file_bytes - static_cast<int64_t>(old_size) + static_cast<int64_t>(writer_->bytes_written());
+      if (user->file_quota_bytes > 0 && would_use > user->file_quota_bytes && writer_->bytes_written() > old_size) {
+        writer_->Abort();
+        return respond_(OverQuota(*user, would_use));
+      }
+    }
     auto info = writer_->Commit();
+    if (info.ok() && owner_ != 0) {
+      Status st = api_.store->AddUserFileBytes(owner_, static_cast<int64_t>(info->size) - static_cast<int64_t>(old_size));
+      if (!st.ok()) spdlog::error("files: usage of user {} not updated for {}: {}", owner_, info->key, st.ToString());
+    }
     if (!info.ok()) {
       if (info.status().code() == StatusCode::kInvalidArgument) {  // the checksum did not match
         return respond_(http::ErrorResponse(400, "InvalidArgument", "X-Ringmaster-SHA256: " + info.status().message()));
@@ -200,10 +249,20 @@ class Upload : public std::enable_shared_from_this<Upload> {
     respond_(JsonResponse(201, InfoJson(*info)));
   }
 
+  const std::string& KeyOfUpload() const { return req_.matches.at(0); }
+
+  Api& api_;
   http::Request req_;  // the handler's request dies when it returns; this copy keeps the body reader
   std::unique_ptr<files::BlobWriter> writer_;
   http::Responder respond_;
+  int64_t owner_;
+  bool quota_bound_;
 };
+
+// Whose quota a file counts against: the user for users/<name>/, the job's
+// owner for jobs/<id>/ (both are the writer: nobody else may write there),
+// nobody for datasets/.
+int64_t Owner(const Caller& c, const std::string& key) { return key.rfind("datasets/", 0) == 0 ? 0 : c.user.id; }
 
 void Put(Api& api, http::Request& req, http::Responder respond) {
   const Caller& c = CallerOf(req);
@@ -216,9 +275,39 @@ void Put(Api& api, http::Request& req, http::Responder respond) {
     return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-SHA256: expected 64 lowercase hex digits")));
   }
   options.max_bytes = api.limits.max_file_bytes;
+  // ?dry_run=1 with X-Ringmaster-Size: N: would an upload of N bytes be taken?
+  // (Clients ask first: an answer sent before a large body is read reaches
+  // few clients, which are busy writing.)
+  auto dry_run = BoolParam(req, "dry_run");
+  if (!dry_run.ok()) return respond(ErrorFor(req, dry_run.status()));
+  std::string length = req.Header("content-length");
+  if (*dry_run) {
+    length = req.Header("x-ringmaster-size");
+    if (!AllDigits(length)) return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-Size: the upload's size in bytes")));
+    if (std::stoull(length) > *options.max_bytes) {
+      return respond(http::ErrorResponse(413, "InvalidArgument",
+                                         fmt::format("body: {} bytes, more than a file may have ({})", length, *options.max_bytes)));
+    }
+  }
+  const int64_t owner = Owner(c, *key);
+  bool quota_bound = false;
+  if (owner != 0 && c.user.file_quota_bytes > 0) {
+    // Refuse early what cannot fit: the room left, counting the bytes this file replaces.
+    auto old_size = SizeNow(api, *key);
+    if (!old_size.ok()) return respond(StoreError(req, old_size.status()));
+    const int64_t room = std::max<int64_t>(0, c.user.file_quota_bytes - c.user.file_bytes + static_cast<int64_t>(*old_size));
+    if (static_cast<uint64_t>(room) < *options.max_bytes) {
+      options.max_bytes = static_cast<uint64_t>(room);
+      quota_bound = true;
+    }
+    if (!length.empty() && AllDigits(length) && std::stoull(length) > static_cast<uint64_t>(room)) {
+      return respond(OverQuota(c.user, c.user.file_bytes - static_cast<int64_t>(*old_size) + static_cast<int64_t>(std::stoull(length))));
+    }
+  }
+  if (*dry_run) return respond(JsonResponse(200, {{"path", *key}, {"size", std::stoull(length)}, {"would_store", true}}));
   auto writer = api.files->Create(*key, options);
   if (!writer.ok()) return respond(StoreError(req, writer.status()));
-  std::make_shared<Upload>(req, std::move(*writer), std::move(respond))->Start();
+  std::make_shared<Upload>(api, req, std::move(*writer), std::move(respond), owner, quota_bound)->Start();
 }
 
 void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) {
@@ -288,8 +377,30 @@ void AddFileRoutes(Api& api) {
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(std::string key, KeyOf(req));
                     RM_RETURN_IF_ERROR(CheckAccess(api, c, key, Op::kWrite));
-                    RM_RETURN_IF_ERROR(api.files->Delete(key));
+                    const int64_t owner = Owner(c, key);
+                    if (owner == 0) {
+                      RM_RETURN_IF_ERROR(api.files->Delete(key));
+                    } else {
+                      std::lock_guard<std::mutex> lock(api.FileUsageLock(owner));
+                      RM_ASSIGN_OR_RETURN(files::ObjectInfo info, api.files->Head(key));
+                      RM_RETURN_IF_ERROR(api.files->Delete(key));
+                      RM_RETURN_IF_ERROR(api.store->AddUserFileBytes(owner, -static_cast<int64_t>(info.size)));
+                    }
                     return Reply{200, {{"path", key}, {"deleted", true}}};
+                  }));
+  http::RouteOptions admin{api.limits.max_body_bytes, http::Pool::kApi, true, access::kAdmin};
+  api.http->Route("PUT", "/api/v1/users/{name}/quota", admin,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+                    if (!b.contains("file_bytes") || !b["file_bytes"].is_number_integer() || b["file_bytes"].get<int64_t>() < 0) {
+                      return InvalidArgument("file_bytes: must be an integer >= 0 (0 = no quota)");
+                    }
+                    auto user = api.store->GetUserByName(req.matches.at(0));
+                    if (!user.ok()) return NotFound(fmt::format("user {} not found", Printable(req.matches.at(0))));
+                    const int64_t bytes = b["file_bytes"].get<int64_t>();
+                    RM_RETURN_IF_ERROR(api.store->SetUserFileQuota(user->id, bytes));
+                    api.auth->Audit(req, c.user.name, "user.quota", "user " + user->name, "ok", fmt::format("files {} bytes", bytes));
+                    return Reply{200, {{"user", user->name}, {"file_quota_bytes", bytes}, {"file_bytes", user->file_bytes}}};
                   }));
   api.http->Route("GET", "/api/v1/files", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(auto prefix, req.Param("prefix"));

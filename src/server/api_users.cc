@@ -20,7 +20,8 @@ json UserJson(const store::User& u) {
           {"name", u.name},
           {"role", store::RoleName(u.role)},
           {"disabled", u.disabled},
-          {"created_at", FormatTimeUtc(u.created_ms)}};
+          {"created_at", FormatTimeUtc(u.created_ms)},
+          {"files", {{"bytes", u.file_bytes}, {"quota_bytes", u.file_quota_bytes}}}};
 }
 
 json TokenJson(const store::Token& t, const std::string& user) {

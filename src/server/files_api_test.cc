@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -247,6 +248,73 @@ TEST_F(FilesApiTest, AClientKilledMidUploadLeavesThePreviousVersion) {
   auto list = Do("GET", "/api/v1/files?prefix=users/alice/", alice_);
   EXPECT_EQ(json::parse(list->body)["files"].size(), 1u);
   EXPECT_TRUE(std::filesystem::is_empty(dir_ / "blobs" / ".tmp")) << "a temp file was left behind";
+}
+
+TEST_F(FilesApiTest, QuotasRefuseWhatWouldNotFitAndCountReplacementsAndDeletes) {
+  Start();
+  auto usage = [&] { return json::parse(Do("GET", "/api/v1/whoami", alice_)->body)["files"]; };
+  EXPECT_EQ(Code("PUT", "/api/v1/users/alice/quota", alice_, R"({"file_bytes": 1})"), 403);  // admins only
+  auto q = Do("PUT", "/api/v1/users/alice/quota", admin_, R"({"file_bytes": -5})");
+  EXPECT_EQ(q->status, 400);
+  EXPECT_NE(q->body.find("file_bytes"), std::string::npos);
+  ASSERT_EQ(Code("PUT", "/api/v1/users/alice/quota", admin_, R"({"file_bytes": 1000})"), 200);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/a", alice_, std::string(600, 'a')), 201);
+  EXPECT_EQ(usage()["bytes"], 600);
+  // 600 more would make 1200: refused, before the body is read, and nothing changes.
+  auto over = Do("PUT", "/api/v1/files/users/alice/b", alice_, std::string(600, 'b'));
+  EXPECT_EQ(over->status, 413);
+  EXPECT_NE(over->body.find("quota"), std::string::npos) << over->body;
+  EXPECT_EQ(Code("GET", "/api/v1/files/users/alice/b", alice_), 404);
+  EXPECT_EQ(usage()["bytes"], 600);
+  // Clients may ask first, without sending a byte.
+  auto ask = Do("PUT", "/api/v1/files/users/alice/b?dry_run=1", alice_, "", {{"X-Ringmaster-Size", "600"}});
+  EXPECT_EQ(ask->status, 413);
+  EXPECT_NE(ask->body.find("quota"), std::string::npos) << ask->body;
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/b?dry_run=1", alice_, "", {{"X-Ringmaster-Size", "400"}}), 200);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/bob/b?dry_run=1", alice_, "", {{"X-Ringmaster-Size", "1"}}), 403);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/b?dry_run=1", alice_), 400);  // no size
+  EXPECT_EQ(Code("GET", "/api/v1/files/users/alice/b", alice_), 404);         // a dry run stores nothing
+  // The same without a Content-Length (chunked): refused while it streams.
+  httplib::Client c("127.0.0.1", server_->port());
+  auto chunked = c.Put("/api/v1/files/users/alice/b", {{"Authorization", "Bearer " + alice_}},
+                       [](size_t offset, httplib::DataSink& sink) {
+                         if (offset >= 600) {
+                           sink.done();
+                           return true;
+                         }
+                         std::string piece(100, 'c');
+                         return sink.write(piece.data(), piece.size());
+                       },
+                       "application/octet-stream");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 413) << chunked->body;
+  EXPECT_EQ(Code("GET", "/api/v1/files/users/alice/b", alice_), 404);
+  // Replacing a file counts only the difference; jobs' files count too; datasets do not.
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/a", alice_, std::string(900, 'a')), 201);
+  EXPECT_EQ(usage()["bytes"], 900);
+  auto job = Do("POST", "/api/v1/jobs", alice_, R"({"command": "true", "resources": {"cpu": 64}})");
+  const std::string id = std::to_string(json::parse(job->body)["id"].get<int64_t>());
+  EXPECT_EQ(Code("PUT", "/api/v1/files/jobs/" + id + "/outputs/o", alice_, std::string(200, 'o')), 413);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/jobs/" + id + "/outputs/o", alice_, std::string(100, 'o')), 201);
+  EXPECT_EQ(usage()["bytes"], 1000);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/datasets/big", admin_, std::string(5000, 'd')), 201);
+  // Deleting gives the room back.
+  EXPECT_EQ(Code("DELETE", "/api/v1/files/users/alice/a", alice_), 200);
+  EXPECT_EQ(usage()["bytes"], 100);
+  EXPECT_EQ(Code("PUT", "/api/v1/files/users/alice/b", alice_, std::string(600, 'b')), 201);
+  EXPECT_EQ(usage()["quota_bytes"], 1000);
+  // Concurrent uploads cannot both slip under the quota.
+  ASSERT_EQ(Code("PUT", "/api/v1/users/alice/quota", admin_, R"({"file_bytes": 1500})"), 200);
+  std::vector<std::thread> racers;
+  std::atomic<int> stored{0};
+  for (int i = 0; i < 6; ++i) {
+    racers.emplace_back([&, i] {
+      if (Code("PUT", "/api/v1/files/users/alice/race" + std::to_string(i), alice_, std::string(300, 'r')) == 201) ++stored;
+    });
+  }
+  for (auto& t : racers) t.join();
+  EXPECT_EQ(stored, 2);  // 700 used + 2 x 300 = 1300 <= 1500 < 1600
+  EXPECT_EQ(usage()["bytes"], 1300);
 }
 
 TEST_F(FilesApiTest, ABackendThatGoesDownIs503NamingItAndTheServerRecovers) {

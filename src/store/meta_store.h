@@ -35,6 +35,8 @@ struct User {
   std::string password_hash;  // empty: token-only user
   int64_t created_ms = 0;
   bool disabled = false;  // a disabled user's tokens and password stop working at once
+  int64_t file_quota_bytes = 0;  // what the user's files may use; 0 = no quota
+  int64_t file_bytes = 0;        // what they use (users/<name>/ and their jobs' files)
 };
 
 struct Token {
@@ -149,6 +151,9 @@ class MetaStore {
   virtual StatusOr<std::vector<User>> ListUsers() = 0;
   virtual StatusOr<int64_t> CountUsers() = 0;
   virtual Status SetUserDisabled(int64_t id, bool disabled) = 0;
+  virtual Status SetUserFileQuota(int64_t id, int64_t bytes) = 0;
+  // Adds `delta` (negative: subtracts) to the user's file bytes, never below 0.
+  virtual Status AddUserFileBytes(int64_t id, int64_t delta) = 0;
 
   virtual StatusOr<int64_t> CreateToken(const Token& token) = 0;
   virtual StatusOr<Token> GetToken(int64_t id) = 0;

@@ -241,6 +241,11 @@ CREATE TABLE audit (
   detail TEXT NOT NULL);
 CREATE INDEX audit_by_user ON audit(user, id);
 )sql",
+    // 7: users' files: a byte quota (0 = none) and the bytes their files use.
+    R"sql(
+ALTER TABLE users ADD COLUMN file_quota_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE users ADD COLUMN file_bytes INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // RAII prepared statement with positional binding.
@@ -291,7 +296,7 @@ class Stmt {
   int idx_ = 0;
 };
 
-constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled";
+constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
@@ -312,6 +317,8 @@ User ReadUser(const Stmt& s) {
   u.password_hash = s.Text(3);
   u.created_ms = s.Int(4);
   u.disabled = s.Int(5) != 0;
+  u.file_quota_bytes = s.Int(6);
+  u.file_bytes = s.Int(7);
   return u;
 }
 
@@ -508,6 +515,20 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_, "UPDATE users SET disabled=? WHERE id=?");
     s.Bind(disabled ? 1 : 0).Bind(id);
+    return StepOne(s, "user " + std::to_string(id));
+  }
+
+  Status SetUserFileQuota(int64_t id, int64_t bytes) override {
+    Lock l(mu_);
+    Stmt s(db_, "UPDATE users SET file_quota_bytes=? WHERE id=?");
+    s.Bind(bytes).Bind(id);
+    return StepOne(s, "user " + std::to_string(id));
+  }
+
+  Status AddUserFileBytes(int64_t id, int64_t delta) override {
+    Lock l(mu_);
+    Stmt s(db_, "UPDATE users SET file_bytes=MAX(0, file_bytes + ?) WHERE id=?");
+    s.Bind(delta).Bind(id);
     return StepOne(s, "user " + std::to_string(id));
   }
 

@@ -32,6 +32,18 @@ asalice files ls | grep -Eq "^ *209715200  .*  users/alice/big.bin$" || fail "ls
 rm -f "$TOOLS/big.back"
 pass "200 MiB put and got back with the same SHA-256; ls shows 209715200 bytes"
 
+# 1b. A quota: an upload that would not fit is refused with 413 and leaves nothing.
+rmc users quota alice 250Mi 2> /dev/null
+head -c $((100 << 20)) /dev/zero > "$TOOLS/more.bin"
+set +e
+ERR=$(asalice files put "$TOOLS/more.bin" 2>&1); RC=$?
+set -e
+[ "$RC" = 2 ] && grep -q "quota: alice's files would use" <<<"$ERR" || fail "an upload over quota was not refused: $ERR"
+! asalice files ls | grep -q more.bin || fail "the refused upload left a file"
+asalice files du | grep -q "quota: 200.0 MiB used (your files and your jobs'), of 250.0 MiB" || fail "du: $(asalice files du)"
+rmc users quota alice none 2> /dev/null
+pass "over quota: 413 with what it would take, nothing stored; du shows 200 of 250 MiB"
+
 # 2. Others' files are not even confirmed to exist; datasets/ is admins'.
 set +e
 ERR=$(asbob files cat users/alice/big.bin 2>&1); RC=$?
