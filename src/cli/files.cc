@@ -252,7 +252,12 @@ int FilesGet(const Connection& c, const std::string& remote_in, const std::strin
   for (const json& f : under) {
     const std::string path = f["path"].get<std::string>();
     fs::path dest = fs::path(local) / path.substr(remote.size() + 1);
-    fs::create_directories(dest.parent_path());
+    std::error_code ec;
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec || fs::is_directory(dest)) {
+      Die(fmt::format("{}: cannot be written to {} ({}): the store holds both a file and a directory of that name; "
+                      "get them one at a time", path, dest.string(), ec ? ec.message() : "a directory is in the way"));
+    }
     GetFile(api, path, dest.string());
   }
   std::cerr << fmt::format("{} files -> {}/\n", under.size(), local);

@@ -359,6 +359,28 @@ TEST_P(BlobStoreContract, ManySmallObjectsFromManyThreads) {
   EXPECT_EQ(total, 100u);
 }
 
+TEST_P(BlobStoreContract, PutsAndDeletesRacingInOneDirectoryNeverFail) {
+  // A delete removes directories that became empty while a put re-creates them.
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string k = "race/a/b/f" + std::to_string(t);
+      for (int i = 0; i < (GetParam() == "s3" ? 20 : 200); ++i) {
+        auto put = store_->Put(k, "x");
+        if (!put.ok()) {
+          ++failures;
+          ADD_FAILURE() << put.status().ToString();
+        }
+        Status d = store_->Delete(k);
+        if (!d.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BlobStoreContract, ::testing::Values("local", "fake", "s3"),
                          [](const auto& info) { return info.param; });
 

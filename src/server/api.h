@@ -98,5 +98,8 @@ void AddNodeRoutes(Api& api);
 void AddUserRoutes(Api& api);
 void AddAgentRoutes(Api& api);
 void AddFileRoutes(Api& api);
+// Removes everything under jobs/<id>/ from the files store, giving the bytes
+// back to the job owner's quota (a job being deleted).
+Status DeleteJobFiles(Api& api, const store::Job& job);
 
 }  // namespace ringmaster::server

@@ -24,7 +24,9 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kPiece = 256 << 10;           // bytes read from the store per pull
-constexpr uint64_t kWholeBelow = 1 << 20;      // smaller files go out in one keep-alive answer
+// Smaller files go out in one keep-alive answer; a client that never reads it
+// pins this much per connection, so it stays small.
+constexpr uint64_t kWholeBelow = 64 << 10;
 constexpr const char* kShaHeader = "x-ringmaster-sha256";
 
 enum class Op { kRead, kWrite };
@@ -32,6 +34,9 @@ enum class Op { kRead, kWrite };
 bool AllDigits(std::string_view s) {
   return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
+
+// A job id as the API writes it: digits, no leading zero (jobs/01/ is not jobs/1/).
+bool JobId(std::string_view s) { return AllDigits(s) && (s.size() == 1 || s[0] != '0'); }
 
 std::vector<std::string_view> Segments(std::string_view key) {
   std::vector<std::string_view> out;
@@ -59,7 +64,7 @@ Status CheckAccess(Api& api, const Caller& c, const std::string& key, Op op) {
     return PermissionDenied("path: datasets/ is writable by admins only");
   }
   static const std::set<std::string_view> kJobDirs = {"inputs", "outputs", "checkpoints", "logs"};
-  if (seg[0] == "jobs" && seg.size() >= 4 && AllDigits(seg[1]) && kJobDirs.count(seg[2])) {
+  if (seg[0] == "jobs" && seg.size() >= 4 && JobId(seg[1]) && kJobDirs.count(seg[2])) {
     const int64_t id = std::stoll(std::string(seg[1]));
     auto job = api.store->GetJob(id);
     if (!job.ok() && job.status().code() != StatusCode::kNotFound) return job.status();
@@ -78,7 +83,7 @@ Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
   const std::string mine = "users/" + c.user.name + "/";
   if (prefix.rfind(mine, 0) == 0 || prefix.rfind("datasets/", 0) == 0) return Status::Ok();
   const auto seg = Segments(prefix);
-  if (seg.size() >= 3 && seg[0] == "jobs" && AllDigits(seg[1])) {
+  if (seg.size() >= 3 && seg[0] == "jobs" && JobId(seg[1])) {
     auto job = VisibleJob(api, std::stoll(std::string(seg[1])), c);
     if (!job.ok()) return job.status();
     return Status::Ok();
@@ -315,40 +320,62 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
   auto key = KeyOf(req);
   if (!key.ok()) return respond(ErrorFor(req, key.status()));
   if (Status st = CheckAccess(api, c, *key, Op::kRead); !st.ok()) return respond(ErrorFor(req, st));
-  auto info = api.files->Head(*key);
-  if (!info.ok()) return respond(StoreError(req, info.status()));
-  http::Response res;
-  res.content_type = "application/octet-stream";
-  res.headers = {{"X-Ringmaster-Size", std::to_string(info->size)},
-                 {"X-Ringmaster-SHA256", info->sha256},
-                 {"X-Ringmaster-Mtime", FormatTimeUtc(info->mtime_ms)},
-                 {"Accept-Ranges", "bytes"}};
-  if (head_only) return respond(std::move(res));
+  const std::string range_header = head_only ? "" : req.Header("range");
+  // The headers describe the version the body comes from: the one the reader
+  // opened, never a separate look that a concurrent replace could outdate.
+  std::unique_ptr<files::BlobReader> reader;
   files::ByteRange range;
-  const std::string range_header = req.Header("range");
-  if (!range_header.empty()) {
-    auto r = ParseRange(range_header, info->size);
-    if (!r.ok()) return respond(ErrorFor(req, r.status()));
-    if (r->offset >= info->size && !(info->size == 0 && r->offset == 0)) {
+  for (int attempt = 0;; ++attempt) {
+    uint64_t size_seen = 0;
+    if (!range_header.empty()) {
+      auto head = api.files->Head(*key);  // only a suffix range needs the size first
+      if (!head.ok()) return respond(StoreError(req, head.status()));
+      size_seen = head->size;
+      auto r = ParseRange(range_header, size_seen);
+      if (!r.ok()) return respond(ErrorFor(req, r.status()));
+      range = *r;
+    }
+    auto opened = api.files->Open(*key, range);
+    if (!opened.ok() && opened.status().code() == StatusCode::kInvalidArgument) {  // starts past the end
       http::Response e = http::ErrorResponse(416, "InvalidArgument",
-                                             fmt::format("Range: starts at {}, past the end of a {}-byte file",
-                                                         r->offset, info->size));
-      e.headers.emplace_back("Content-Range", fmt::format("bytes */{}", info->size));
+                                             fmt::format("Range: starts at {}, past the end of the file", range.offset));
+      auto head = api.files->Head(*key);
+      if (head.ok()) e.headers.emplace_back("Content-Range", fmt::format("bytes */{}", head->size));
       return respond(std::move(e));
     }
-    range = *r;
-    const uint64_t last = range.length ? std::min(info->size, range.offset + *range.length) - 1 : info->size - 1;
-    res.status = 206;
-    res.headers.emplace_back("Content-Range", fmt::format("bytes {}-{}/{}", range.offset, last, info->size));
+    if (!opened.ok()) return respond(StoreError(req, opened.status()));
+    reader = std::move(*opened);
+    // A suffix range computed against a version replaced meanwhile: again.
+    if (range_header.empty() || range_header.rfind("bytes=-", 0) != 0 || reader->info().size == size_seen || attempt == 2) break;
   }
-  auto reader = api.files->Open(*key, range);
-  if (!reader.ok()) return respond(StoreError(req, reader.status()));
-  const uint64_t size = info->size;
-  if (size <= kWholeBelow) {
+  const files::ObjectInfo& info = reader->info();
+  http::Response res;
+  res.content_type = "application/octet-stream";
+  res.headers = {{"X-Ringmaster-Size", std::to_string(info.size)},
+                 {"X-Ringmaster-SHA256", info.sha256},
+                 {"X-Ringmaster-Mtime", FormatTimeUtc(info.mtime_ms)},
+                 {"Accept-Ranges", "bytes"}};
+  if (head_only) return respond(std::move(res));
+  if (!range_header.empty()) {
+    if (info.size == 0 || range.offset >= info.size) {
+      http::Response e = http::ErrorResponse(416, "InvalidArgument",
+                                             fmt::format("Range: starts at {}, past the end of a {}-byte file",
+                                                         range.offset, info.size));
+      e.headers.emplace_back("Content-Range", fmt::format("bytes */{}", info.size));
+      return respond(std::move(e));
+    }
+    const uint64_t last = range.length ? std::min(info.size, range.offset + *range.length) - 1 : info.size - 1;
+    res.status = 206;
+    res.headers.emplace_back("Content-Range", fmt::format("bytes {}-{}/{}", range.offset, last, info.size));
+  }
+  const uint64_t to_send = res.status == 206 ? (range.length ? std::min(*range.length, info.size - range.offset)
+                                                             : info.size - range.offset)
+                                             : info.size;
+  if (to_send <= kWholeBelow) {
     std::string body;
-    char buf[64 << 10];
+    char buf[16 << 10];
     while (true) {
-      auto n = (*reader)->Read(buf, sizeof buf);
+      auto n = reader->Read(buf, sizeof buf);
       if (!n.ok()) return respond(StoreError(req, n.status()));
       if (*n == 0) break;
       body.append(buf, *n);
@@ -356,11 +383,27 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
     res.body = std::move(body);
     return respond(std::move(res));
   }
-  res.stream = std::make_shared<BlobSource>(api, std::move(*reader));
+  res.stream = std::make_shared<BlobSource>(api, std::move(reader));
   respond(std::move(res));
 }
 
 }  // namespace
+
+Status DeleteJobFiles(Api& api, const store::Job& job) {
+  const std::string prefix = fmt::format("jobs/{}/", job.id);
+  std::lock_guard<std::mutex> lock(api.FileUsageLock(job.user_id));
+  int64_t freed = 0;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(prefix, "", 1000));
+    for (const auto& o : page.objects) {
+      Status st = api.files->Delete(o.key);
+      if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
+      if (st.ok()) freed += static_cast<int64_t>(o.size);
+    }
+    if (!page.next_after) break;
+  }
+  return freed ? api.store->AddUserFileBytes(job.user_id, -freed) : Status::Ok();
+}
 
 void AddFileRoutes(Api& api) {
   http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};

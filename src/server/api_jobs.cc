@@ -116,6 +116,8 @@ void AddJobRoutes(Api& api) {
                       return FailedPrecondition(
                           fmt::format("job {} is {}: cancel it first", job.id, StateName(job.state)));
                     }
+                    // Its files first: a job's files without the job could be read and removed by nobody.
+                    RM_RETURN_IF_ERROR(DeleteJobFiles(api, job));
                     RM_RETURN_IF_ERROR(api.store->DeleteJob(job.id));
                     api.logs->DeleteJob(job.id);
                     api.metrics->DeleteJob(job.id);

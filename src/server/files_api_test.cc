@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
@@ -315,6 +316,58 @@ TEST_F(FilesApiTest, QuotasRefuseWhatWouldNotFitAndCountReplacementsAndDeletes) 
   for (auto& t : racers) t.join();
   EXPECT_EQ(stored, 2);  // 700 used + 2 x 300 = 1300 <= 1500 < 1600
   EXPECT_EQ(usage()["bytes"], 1300);
+}
+
+// Found by probing: headers and body of one answer come from one version of
+// a file being replaced; a range on an empty file; job ids with leading
+// zeros; a deleted job's files.
+TEST_F(FilesApiTest, AnAnswersHeadersDescribeTheVersionItsBodyComesFrom) {
+  Start();
+  const std::string p = "/api/v1/files/users/alice/flip";
+  ASSERT_EQ(Code("PUT", p, alice_, "0123456789"), 201);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) Do("PUT", p, alice_, i % 2 ? "0123456789" : "abc");
+  });
+  int mismatched = 0, checked = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto r = Do("GET", p, alice_, "", i % 2 ? Headers{{"Range", "bytes=0-9"}} : Headers{});
+    if (!r) continue;
+    ++checked;
+    const std::string size = r->get_header_value("X-Ringmaster-Size");
+    const std::string sha = r->get_header_value("X-Ringmaster-SHA256");
+    const bool whole = r->status == 200;
+    if ((whole && (size != std::to_string(r->body.size()) || sha != files::Sha256HexOf(r->body))) ||
+        (r->status == 206 && r->get_header_value("Content-Range") != fmt::format("bytes 0-{}/{}", r->body.size() - 1, r->body.size()))) {
+      ++mismatched;
+    }
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(mismatched, 0) << "of " << checked;
+}
+
+TEST_F(FilesApiTest, RangesOnEmptyFilesLeadingZeroJobIdsAndDeletedJobsFiles) {
+  Start();
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/empty", alice_, ""), 201);
+  auto r = Do("GET", "/api/v1/files/users/alice/empty", alice_, "", {{"Range", "bytes=0-"}});
+  EXPECT_EQ(r->status, 416);
+  EXPECT_EQ(r->get_header_value("Content-Range"), "bytes */0");
+  EXPECT_EQ(Do("GET", "/api/v1/files/users/alice/empty", alice_)->status, 200);
+  auto job = Do("POST", "/api/v1/jobs", alice_, R"({"command": "true", "resources": {"cpu": 64}})");
+  const int64_t id = json::parse(job->body)["id"].get<int64_t>();
+  EXPECT_EQ(Code("PUT", fmt::format("/api/v1/files/jobs/0{}/outputs/x", id), alice_, "x"), 400);
+  ASSERT_EQ(Code("PUT", fmt::format("/api/v1/files/jobs/{}/outputs/x", id), alice_, std::string(100, 'x')), 201);
+  ASSERT_EQ(Code("PUT", fmt::format("/api/v1/files/jobs/{}/checkpoints/c/1", id), alice_, std::string(50, 'c')), 201);
+  EXPECT_EQ(json::parse(Do("GET", "/api/v1/whoami", alice_)->body)["files"]["bytes"], 150);
+  ASSERT_EQ(Code("POST", fmt::format("/api/v1/jobs/{}/cancel", id), alice_, "{}"), 202);
+  for (int i = 0; i < 100 && json::parse(Do("GET", fmt::format("/api/v1/jobs/{}", id), alice_)->body)["state"] != "CANCELLED"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(Code("DELETE", fmt::format("/api/v1/jobs/{}", id), alice_), 200);
+  auto list = Do("GET", "/api/v1/files?prefix=jobs/", admin_);
+  EXPECT_EQ(json::parse(list->body)["files"].size(), 0u) << list->body;
+  EXPECT_EQ(json::parse(Do("GET", "/api/v1/whoami", alice_)->body)["files"]["bytes"], 0);
 }
 
 TEST_F(FilesApiTest, ABackendThatGoesDownIs503NamingItAndTheServerRecovers) {
