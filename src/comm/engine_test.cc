@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <latch>
 #include <thread>
 
 #include <fmt/format.h>
@@ -135,10 +136,14 @@ TEST(FakeMesh, TagsMatchOverFakePairs) {
 }
 
 TEST(FakeMesh, APeerThatLeavesMidCollectiveIsNamed) {
-  auto failures = OnFakeMesh(3, FakeOptionsFor(4096), {4096, 0}, [](Context& c) -> std::vector<std::string> {
+  // The survivors stay until both have their answer: one that tore down
+  // first would be, rightly, the departed peer the other names.
+  std::latch both_answered(2);
+  auto failures = OnFakeMesh(3, FakeOptionsFor(4096), {4096, 0}, [&](Context& c) -> std::vector<std::string> {
     if (c.rank() == 2) return {};  // it leaves at once: its Context says goodbye
     std::vector<float> v(100000, 1.0f);
     Status st = c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, Algorithm::kRing);
+    both_answered.arrive_and_wait();
     if (st.message().find("rank 2 (host fake, pid 1002)") == std::string::npos) return {st.ToString()};
     return {};
   });
