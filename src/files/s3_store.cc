@@ -1,5 +1,8 @@
 #include "files/s3_store.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <chrono>
@@ -177,20 +180,31 @@ class Conn {
     return Run([&](auto handler) { http::async_write(*plain_, msg, handler); });
   }
 
+  // Acknowledge at once what arrives: a server that sends its head and body in
+  // two segments (RGW does, with Nagle on) otherwise waits for our delayed
+  // ACK, 40 ms per small GET. Linux clears the flag after use, so each read sets it.
+  void QuickAck() {
+    int one = 1;
+    ::setsockopt(Lowest().socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+  }
+
   template <typename Parser>
   beast::error_code ReadHeader(Parser& parser) {
+    QuickAck();
     if (tls_) return Run([&](auto handler) { http::async_read_header(*tls_, buffer_, parser, handler); });
     return Run([&](auto handler) { http::async_read_header(*plain_, buffer_, parser, handler); });
   }
 
   template <typename Parser>
   beast::error_code ReadSome(Parser& parser) {
+    QuickAck();
     if (tls_) return Run([&](auto handler) { http::async_read_some(*tls_, buffer_, parser, handler); });
     return Run([&](auto handler) { http::async_read_some(*plain_, buffer_, parser, handler); });
   }
 
   template <typename Parser>
   beast::error_code Read(Parser& parser) {
+    QuickAck();
     if (tls_) return Run([&](auto handler) { http::async_read(*tls_, buffer_, parser, handler); });
     return Run([&](auto handler) { http::async_read(*plain_, buffer_, parser, handler); });
   }
