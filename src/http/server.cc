@@ -530,7 +530,7 @@ class HttpSession : public SessionBase {
     // Memory for bodies is a budget: one of its own for agents, and for
     // everyone else a share per principal within a shared whole, so no user
     // can hold all of it (and never the agents').
-    const size_t want = route_->options.stream_body ? kBodyPiece : length ? static_cast<size_t>(*length) : max_body;
+    const size_t want = route_->options.stream_body ? 2 * kBodyPiece : length ? static_cast<size_t>(*length) : max_body;
     if (Status st = impl_.Reserve(route_->options.pool, req_.principal.name, want); !st.ok()) {
       keep_alive_ = false;
       return Finish(FromStatus(st));
@@ -567,41 +567,72 @@ class HttpSession : public SessionBase {
     std::shared_ptr<Derived> session_;
   };
 
-  void DeliverPiece(BodyReader::Next next, Status st, size_t n, bool last) {
+  // A streamed body is read one piece ahead: while the handler works on one
+  // piece (hashing it, writing it to disk or S3), the next fills from the
+  // socket into the other buffer. The handler is done with a piece when it
+  // asks for the next, so the buffers alternate.
+  struct Filled {
+    Status status;
+    size_t n = 0;
+    bool last = false;
+    int buf = 0;
+  };
+
+  void DeliverPiece(BodyReader::Next next, Filled f) {
     net::post(impl_.PoolFor(route_->options.pool),
-              [self = self().shared_from_this(), next = std::move(next), st = std::move(st), n, last] {
-                next(st, std::string_view(self->piece_.data(), n), last);
+              [self = self().shared_from_this(), next = std::move(next), f = std::move(f)] {
+                next(f.status, std::string_view(self->pieces_[f.buf].data(), f.n), f.last);
               });
   }
 
+  // The handler asks for the next piece (on the I/O thread).
   void ReadPiece(BodyReader::Next next) {
-    if (closed_ || !stream_parser_) return DeliverPiece(std::move(next), Aborted("the connection closed"), 0, true);
+    if (ready_) {  // it was read ahead
+      Filled f = std::move(*ready_);
+      ready_.reset();
+      ReadAhead(f);
+      return DeliverPiece(std::move(next), std::move(f));
+    }
+    if (filling_) {
+      waiting_ = std::move(next);
+      return;
+    }
+    if (closed_ || !stream_parser_) return DeliverPiece(std::move(next), {Aborted("the connection closed"), 0, true, 0});
+    waiting_ = std::move(next);
+    StartFill(0);
+  }
+
+  // After handing over piece `f`: fill the other buffer unless the body ended.
+  void ReadAhead(const Filled& f) {
+    if (f.status.ok() && !f.last && !closed_) StartFill(1 - f.buf);
+  }
+
+  void StartFill(int buf) {
     if (stream_parser_->is_done()) {
       body_read_ = true;
-      return DeliverPiece(std::move(next), Status::Ok(), 0, true);
+      return OnFilled({Status::Ok(), 0, true, buf});
     }
-    piece_.resize(kBodyPiece);
+    pieces_[buf].resize(kBodyPiece);
+    fill_buf_ = buf;
     piece_filled_ = 0;
-    ReadMore(std::move(next));
+    filling_ = true;
+    ReadMore();
   }
 
   // Fills the piece before handing it over: a socket read brings at most what
   // the connection buffer holds (64 KiB), and each hand-over to the pool and
   // back costs two context switches.
-  void ReadMore(BodyReader::Next next) {
+  void ReadMore() {
     auto& body = stream_parser_->get().body();
-    body.data = piece_.data() + piece_filled_;
-    body.size = piece_.size() - piece_filled_;
+    body.data = pieces_[fill_buf_].data() + piece_filled_;
+    body.size = kBodyPiece - piece_filled_;
     body.more = true;
     Tcp().expires_after(impl_.opt.body_timeout);
     bhttp::async_read_some(self().stream(), buffer_, *stream_parser_,
-                           [self = self().shared_from_this(), next = std::move(next)](beast::error_code ec,
-                                                                                       std::size_t) mutable {
-                             self->OnPiece(ec, std::move(next));
-                           });
+                           [self = self().shared_from_this()](beast::error_code ec, std::size_t) { self->OnPiece(ec); });
   }
 
-  void OnPiece(beast::error_code ec, BodyReader::Next next) {
+  void OnPiece(beast::error_code ec) {
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) {
       keep_alive_ = false;
@@ -612,15 +643,26 @@ class HttpSession : public SessionBase {
                           ec != bhttp::error::partial_message && ec != bhttp::error::end_of_stream
                       ? InvalidArgument("malformed request body: " + ec.message())
                       : Aborted("the client went away before the body ended");
-      return DeliverPiece(std::move(next), st, 0, true);
+      return OnFilled({st, 0, true, fill_buf_});
     }
-    piece_filled_ = piece_.size() - stream_parser_->get().body().size;
-    const size_t n = piece_filled_;
+    piece_filled_ = kBodyPiece - stream_parser_->get().body().size;
     const bool last = stream_parser_->is_done();
-    if (n < piece_.size() && !last) return ReadMore(std::move(next));
+    if (piece_filled_ < kBodyPiece && !last && !closed_) return ReadMore();
     if (last) body_read_ = true;
     Tcp().expires_never();  // the handler may take its time with the piece
-    DeliverPiece(std::move(next), Status::Ok(), n, last);
+    OnFilled({Status::Ok(), piece_filled_, last, fill_buf_});
+  }
+
+  void OnFilled(Filled f) {
+    filling_ = false;
+    if (closed_ && !waiting_) return;  // answered already: nobody will ask for it
+    if (waiting_) {
+      BodyReader::Next next = std::move(waiting_);
+      waiting_ = nullptr;
+      ReadAhead(f);
+      return DeliverPiece(std::move(next), std::move(f));
+    }
+    ready_ = std::move(f);
   }
 
   void ReadBody() {
@@ -800,7 +842,9 @@ class HttpSession : public SessionBase {
     // so no orderly TLS close_notify can be written. linger: the client is
     // still sending a body we answered without reading; closing now would
     // reset the connection and could lose our answer.
-    self().ShutdownStream(/*linger=*/!force && body_pending_ && !body_read_, /*abrupt=*/force || watching_);
+    // A read-ahead still pending cannot share the socket with a drain: close at once.
+    self().ShutdownStream(/*linger=*/!force && body_pending_ && !body_read_ && !filling_,
+                          /*abrupt=*/force || watching_ || filling_);
   }
 
   Server::Impl& impl_;
@@ -809,8 +853,12 @@ class HttpSession : public SessionBase {
   uint64_t session_id_ = 0;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
-  std::string piece_;  // the streamed body's current piece
+  std::string pieces_[2];  // a streamed body's pieces: one with the handler, one filling
+  int fill_buf_ = 0;
   size_t piece_filled_ = 0;
+  bool filling_ = false;              // a read into pieces_[fill_buf_] is pending
+  BodyReader::Next waiting_;          // the handler's request for the piece being filled
+  std::optional<Filled> ready_;       // a piece read ahead, not yet asked for
   Request req_;
   const Router::Route* route_ = nullptr;
   SteadyClock::time_point start_ = SteadyClock::now();
