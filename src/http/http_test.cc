@@ -416,6 +416,37 @@ TEST_F(StreamedBodyTest, AStalledBodyTimesOut) {
   EXPECT_EQ(errors_[0].code(), StatusCode::kDeadlineExceeded) << errors_[0].ToString();
 }
 
+TEST_F(StreamedBodyTest, ExpectContinueIsAnsweredOnlyWhenTheHandlerReads) {
+  auto exchange = [&](const std::string& path, const std::string& body) {
+    int fd = Dial(server_->port());
+    std::string head = "PUT " + path + " HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n";
+    send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    std::string out;
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) > 0) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    if (out.rfind("HTTP/1.1 100", 0) == 0) {
+      send(fd, body.data(), body.size(), MSG_NOSIGNAL);
+      while (out.find('}') == std::string::npos && poll(&p, 1, 5000) > 0) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+      }
+    }
+    close(fd);
+    return out;
+  };
+  std::string refused = exchange("/refuse", Bytes(1000));
+  EXPECT_EQ(refused.rfind("HTTP/1.1 403", 0), 0u) << refused;  // no 100 first: the body was never wanted
+  std::string taken = exchange("/up", Bytes(1000));
+  EXPECT_EQ(taken.rfind("HTTP/1.1 100 Continue", 0), 0u) << taken;
+  EXPECT_NE(taken.find("{\"bytes\":1000"), std::string::npos) << taken;
+}
+
 TEST_F(StreamedBodyTest, AnAnswerBeforeTheBodyEndedClosesTheConnection) {
   std::string out = Exchange("PUT /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n", Bytes(5000000));
   EXPECT_EQ(out.rfind("HTTP/1.1 403", 0), 0u) << out.substr(0, 200);

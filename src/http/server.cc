@@ -539,18 +539,27 @@ class HttpSession : public SessionBase {
     reserved_pool_ = route_->options.pool;
     reserved_by_ = req_.principal.name;
     parser_->body_limit(max_body);
-    if (IEquals(req_.Header("expect"), "100-continue")) {
-      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      Tcp().expires_after(impl_.opt.write_timeout);
-      return net::async_write(self().stream(), net::buffer(kContinue),
-                              [self = self().shared_from_this()](beast::error_code ec, std::size_t) {
-                                if (ec) return self->Shutdown();
-                                if (self->route_->options.stream_body) return self->Dispatch();
-                                self->ReadBody();
-                              });
+    const bool expect_continue = IEquals(req_.Header("expect"), "100-continue");
+    // A streamed body's handler may still refuse (a quota, a permission): the
+    // client is told to go on only when the handler first asks for the body.
+    if (route_->options.stream_body) {
+      continue_pending_ = expect_continue;
+      return Dispatch();
     }
-    if (route_->options.stream_body) return Dispatch();
+    if (expect_continue) {
+      return WriteContinue([self = self().shared_from_this()] { self->ReadBody(); });
+    }
     ReadBody();
+  }
+
+  void WriteContinue(std::function<void()> then) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    Tcp().expires_after(impl_.opt.write_timeout);
+    net::async_write(self().stream(), net::buffer(kContinue),
+                     [self = self().shared_from_this(), then = std::move(then)](beast::error_code ec, std::size_t) {
+                       if (ec) return self->Shutdown();
+                       then();
+                     });
   }
 
   // ---- streamed request bodies (RouteOptions::stream_body)
@@ -599,6 +608,14 @@ class HttpSession : public SessionBase {
     }
     if (closed_ || !stream_parser_) return DeliverPiece(std::move(next), {Aborted("the connection closed"), 0, true, 0});
     waiting_ = std::move(next);
+    if (continue_pending_) {  // the first ask: now the client may send
+      continue_pending_ = false;
+      filling_ = true;  // a Read meanwhile waits for this piece
+      return WriteContinue([self = self().shared_from_this()] {
+        self->filling_ = false;
+        self->StartFill(0);
+      });
+    }
     StartFill(0);
   }
 
@@ -857,6 +874,7 @@ class HttpSession : public SessionBase {
   int fill_buf_ = 0;
   size_t piece_filled_ = 0;
   bool filling_ = false;              // a read into pieces_[fill_buf_] is pending
+  bool continue_pending_ = false;     // "Expect: 100-continue", answered at the handler's first Read
   BodyReader::Next waiting_;          // the handler's request for the piece being filled
   std::optional<Filled> ready_;       // a piece read ahead, not yet asked for
   Request req_;
