@@ -175,6 +175,30 @@ int Dial(int port) {
   return fd;
 }
 
+// Sends `head` (with Expect: 100-continue); sends `body` only if the server
+// answers 100 Continue; returns everything the server said.
+std::string ExpectContinueExchange(int port, const std::string& head, const std::string& body) {
+  int fd = Dial(port);
+  EXPECT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+  std::string out;
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 5000) > 0) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  if (out.rfind("HTTP/1.1 100", 0) == 0) {
+    send(fd, body.data(), body.size(), MSG_NOSIGNAL);
+    while (out.find('}') == std::string::npos && poll(&p, 1, 5000) > 0) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
 // Over a socket: Expect: 100-continue is answered before the body is sent,
 // and only when the request may go on.
 TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
@@ -191,24 +215,7 @@ TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
   });
   ASSERT_TRUE(server.Start().ok());
   auto exchange = [&](const std::string& head, const std::string& body) {
-    int fd = Dial(server.port());
-    EXPECT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
-    std::string out;
-    char buf[4096];
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 5000) > 0) {
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-    }
-    if (out.rfind("HTTP/1.1 100", 0) == 0) {
-      send(fd, body.data(), body.size(), MSG_NOSIGNAL);
-      if (poll(&p, 1, 5000) > 0) {
-        ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n > 0) out.append(buf, static_cast<size_t>(n));
-      }
-    }
-    close(fd);
-    return out;
+    return ExpectContinueExchange(server.port(), head, body);
   };
   std::string ok = exchange(
       "POST /up HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
@@ -418,27 +425,10 @@ TEST_F(StreamedBodyTest, AStalledBodyTimesOut) {
 
 TEST_F(StreamedBodyTest, ExpectContinueIsAnsweredOnlyWhenTheHandlerReads) {
   auto exchange = [&](const std::string& path, const std::string& body) {
-    int fd = Dial(server_->port());
-    std::string head = "PUT " + path + " HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\n\r\n";
-    send(fd, head.data(), head.size(), MSG_NOSIGNAL);
-    std::string out;
-    char buf[4096];
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 5000) > 0) {
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-    }
-    if (out.rfind("HTTP/1.1 100", 0) == 0) {
-      send(fd, body.data(), body.size(), MSG_NOSIGNAL);
-      while (out.find('}') == std::string::npos && poll(&p, 1, 5000) > 0) {
-        ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        out.append(buf, static_cast<size_t>(n));
-      }
-    }
-    close(fd);
-    return out;
+    return ExpectContinueExchange(server_->port(),
+                                  "PUT " + path + " HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                                      std::to_string(body.size()) + "\r\n\r\n",
+                                  body);
   };
   std::string refused = exchange("/refuse", Bytes(1000));
   EXPECT_EQ(refused.rfind("HTTP/1.1 403", 0), 0u) << refused;  // no 100 first: the body was never wanted
