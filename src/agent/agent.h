@@ -37,8 +37,8 @@ struct AgentOptions {
   int64_t cpu_milli = 0;         // 0 = detect
   int64_t memory_bytes = 0;      // 0 = detect
   std::string address;           // how other nodes reach tasks here; "" = this host's IPv4 address
-  int port_lo = 41000;           // ports the platform may hand to tasks on this node
-  int port_hi = 41999;
+  int port_lo = 31000;           // ports the platform may hand to tasks on this node
+  int port_hi = 31999;
   std::map<std::string, std::string> labels;  // what jobs' node selectors match
   TaskUsers task_users;                       // who each user's tasks run as
   std::chrono::milliseconds heartbeat_interval{2000};

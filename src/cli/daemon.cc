@@ -61,7 +61,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   }
   if (sscanf(f.ports.c_str(), "%d-%d", &o.port_lo, &o.port_hi) != 2 || o.port_lo < 1 || o.port_hi > 65535 ||
       o.port_lo > o.port_hi) {
-    Die("--ports: \"" + f.ports + "\" is not a port range like 41000-41999");
+    Die("--ports: \"" + f.ports + "\" is not a port range like 31000-31999");
   }
   if (!f.memory.empty()) {
     auto m = ParseBytes(f.memory);

@@ -14,7 +14,7 @@ struct NodeFlags {
   std::string cpus;
   std::string memory;
   std::string address;
-  std::string ports = "41000-41999";
+  std::string ports = "31000-31999";  // below the kernel's ephemeral ports (32768+ by default)
   std::vector<std::string> labels;  // key=value
   // Who tasks run as and where (docs/isolation.md).
   std::string task_uids;                  // "" = 200000-299999 when root

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_PYTHON_DIR:?set RINGMASTER_PYTHON_DIR}"  # built
 stage_tool "$REPO/examples/ddp_fmnist.py" examples > /dev/null
 # Its own port range: other e2e tests run clusters on this host at the same time.
-start_up --cpus 4 --ports 42100-42199
+start_up --cpus 4 --ports 32100-32199
 
 declare -A LOSS
 for backend in gloo ringmaster; do

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; the agent stages it for tasks
 # Its own port range: other e2e tests run clusters on this host at the same time.
-start_up --cpus 3 --memory 6Gi --ports 42300-42349
+start_up --cpus 3 --memory 6Gi --ports 32300-32349
 
 BLOCKER=$(echo '{"name": "blocker", "command": "sleep 8", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)
 ID=$(jq -n '{name: "elastic", kind: "distributed", replicas: {min: 2, max: 3}, resources: {cpu: 1, memory: "1Gi"},

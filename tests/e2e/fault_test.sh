@@ -34,8 +34,8 @@ start_agent() {  # start_agent NAME PORTS: with a token that acts only as that n
     --sandbox-root "$SANDBOXES" --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
   AGENT_PID[$1]=$!
 }
-start_agent node-a 42200-42249
-start_agent node-b 42250-42299
+start_agent node-a 32200-32249
+start_agent node-b 32250-32299
 for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = 2 ] && break; sleep 0.1; done
 [ "$(rmc nodes | grep -c ' ready ')" = 2 ] || { rmc nodes; fail "two agents did not register"; }
 pass "a server and two agents (node-a, node-b)"

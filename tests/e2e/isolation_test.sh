@@ -11,7 +11,7 @@
 #  5. a task printing 100 MiB has its log cut at --max-log-size with a
 #     marker line, and still succeeds.
 source "$(dirname "$0")/lib.sh"
-start_up --cpus 4 --memory 4Gi --ports 42450-42499 --max-log-size 1Mi
+start_up --cpus 4 --memory 4Gi --ports 32450-32499 --max-log-size 1Mi
 
 rmc users create alice > /dev/null 2>&1
 rmc users create bob > /dev/null 2>&1

@@ -7,7 +7,7 @@
 # from that checkpoint once the urgent job is done, and succeeds.
 source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; the agent stages it for tasks
-start_up --cpus 3 --memory 6Gi --ports 42350-42399
+start_up --cpus 3 --memory 6Gi --ports 32350-32399
 
 B=$(echo '{"name": "no-ckpt", "command": "sleep 600", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)
 wait_state "$B" RUNNING 30

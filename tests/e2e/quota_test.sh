@@ -8,7 +8,7 @@ if "$RM" up --data "$DATA/bad" --port 0 --quota admin:gpus=lots 2> "$DATA/bad.er
 grep -qx 'ringmaster: --quota: gpus="lots" is not a GPU count' "$DATA/bad.err" || fail "unclear error: $(cat "$DATA/bad.err")"
 pass "a bad --quota is refused: $(cat "$DATA/bad.err")"
 
-start_up --cpus 2 --memory 2Gi --ports 42400-42449 --quota admin:cpus=1,borrow=no
+start_up --cpus 2 --memory 2Gi --ports 32400-32449 --quota admin:cpus=1,borrow=no
 FIRST=$(echo '{"name": "first", "command": "sleep 4", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)
 SECOND=$(echo '{"name": "second", "command": "true", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)
 wait_state "$FIRST" RUNNING 30

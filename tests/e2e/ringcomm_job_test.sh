@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 # A test-only tool: staged where every task's uid can run it.
 BENCH=$(stage_tool "${RINGCOMM_BENCH:?set RINGCOMM_BENCH}")
 # Its own port range: other e2e tests run clusters on this host at the same time.
-start_up --cpus 4 --ports 42000-42099
+start_up --cpus 4 --ports 32000-32099
 
 for case in "2 tcp" "3 shm"; do
   set -- $case
