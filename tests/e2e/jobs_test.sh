@@ -24,7 +24,7 @@ grep -qx '\[1\] I am rank 1 of 2' <<<"$LOGS" || fail "rank 1 line missing: $LOGS
 FOLLOWED=$(rmc logs -f "$ID" 2>/dev/null)
 [ "$(grep -c 'I am rank' <<<"$FOLLOWED")" = 2 ] || fail "logs -f of an ended job: $FOLLOWED"
 for r in 0 1; do
-  grep -qx "\[$r\] local $r of 2 master 127.0.0.1:41[0-9][0-9][0-9]" <<<"$LOGS" || fail "rank $r environment: $LOGS"
+  grep -qx "\[$r\] local $r of 2 master 127.0.0.1:31[0-9][0-9][0-9]" <<<"$LOGS" || fail "rank $r environment: $LOGS"
 done
 [ "$(grep -o 'master .*' <<<"$LOGS" | sort -u | wc -l)" = 1 ] || fail "ranks disagree on the master: $LOGS"
 pass "2-replica job succeeded with both ranks' logs, local ranks and one MASTER_ADDR:MASTER_PORT from the node's ports"
