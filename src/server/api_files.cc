@@ -104,12 +104,6 @@ json InfoJson(const files::ObjectInfo& o) {
   return j;
 }
 
-// A store's failure as the API answers it: a dead backend is 503 naming it.
-http::Response StoreError(const http::Request& req, const Status& st) {
-  if (st.code() == StatusCode::kUnavailable) return http::ErrorResponse(503, "Unavailable", st.message());
-  return ErrorFor(req, st);
-}
-
 // "bytes=A-B", "bytes=A-" or "bytes=-N" against a file of `size` bytes.
 StatusOr<files::ByteRange> ParseRange(const std::string& header, uint64_t size) {
   files::ByteRange r;
@@ -217,7 +211,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
         if (w.code() == StatusCode::kResourceExhausted) {
           return respond_(http::ErrorResponse(413, "InvalidArgument", w.message()));
         }
-        return respond_(StoreError(req_, w));
+        return respond_(ErrorFor(req_, w));
       }
     }
     if (!last) return Next();
@@ -231,7 +225,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
       auto user = api_.store->GetUser(owner_);
       if (!size_now.ok() || !user.ok()) {
         writer_->Abort();
-        return respond_(StoreError(req_, !size_now.ok() ? size_now.status() : user.status()));
+        return respond_(ErrorFor(req_, !size_now.ok() ? size_now.status() : user.status()));
       }
       old_size = *size_now;
       const int64_t would_use = user->file_bytes - static_cast<int64_t>(old_size) + static_cast<int64_t>(writer_->bytes_written());
@@ -249,7 +243,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
       if (info.status().code() == StatusCode::kInvalidArgument) {  // the checksum did not match
         return respond_(http::ErrorResponse(400, "InvalidArgument", "X-Ringmaster-SHA256: " + info.status().message()));
       }
-      return respond_(StoreError(req_, info.status()));
+      return respond_(ErrorFor(req_, info.status()));
     }
     respond_(JsonResponse(201, InfoJson(*info)));
   }
@@ -299,7 +293,7 @@ void Put(Api& api, http::Request& req, http::Responder respond) {
   if (owner != 0 && c.user.file_quota_bytes > 0) {
     // Refuse early what cannot fit: the room left, counting the bytes this file replaces.
     auto old_size = SizeNow(api, *key);
-    if (!old_size.ok()) return respond(StoreError(req, old_size.status()));
+    if (!old_size.ok()) return respond(ErrorFor(req, old_size.status()));
     const int64_t room = std::max<int64_t>(0, c.user.file_quota_bytes - c.user.file_bytes + static_cast<int64_t>(*old_size));
     if (static_cast<uint64_t>(room) < *options.max_bytes) {
       options.max_bytes = static_cast<uint64_t>(room);
@@ -311,7 +305,7 @@ void Put(Api& api, http::Request& req, http::Responder respond) {
   }
   if (*dry_run) return respond(JsonResponse(200, {{"path", *key}, {"size", std::stoull(length)}, {"would_store", true}}));
   auto writer = api.files->Create(*key, options);
-  if (!writer.ok()) return respond(StoreError(req, writer.status()));
+  if (!writer.ok()) return respond(ErrorFor(req, writer.status()));
   std::make_shared<Upload>(api, req, std::move(*writer), std::move(respond), owner, quota_bound)->Start();
 }
 
@@ -329,7 +323,7 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
     uint64_t size_seen = 0;
     if (!range_header.empty()) {
       auto head = api.files->Head(*key);  // only a suffix range needs the size first
-      if (!head.ok()) return respond(StoreError(req, head.status()));
+      if (!head.ok()) return respond(ErrorFor(req, head.status()));
       size_seen = head->size;
       auto r = ParseRange(range_header, size_seen);
       if (!r.ok()) return respond(ErrorFor(req, r.status()));
@@ -343,7 +337,7 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
       if (head.ok()) e.headers.emplace_back("Content-Range", fmt::format("bytes */{}", head->size));
       return respond(std::move(e));
     }
-    if (!opened.ok()) return respond(StoreError(req, opened.status()));
+    if (!opened.ok()) return respond(ErrorFor(req, opened.status()));
     reader = std::move(*opened);
     // A suffix range computed against a version replaced meanwhile: again.
     if (range_header.empty() || range_header.rfind("bytes=-", 0) != 0 || reader->info().size == size_seen || attempt == 2) break;
@@ -376,7 +370,7 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
     char buf[16 << 10];
     while (true) {
       auto n = reader->Read(buf, sizeof buf);
-      if (!n.ok()) return respond(StoreError(req, n.status()));
+      if (!n.ok()) return respond(ErrorFor(req, n.status()));
       if (*n == 0) break;
       body.append(buf, *n);
     }

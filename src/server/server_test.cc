@@ -632,7 +632,8 @@ TEST_F(ServerTest, TheAccessLogNamesEveryRequestAndNoToken) {
   Call("GET", "/api/v1/jobs/77", bob);
   Call("GET", "/api/v1/jobs", "rm_bogus");
   std::string log;
-  for (int i = 0; i < 50 && log.find("/api/v1/jobs/77") == std::string::npos; ++i) {
+  // A record is written once its answer has gone out: wait for the last request's.
+  for (int i = 0; i < 100 && log.find("GET /api/v1/jobs 401") == std::string::npos; ++i) {
     auto text = ReadFile((dir_ / "access.log").string());
     log = text.ok() ? *text : "";
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
