@@ -16,6 +16,7 @@
 
 #include "common/json_limits.h"
 #include "common/units.h"
+#include "files/blob_store.h"
 
 namespace ringmaster::server {
 namespace {
@@ -285,6 +286,8 @@ class SpecReader {
   // the same checks as Text; refused when it appeared before in `seen`.
   StatusOr<std::string> Key(const YAML::Node& key, const std::string& map_field, std::set<std::string>* seen);
   Status CheckKeys(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& allowed);
+  Status ReadInputs(const YAML::Node& ins, JobSpec* spec);
+  StatusOr<std::string> RelativePath(std::string path, const std::string& field);
   Status ReadResources(const YAML::Node& r, JobSpec* spec);
 
   size_t expanded_ = 0;
@@ -426,7 +429,8 @@ Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
 StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
-                                          "max_restarts", "priority", "time_limit", "node_selector", "working_dir"}));
+                                          "max_restarts", "priority", "time_limit", "node_selector", "working_dir",
+                                          "inputs", "outputs"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -563,8 +567,87 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
                                          spec.working_dir.size(), kMaxPathBytes));
     }
   }
+  if (root["inputs"]) RM_RETURN_IF_ERROR(ReadInputs(root["inputs"], &spec));
+  if (root["outputs"]) {
+    const YAML::Node& outs = root["outputs"];
+    if (!outs.IsSequence()) return InvalidArgument("outputs: must be a list of paths in the task's work directory, got " + Quote(outs));
+    if (outs.size() > kMaxOutputs) return InvalidArgument(fmt::format("outputs: {} entries, more than {}", outs.size(), kMaxOutputs));
+    spec.outputs.clear();
+    size_t i = 0;
+    for (auto it = outs.begin(); it != outs.end(); ++it, ++i) {
+      const std::string field = fmt::format("outputs[{}]", i);
+      RM_ASSIGN_OR_RETURN(std::string path, GetString(*it, field));
+      RM_ASSIGN_OR_RETURN(path, RelativePath(path, field));
+      spec.outputs.push_back(std::move(path));
+    }
+  }
   if (spec.name.empty()) spec.name = spec.kind;
   return spec;
+}
+
+Status SpecReader::ReadInputs(const YAML::Node& ins, JobSpec* spec) {
+  if (!ins.IsSequence()) return InvalidArgument("inputs: must be a list of files paths or {from, to} mappings, got " + Quote(ins));
+  if (ins.size() > kMaxInputs) return InvalidArgument(fmt::format("inputs: {} entries, more than {}", ins.size(), kMaxInputs));
+  size_t i = 0;
+  std::set<std::string> targets;
+  for (auto it = ins.begin(); it != ins.end(); ++it, ++i) {
+    const std::string field = fmt::format("inputs[{}]", i);
+    JobInput in;
+    if (it->IsMap()) {
+      RM_RETURN_IF_ERROR(CheckKeys(*it, field + ".", {"from", "to"}));
+      if (!(*it)["from"]) return InvalidArgument(field + ".from: required (a files path, e.g. datasets/fashion-mnist)");
+      RM_ASSIGN_OR_RETURN(in.from, GetString((*it)["from"], field + ".from"));
+      if ((*it)["to"]) {
+        RM_ASSIGN_OR_RETURN(in.to, GetString((*it)["to"], field + ".to"));
+      }
+    } else {
+      RM_ASSIGN_OR_RETURN(in.from, GetString(*it, field));
+    }
+    const std::string from_field = it->IsMap() ? field + ".from" : field;
+    while (!in.from.empty() && in.from.back() == '/') in.from.pop_back();
+    if (Status st = files::ValidateKey(in.from); !st.ok()) {
+      return InvalidArgument(fmt::format("{}: {}", from_field, st.message()));
+    }
+    if (in.to.empty()) in.to = in.from.substr(in.from.rfind('/') + 1);
+    RM_ASSIGN_OR_RETURN(in.to, RelativePath(in.to, it->IsMap() ? field + ".to" : field));
+    if (in.to == "checkpoints" || in.to.rfind("checkpoints/", 0) == 0) {
+      return InvalidArgument(fmt::format("{}: checkpoints/ is where the job's checkpoint is staged; stage inputs elsewhere", field));
+    }
+    for (const std::string& other : targets) {
+      // One inside the other: the second would land in (or over) the first.
+      const auto within = [](const std::string& a, const std::string& b) {
+        return a == b || (b.size() > a.size() && b.compare(0, a.size(), a) == 0 && b[a.size()] == '/');
+      };
+      if (within(other, in.to) || within(in.to, other)) {
+        return InvalidArgument(fmt::format("{}: a second input staged at {} (overlaps {})", field, Printable(in.to), Printable(other)));
+      }
+    }
+    targets.insert(in.to);
+    spec->inputs.push_back(std::move(in));
+  }
+  return Status::Ok();
+}
+
+// A path inside the task's work directory: relative, no "." or ".." or empty
+// segments (a trailing '/' is dropped), no backslash, at most 1,024 bytes.
+StatusOr<std::string> SpecReader::RelativePath(std::string path, const std::string& field) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument(fmt::format("{}: \"{}\" {}", field, Printable(path, 200), why));
+  };
+  if (path.empty()) return bad("is empty");
+  if (path.size() > 1024) return bad("is longer than 1024 bytes");
+  if (path[0] == '/') return bad("must be relative to the task's work directory");
+  if (path.find('\\') != std::string::npos) return bad("holds a backslash");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string_view seg(path.data() + start, slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return bad("holds an empty, \".\" or \"..\" segment");
+    start = slash + 1;
+  }
+  return path;
 }
 
 StatusOr<JobSpec> Parse(const std::string& text) {
@@ -654,6 +737,12 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
   if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
   if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
+  if (!s.inputs.empty()) {
+    nlohmann::json ins = nlohmann::json::array();
+    for (const auto& in : s.inputs) ins.push_back({{"from", in.from}, {"to", in.to}});
+    j["inputs"] = ins;
+  }
+  j["outputs"] = s.outputs;
   return j;
 }
 
@@ -696,6 +785,10 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
       }
       s.time_limit_ms = seconds.value * 1000;
     }
+    if (j.contains("inputs")) {
+      for (const auto& in : j.at("inputs")) s.inputs.push_back({in.at("from").get<std::string>(), in.at("to").get<std::string>()});
+    }
+    if (j.contains("outputs")) s.outputs = j.at("outputs").get<std::vector<std::string>>();
     for (size_t i = 0; i < s.command.size(); ++i) CheckStoredArg(s.command[i], fmt::format("command[{}]", i));
     for (const auto& [name, value] : s.env) CheckStoredArg(name + "=" + value, "env." + Printable(name));
     CheckStoredArg(s.working_dir, "working_dir");

@@ -18,6 +18,14 @@
 
 namespace ringmaster::server {
 
+// A file or directory of the files service staged into each task's work
+// directory before the task starts (`inputs: [{from: datasets/x, to: data/}]`).
+struct JobInput {
+  std::string from;  // a files path: one file, or a directory (every file under from/)
+  std::string to;    // relative to the task's work directory; "" = from's last segment
+  bool operator==(const JobInput&) const = default;
+};
+
 struct JobSpec {
   std::string name;
   std::string kind = "train";         // dev | train | distributed
@@ -47,6 +55,11 @@ struct JobSpec {
   // A run longer than this is stopped (FAILED); backfill plans with it. 0 = none.
   int64_t time_limit_ms = 0;
   std::string working_dir;            // absolute; "" = the task's own scratch directory
+  std::vector<JobInput> inputs;
+  // Paths relative to the task's work directory, uploaded to jobs/<id>/outputs/
+  // when the task ends, whether it succeeded or not (a leading "outputs/" is
+  // dropped: outputs/a.csv lands at jobs/<id>/outputs/a.csv).
+  std::vector<std::string> outputs = {"outputs"};
 
   bool operator==(const JobSpec&) const = default;
 };
@@ -63,6 +76,8 @@ constexpr int kMaxSpecDepth = 32;                  // collections in collections
 // argument, or one NAME=value of the environment, can be for execve.
 constexpr size_t kMaxArgBytes = (32 << 12) - 1;
 constexpr size_t kMaxPathBytes = 4095;             // PATH_MAX less the NUL
+constexpr size_t kMaxInputs = 64;                  // inputs: entries (each may be a directory)
+constexpr size_t kMaxOutputs = 64;                 // outputs: entries
 
 // Refuses (InvalidArgument, naming the field) text that is not a valid spec,
 // is larger or nests deeper than the limits, expands past
