@@ -22,6 +22,7 @@ struct State {
   std::mutex mu;
   std::map<std::string, Object> objects;
   std::atomic<bool> down{false};
+  Clock* clock = RealClock::Get();  // objects' mtimes
 
   Status CheckUp() const {
     if (down) return Unavailable("storage backend fake: down");
@@ -55,7 +56,7 @@ class FakeWriter : public BlobWriter {
       return InvalidArgument(fmt::format("{}: SHA-256 mismatch: the bytes hash to {}, expected {}", key_, sha,
                                          options_.expected_sha256));
     }
-    ObjectInfo info{key_, data_.size(), sha, RealClock::Get()->NowMs()};
+    ObjectInfo info{key_, data_.size(), sha, state_->clock->NowMs()};
     std::lock_guard lock(state_->mu);
     state_->objects[key_] = Object{std::make_shared<const std::string>(std::move(data_)), info};
     return info;
@@ -100,6 +101,7 @@ class FakeStore : public FakeBlobStore {
  public:
   std::string Describe() const override { return "fake"; }
   void SetDown(bool down) override { state_->down = down; }
+  void SetClock(Clock* clock) { state_->clock = clock; }
 
   StatusOr<std::unique_ptr<BlobWriter>> Create(const std::string& key, const PutOptions& options) override {
     RM_RETURN_IF_ERROR(ValidateKey(key));
@@ -160,6 +162,10 @@ class FakeStore : public FakeBlobStore {
 
 }  // namespace
 
-std::unique_ptr<FakeBlobStore> NewFakeBlobStore() { return std::make_unique<FakeStore>(); }
+std::unique_ptr<FakeBlobStore> NewFakeBlobStore(Clock* clock) {
+  auto store = std::make_unique<FakeStore>();
+  if (clock) store->SetClock(clock);
+  return store;
+}
 
 }  // namespace ringmaster::files

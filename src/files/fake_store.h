@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "common/clock.h"
 #include "files/blob_store.h"
 
 namespace ringmaster::files {
@@ -15,6 +16,7 @@ class FakeBlobStore : public BlobStore {
   virtual void SetDown(bool down) = 0;
 };
 
-std::unique_ptr<FakeBlobStore> NewFakeBlobStore();
+// Objects' mtimes come from `clock` (nullptr = the real one).
+std::unique_ptr<FakeBlobStore> NewFakeBlobStore(Clock* clock = nullptr);
 
 }  // namespace ringmaster::files

@@ -98,6 +98,14 @@ void AddNodeRoutes(Api& api);
 void AddUserRoutes(Api& api);
 void AddAgentRoutes(Api& api);
 void AddFileRoutes(Api& api);
+// The agent's side of the files service: a task's staging plan, reads of its
+// inputs and checkpoints, writes of its outputs and checkpoints.
+void AddAgentFileRoutes(Api& api);
+// The route's task, if it is placed on the calling agent's node; else
+// FailedPrecondition (409), which tells an agent the task is no longer its own.
+StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller& c);
+// Whether `c` may read every input of `spec`, and each is there: a submit's check.
+Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes
 // back to the job owner's quota (a job being deleted).
 Status DeleteJobFiles(Api& api, const store::Job& job);

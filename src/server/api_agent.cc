@@ -38,17 +38,6 @@ StatusOr<store::Node> OwnNode(Api& api, const http::Request& req, const Caller& 
   return node;
 }
 
-// The route's task, if it is placed on the caller's node; else 409, which
-// tells an agent that the task (this attempt) is no longer its own.
-StatusOr<store::Task> OwnTask(Api& api, const http::Request& req, const Caller& c) {
-  RM_ASSIGN_OR_RETURN(store::Task task, api.store->GetTask(PathId(req)));
-  auto node = task.node_id ? api.store->GetNode(task.node_id) : StatusOr<store::Node>(NotFound("no node"));
-  if (!node.ok() || !Auth::CheckNode(c, node->name).ok()) {
-    return FailedPrecondition(fmt::format("task {} is not assigned to node {}", task.id, c.token.node));
-  }
-  return task;
-}
-
 // The long-poll's shared state: answered exactly once, by a change or by the timer.
 struct Poll {
   std::atomic<bool> done{false};
@@ -58,6 +47,15 @@ struct Poll {
 };
 
 }  // namespace
+
+StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller& c) {
+  RM_ASSIGN_OR_RETURN(store::Task task, api.store->GetTask(PathId(req)));
+  auto node = task.node_id ? api.store->GetNode(task.node_id) : StatusOr<store::Node>(NotFound("no node"));
+  if (!node.ok() || !Auth::CheckNode(c, node->name).ok()) {
+    return FailedPrecondition(fmt::format("task {} is not assigned to node {}", task.id, c.token.node));
+  }
+  return task;
+}
 
 void AddAgentRoutes(Api& api) {
   http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
@@ -148,7 +146,7 @@ void AddAgentRoutes(Api& api) {
   });
 
   api.http->Route("POST", "/api/v1/agent/tasks/{id}/status", agent, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
-    RM_ASSIGN_OR_RETURN(store::Task task, OwnTask(api, req, c));
+    RM_ASSIGN_OR_RETURN(store::Task task, AgentTask(api, req, c));
     RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
     TaskReport r;
     r.node_id = task.node_id;
@@ -169,7 +167,7 @@ void AddAgentRoutes(Api& api) {
   for (const bool is_logs : {true, false}) {
     api.http->Route("POST", is_logs ? "/api/v1/agent/tasks/{id}/logs" : "/api/v1/agent/tasks/{id}/metrics", ship,
                     Json([&api, is_logs](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
-                      RM_ASSIGN_OR_RETURN(store::Task task, OwnTask(api, req, c));
+                      RM_ASSIGN_OR_RETURN(store::Task task, AgentTask(api, req, c));
                       RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", 0, 0, INT32_MAX));
                       RM_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0, 0, INT64_MAX / 2));
                       if (task.attempt != attempt) {

@@ -28,6 +28,7 @@ constexpr size_t kPiece = 256 << 10;           // bytes read from the store per 
 // pins this much per connection, so it stays small.
 constexpr uint64_t kWholeBelow = 64 << 10;
 constexpr const char* kShaHeader = "x-ringmaster-sha256";
+constexpr size_t kMaxStagedFiles = 10000;      // files one task stages (inputs, or its checkpoint)
 
 enum class Op { kRead, kWrite };
 
@@ -70,6 +71,8 @@ Status CheckAccess(Api& api, const Caller& c, const std::string& key, Op op) {
     if (!job.ok() && job.status().code() != StatusCode::kNotFound) return job.status();
     const bool mine = job.ok() && job->user_id == c.user.id;
     if (op == Op::kRead) return mine || (job.ok() && c.admin()) ? Status::Ok() : NotFound(missing);
+    // The archived logs are the server's record of what tasks printed.
+    if (mine && seg[2] == "logs") return PermissionDenied(fmt::format("path: jobs/{}/logs/ is written by the server only", id));
     if (mine) return Status::Ok();
     return PermissionDenied(fmt::format("path: jobs/{}/ is not one of your jobs", id));
   }
@@ -92,8 +95,8 @@ Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
       fmt::format("prefix: list under users/{}/, datasets/ or jobs/<job id>/ (got \"{}\")", c.user.name, Printable(prefix)));
 }
 
-StatusOr<std::string> KeyOf(const http::Request& req) {
-  const std::string& key = req.matches.at(0);
+StatusOr<std::string> KeyOf(const http::Request& req, size_t match = 0) {
+  const std::string& key = req.matches.at(match);
   RM_RETURN_IF_ERROR(files::ValidateKey(key));
   return key;
 }
@@ -180,10 +183,10 @@ class Upload : public std::enable_shared_from_this<Upload> {
  public:
   // `owner`: whose quota the file counts against (0: nobody's); `quota_bound`:
   // the writer's limit is the room left in it.
-  Upload(Api& api, const http::Request& req, std::unique_ptr<files::BlobWriter> writer, http::Responder respond,
-         int64_t owner, bool quota_bound)
-      : api_(api), req_(req), writer_(std::move(writer)), respond_(std::move(respond)), owner_(owner),
-        quota_bound_(quota_bound) {}
+  Upload(Api& api, const http::Request& req, std::string key, std::unique_ptr<files::BlobWriter> writer,
+         http::Responder respond, int64_t owner, bool quota_bound)
+      : api_(api), req_(req), key_(std::move(key)), writer_(std::move(writer)), respond_(std::move(respond)),
+        owner_(owner), quota_bound_(quota_bound) {}
 
   void Start() { Next(); }
 
@@ -221,7 +224,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
     uint64_t old_size = 0;
     if (owner_ != 0) {
       lock = std::unique_lock<std::mutex>(api_.FileUsageLock(owner_));
-      auto size_now = SizeNow(api_, KeyOfUpload());
+      auto size_now = SizeNow(api_, key_);
       auto user = api_.store->GetUser(owner_);
       if (!size_now.ok() || !user.ok()) {
         writer_->Abort();
@@ -235,6 +238,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
       }
     }
     auto info = writer_->Commit();
+    if (info.ok()) NoteCheckpoint(info->key, info->mtime_ms);
     if (info.ok() && owner_ != 0) {
       Status st = api_.store->AddUserFileBytes(owner_, static_cast<int64_t>(info->size) - static_cast<int64_t>(old_size));
       if (!st.ok()) spdlog::error("files: usage of user {} not updated for {}: {}", owner_, info->key, st.ToString());
@@ -248,10 +252,17 @@ class Upload : public std::enable_shared_from_this<Upload> {
     respond_(JsonResponse(201, InfoJson(*info)));
   }
 
-  const std::string& KeyOfUpload() const { return req_.matches.at(0); }
+  // A new jobs/<id>/checkpoints/latest: when the job last checkpointed, for preemption.
+  void NoteCheckpoint(const std::string& key, int64_t mtime_ms) {
+    const auto seg = Segments(key);
+    if (seg.size() == 4 && seg[0] == "jobs" && JobId(seg[1]) && seg[2] == "checkpoints" && seg[3] == "latest") {
+      api_.jobs->NoteCheckpoint(std::stoll(std::string(seg[1])), mtime_ms);
+    }
+  }
 
   Api& api_;
   http::Request req_;  // the handler's request dies when it returns; this copy keeps the body reader
+  const std::string key_;
   std::unique_ptr<files::BlobWriter> writer_;
   http::Responder respond_;
   int64_t owner_;
@@ -263,9 +274,8 @@ class Upload : public std::enable_shared_from_this<Upload> {
 // nobody for datasets/.
 int64_t Owner(const Caller& c, const std::string& key) { return key.rfind("datasets/", 0) == 0 ? 0 : c.user.id; }
 
-void Put(Api& api, http::Request& req, http::Responder respond) {
-  const Caller& c = CallerOf(req);
-  auto key = KeyOf(req);
+// An upload of `key` by `c` (a user, or the job owner an agent writes for).
+void Put(Api& api, http::Request& req, http::Responder respond, const Caller& c, const StatusOr<std::string>& key) {
   if (!key.ok()) return respond(ErrorFor(req, key.status()));
   if (Status st = CheckAccess(api, c, *key, Op::kWrite); !st.ok()) return respond(ErrorFor(req, st));
   files::PutOptions options;
@@ -306,12 +316,11 @@ void Put(Api& api, http::Request& req, http::Responder respond) {
   if (*dry_run) return respond(JsonResponse(200, {{"path", *key}, {"size", std::stoull(length)}, {"would_store", true}}));
   auto writer = api.files->Create(*key, options);
   if (!writer.ok()) return respond(ErrorFor(req, writer.status()));
-  std::make_shared<Upload>(api, req, std::move(*writer), std::move(respond), owner, quota_bound)->Start();
+  std::make_shared<Upload>(api, req, *key, std::move(*writer), std::move(respond), owner, quota_bound)->Start();
 }
 
-void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) {
-  const Caller& c = CallerOf(req);
-  auto key = KeyOf(req);
+void Get(Api& api, http::Request& req, http::Responder respond, bool head_only, const Caller& c,
+         const StatusOr<std::string>& key) {
   if (!key.ok()) return respond(ErrorFor(req, key.status()));
   if (Status st = CheckAccess(api, c, *key, Op::kRead); !st.ok()) return respond(ErrorFor(req, st));
   const std::string range_header = head_only ? "" : req.Header("range");
@@ -381,7 +390,200 @@ void Get(Api& api, http::Request& req, http::Responder respond, bool head_only) 
   respond(std::move(res));
 }
 
+// Whether `c` may read the input `from`, a file or a directory: what is
+// under it is in the same namespace, so this also takes jobs/7/outputs or
+// users/alice, which name no file themselves.
+Status CheckInputAccess(Api& api, const Caller& c, const std::string& from) {
+  Status st = CheckAccess(api, c, from + "/_", Op::kRead);
+  if (st.code() == StatusCode::kNotFound) return NotFound(from + ": no such file");
+  return st;
+}
+
+// Every object at `from`: the object itself, or every one under from/.
+// NotFound when there is none; ResourceExhausted past `limit` objects.
+Status ListInput(Api& api, const std::string& from, size_t limit, std::vector<files::ObjectInfo>* out) {
+  auto head = api.files->Head(from);
+  if (head.ok()) {
+    out->push_back(*head);
+    return Status::Ok();
+  }
+  if (head.status().code() != StatusCode::kNotFound) return head.status();
+  std::string after;
+  bool any = false;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(from + "/", after, 1000));
+    for (auto& o : page.objects) {
+      if (out->size() >= limit) {
+        return ResourceExhausted(fmt::format("{}: more than {} files to stage; pack them into one archive", from, limit));
+      }
+      if (o.sha256.empty()) {  // S3 listings carry no metadata: ask each object
+        auto h = api.files->Head(o.key);
+        if (!h.ok()) return h.status();
+        o = *h;
+      }
+      out->push_back(std::move(o));
+      any = true;
+    }
+    if (!page.next_after) break;
+    after = *page.next_after;
+  }
+  if (!any) return NotFound(fmt::format("{}: no such file or directory in the files store", from));
+  return Status::Ok();
+}
+
+// The job's owner, as an agent acts for them on the job's files.
+StatusOr<Caller> OwnerCaller(Api& api, const store::Job& job) {
+  Caller c;
+  RM_ASSIGN_OR_RETURN(c.user, api.store->GetUser(job.user_id));
+  c.scope = c.user.role == store::Role::kAdmin ? Scope::kAdmin : Scope::kSubmit;
+  return c;
+}
+
+// What an agent's files call is about: the route's task, placed on the
+// agent's node, at the attempt the query names and not ended; its job, spec
+// and owner. Anything else is 409: the attempt is no longer the agent's.
+struct AgentTaskFiles {
+  store::Task task;
+  store::Job job;
+  JobSpec spec;
+  Caller owner;
+};
+
+StatusOr<AgentTaskFiles> TaskFilesOf(Api& api, const http::Request& req, const Caller& agent) {
+  AgentTaskFiles f;
+  RM_ASSIGN_OR_RETURN(f.task, AgentTask(api, req, agent));
+  RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", -1, 0, INT32_MAX));
+  if (f.task.attempt != attempt) {
+    return FailedPrecondition(fmt::format("task {} is on attempt {}, not {}", f.task.id, f.task.attempt, attempt));
+  }
+  if (store::IsTerminal(f.task.state)) return FailedPrecondition(fmt::format("task {} has ended", f.task.id));
+  RM_ASSIGN_OR_RETURN(f.job, api.store->GetJob(f.task.job_id));
+  RM_ASSIGN_OR_RETURN(f.spec, JobSpecFromJson(f.job.spec_json));
+  RM_ASSIGN_OR_RETURN(f.owner, OwnerCaller(api, f.job));
+  return f;
+}
+
+bool Under(const std::string& key, const std::string& dir) {
+  return key.size() > dir.size() && key.compare(0, dir.size(), dir) == 0 && key[dir.size()] == '/';
+}
+
+json StageEntry(const files::ObjectInfo& o, const std::string& to) {
+  return {{"path", o.key}, {"size", o.size}, {"sha256", o.sha256}, {"to", to}};
+}
+
+// What a task's node stages before it starts: each input's files, and the
+// job's latest checkpoint (the directory `latest` names, then `latest`).
+StatusOr<json> StagePlan(Api& api, const AgentTaskFiles& f) {
+  json inputs = json::array();
+  size_t count = 0;
+  for (size_t i = 0; i < f.spec.inputs.size(); ++i) {
+    const JobInput& in = f.spec.inputs[i];
+    const std::string field = fmt::format("inputs[{}].from", i);
+    if (Status st = CheckInputAccess(api, f.owner, in.from); !st.ok()) return st.Annotate(field);
+    std::vector<files::ObjectInfo> objects;
+    if (Status st = ListInput(api, in.from, kMaxStagedFiles - count, &objects); !st.ok()) return st.Annotate(field);
+    count += objects.size();
+    for (const auto& o : objects) {
+      inputs.push_back(StageEntry(o, o.key == in.from ? in.to : in.to + o.key.substr(in.from.size())));
+    }
+  }
+  json checkpoint = json::array();
+  const std::string dir = fmt::format("jobs/{}/checkpoints", f.job.id);
+  auto latest = api.files->Open(dir + "/latest", {});
+  if (latest.ok()) {
+    char buf[512];
+    RM_ASSIGN_OR_RETURN(size_t n, (*latest)->Read(buf, sizeof buf));
+    std::string name(buf, n);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
+    const files::ObjectInfo latest_info = (*latest)->info();
+    if (!name.empty() && name.find('/') == std::string::npos && files::ValidateKey(dir + "/" + name).ok()) {
+      std::vector<files::ObjectInfo> objects;
+      Status st = ListInput(api, dir + "/" + name, kMaxStagedFiles, &objects);
+      if (st.ok()) {
+        for (const auto& o : objects) checkpoint.push_back(StageEntry(o, o.key.substr(dir.size() + 1)));
+        checkpoint.push_back(StageEntry(latest_info, "latest"));
+      } else if (st.code() != StatusCode::kNotFound) {
+        return st;
+      }
+    }
+  } else if (latest.status().code() != StatusCode::kNotFound) {
+    return latest.status();
+  }
+  return json{{"job_id", f.job.id}, {"inputs", inputs}, {"checkpoint", checkpoint}, {"outputs", f.spec.outputs}};
+}
+
 }  // namespace
+
+Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const std::string& from = spec.inputs[i].from;
+    const std::string field = fmt::format("inputs[{}].from", i);
+    Status st = CheckInputAccess(api, c, from);
+    if (st.ok()) {
+      auto head = api.files->Head(from);
+      if (head.ok()) continue;
+      st = head.status();
+      if (st.code() == StatusCode::kNotFound) {
+        auto page = api.files->List(from + "/", "", 1);
+        st = !page.ok() ? page.status()
+             : page->objects.empty() ? NotFound(fmt::format("{}: no such file or directory in the files store", from))
+                                     : Status::Ok();
+      }
+    }
+    if (!st.ok()) {
+      // A path the submitter may not read is as missing to them as one that is not there.
+      if (st.code() == StatusCode::kNotFound || st.code() == StatusCode::kInvalidArgument) {
+        return InvalidArgument(fmt::format("{}: {}", field, st.message()));
+      }
+      return st.Annotate(field);
+    }
+  }
+  return Status::Ok();
+}
+
+void AddAgentFileRoutes(Api& api) {
+  http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
+  http::RouteOptions upload{api.limits.max_file_bytes, http::Pool::kAgent, true, access::kAgent, true};
+  // The plan: what to stage before the task starts, and what to upload after.
+  // Listing a large input (on S3, a HEAD per object) takes a while: on the
+  // API pool, so heartbeats, reports and long-polls on the agents' pool never wait.
+  http::RouteOptions plan_route{api.limits.max_body_bytes, http::Pool::kApi, true, access::kAgent};
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/files", plan_route,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(AgentTaskFiles f, TaskFilesOf(api, req, c));
+                    RM_ASSIGN_OR_RETURN(json plan, StagePlan(api, f));
+                    return Reply{200, plan};
+                  }));
+  // Reads of the job's inputs and checkpoints, as the job's owner.
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/files/{path...}", agent,
+                  [&api](http::Request& req, http::Responder respond) {
+                    auto f = TaskFilesOf(api, req, CallerOf(req));
+                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
+                    auto key = KeyOf(req, 1);
+                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
+                    bool staged = Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id));
+                    for (const auto& in : f->spec.inputs) staged = staged || *key == in.from || Under(*key, in.from);
+                    if (!staged) {
+                      return respond(ErrorFor(req, PermissionDenied("path: not one of the job's inputs or checkpoints")));
+                    }
+                    Get(api, req, std::move(respond), false, f->owner, key);
+                  });
+  // Writes of the job's outputs and checkpoints, as (and counted against) the job's owner.
+  api.http->Route("PUT", "/api/v1/agent/tasks/{id}/files/{path...}", upload,
+                  [&api](http::Request& req, http::Responder respond) {
+                    auto f = TaskFilesOf(api, req, CallerOf(req));
+                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
+                    auto key = KeyOf(req, 1);
+                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
+                    if (!Under(*key, fmt::format("jobs/{}/outputs", f->job.id)) &&
+                        !Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id))) {
+                      return respond(ErrorFor(req, PermissionDenied(fmt::format(
+                                                       "path: an agent writes only under jobs/{0}/outputs/ and jobs/{0}/checkpoints/",
+                                                       f->job.id))));
+                    }
+                    Put(api, req, std::move(respond), f->owner, key);
+                  });
+}
 
 Status DeleteJobFiles(Api& api, const store::Job& job) {
   const std::string prefix = fmt::format("jobs/{}/", job.id);
@@ -405,11 +607,15 @@ void AddFileRoutes(Api& api) {
   http::RouteOptions upload{api.limits.max_file_bytes, http::Pool::kApi, true, access::kSubmit, true};
 
   api.http->Route("PUT", "/api/v1/files/{path...}", upload,
-                  [&api](http::Request& req, http::Responder respond) { Put(api, req, std::move(respond)); });
-  api.http->Route("GET", "/api/v1/files/{path...}", read,
-                  [&api](http::Request& req, http::Responder respond) { Get(api, req, std::move(respond), false); });
-  api.http->Route("HEAD", "/api/v1/files/{path...}", read,
-                  [&api](http::Request& req, http::Responder respond) { Get(api, req, std::move(respond), true); });
+                  [&api](http::Request& req, http::Responder respond) {
+                    Put(api, req, std::move(respond), CallerOf(req), KeyOf(req));
+                  });
+  api.http->Route("GET", "/api/v1/files/{path...}", read, [&api](http::Request& req, http::Responder respond) {
+    Get(api, req, std::move(respond), false, CallerOf(req), KeyOf(req));
+  });
+  api.http->Route("HEAD", "/api/v1/files/{path...}", read, [&api](http::Request& req, http::Responder respond) {
+    Get(api, req, std::move(respond), true, CallerOf(req), KeyOf(req));
+  });
   api.http->Route("DELETE", "/api/v1/files/{path...}", write,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(std::string key, KeyOf(req));

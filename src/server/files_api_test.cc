@@ -395,3 +395,127 @@ TEST_F(FilesApiTest, ABackendThatGoesDownIs503NamingItAndTheServerRecovers) {
 
 }  // namespace
 }  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// The agent's side: a task's staging plan, and reads and writes of its job's
+// files as the job's owner, only for the node the task is on, only for its
+// current attempt, and only where a task's files belong.
+TEST_F(FilesApiTest, AgentsStageAndUploadOnlyTheirOwnTasksFiles) {
+  ServerOptions o;
+  o.jobs.schedule_interval = std::chrono::milliseconds(50);
+  Start(o);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/datasets/fm/a.bin", admin_, "aaaa"), 201);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/datasets/fm/sub/b.bin", admin_, "bb"), 201);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/bob/secret", bob_, "bob's"), 201);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/notes", alice_, "alice's"), 201);
+
+  // Submitting checks each input: there, and the submitter's to read.
+  auto refused = Do("POST", "/api/v1/jobs", alice_, R"({"command": "x", "inputs": ["users/bob/secret"]})");
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("inputs[0].from: users/bob/secret: no such file"), std::string::npos) << refused->body;
+  refused = Do("POST", "/api/v1/jobs", alice_, R"({"command": "x", "inputs": ["datasets/nothing"]})");
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("inputs[0].from: datasets/nothing: no such file or directory"), std::string::npos);
+  auto sub = Do("POST", "/api/v1/jobs", alice_,
+                R"({"command": "x", "inputs": [{"from": "datasets/fm", "to": "data"}, "users/alice/notes"]})");
+  ASSERT_EQ(sub->status, 201) << sub->body;
+  const int64_t job = json::parse(sub->body)["id"];
+  const int64_t other_job = json::parse(Do("POST", "/api/v1/jobs", bob_, R"({"command": "x"})")->body)["id"];
+
+  auto agent_token = [&](const std::string& node) {
+    auto r = Do("POST", "/api/v1/tokens", admin_, json{{"scope", "agent"}, {"node", node}, {"name", node}}.dump());
+    return json::parse(r->body)["token"].get<std::string>();
+  };
+  const std::string a = agent_token("node-a"), b = agent_token("node-b");
+  auto reg = Do("POST", "/api/v1/agent/register", a, R"({"name":"node-a","cpu_milli":8000,"memory_bytes":8589934592})");
+  ASSERT_EQ(reg->status, 200) << reg->body;
+  const int64_t node = json::parse(reg->body)["node_id"];
+  json task;
+  for (int i = 0; i < 200 && task.is_null(); ++i) {  // a hang guard, not a timing assertion
+    auto r = Do("GET", fmt::format("/api/v1/agent/nodes/{}/assignments?index=0&wait=1", node), a);
+    const json answer = json::parse(r->body);
+    for (const auto& t : answer["tasks"]) {
+      if (t["job_id"] == job) task = t;
+    }
+  }
+  ASSERT_FALSE(task.is_null()) << "job " << job << " was never placed";
+  const std::string files = fmt::format("/api/v1/agent/tasks/{}/files", task["task_id"].get<int64_t>());
+  const std::string q = fmt::format("?attempt={}", task["attempt"].get<int>());
+
+  auto plan = Do("GET", files + q, a);
+  ASSERT_EQ(plan->status, 200) << plan->body;
+  json p = json::parse(plan->body);
+  EXPECT_EQ(p["job_id"], job);
+  ASSERT_EQ(p["inputs"].size(), 3u) << p.dump();
+  EXPECT_EQ(p["inputs"][0]["to"], "data/a.bin");
+  EXPECT_EQ(p["inputs"][0]["sha256"], files::Sha256HexOf("aaaa"));
+  EXPECT_EQ(p["inputs"][1]["to"], "data/sub/b.bin");
+  EXPECT_EQ(p["inputs"][2]["to"], "notes");
+  EXPECT_TRUE(p["checkpoint"].empty());
+  EXPECT_EQ(p["outputs"], json({"outputs"}));
+
+  // Reads: the job's inputs only.
+  EXPECT_EQ(Body(files + "/datasets/fm/sub/b.bin" + q, a), "bb");
+  EXPECT_EQ(Body(files + "/users/alice/notes" + q, a), "alice's");
+  EXPECT_EQ(Code("GET", files + "/users/bob/secret" + q, a), 403);
+  EXPECT_EQ(Code("GET", files + "/datasets/fmx" + q, a), 403);  // a sibling of an input is not one
+  // Only the task's own node, and only its current attempt.
+  EXPECT_EQ(Code("GET", files + q, b), 409);
+  EXPECT_EQ(Code("GET", files + "/datasets/fm/a.bin" + q, b), 409);
+  EXPECT_EQ(Code("GET", files + "?attempt=99", a), 409);
+  EXPECT_EQ(Code("GET", files + q, alice_), 403);  // users cannot act as agents
+
+  // Writes: the job's outputs and checkpoints, as alice (her usage grows).
+  EXPECT_EQ(Code("PUT", files + fmt::format("/jobs/{}/outputs/p.csv", job) + q, a, "1,2\n"), 201);
+  EXPECT_EQ(Body(fmt::format("/api/v1/files/jobs/{}/outputs/p.csv", job), alice_), "1,2\n");
+  EXPECT_EQ(Code("PUT", files + fmt::format("/jobs/{}/outputs/p.csv", job) + q, b, "forged"), 409);
+  for (const std::string& where : {fmt::format("jobs/{}/logs/rank-0.log", job), fmt::format("jobs/{}/inputs/x", job),
+                                   fmt::format("jobs/{}/outputs/x", other_job), std::string("datasets/fm/a.bin"),
+                                   std::string("users/alice/notes")}) {
+    EXPECT_EQ(Code("PUT", files + "/" + where + q, a, "forged"), 403) << where;
+  }
+  EXPECT_EQ(Body("/api/v1/files/datasets/fm/a.bin", alice_), "aaaa");
+  EXPECT_EQ(Body("/api/v1/files/users/alice/notes", alice_), "alice's");
+  auto who = json::parse(Do("GET", "/api/v1/whoami", alice_)->body);
+  EXPECT_EQ(who["files"]["bytes"], 7 + 4);  // notes + p.csv
+  // The archived logs are the server's: not even the owner writes there.
+  EXPECT_EQ(Code("PUT", fmt::format("/api/v1/files/jobs/{}/logs/rank-0.attempt-1.log", job), alice_, "forged"), 403);
+  // A job's outputs (a directory) can be the next job's input.
+  auto chained = Do("POST", "/api/v1/jobs", alice_, json{{"command", "x"}, {"inputs", {fmt::format("jobs/{}/outputs", job)}}}.dump());
+  EXPECT_EQ(chained->status, 201) << chained->body;
+  EXPECT_EQ(Code("POST", "/api/v1/jobs", bob_, json{{"command", "x"}, {"inputs", {fmt::format("jobs/{}/outputs", job)}}}.dump()), 400);
+
+  // A checkpoint, `latest` last: the next attempt's plan stages it.
+  ASSERT_EQ(Code("PUT", files + fmt::format("/jobs/{}/checkpoints/ckpt-5/model.pt", job) + q, a, "weights"), 201);
+  ASSERT_EQ(Code("PUT", files + fmt::format("/jobs/{}/checkpoints/latest", job) + q, a, "ckpt-5\n"), 201);
+  p = json::parse(Do("GET", files + q, a)->body);
+  ASSERT_EQ(p["checkpoint"].size(), 2u) << p.dump();
+  EXPECT_EQ(p["checkpoint"][0]["to"], "ckpt-5/model.pt");
+  EXPECT_EQ(p["checkpoint"][1]["to"], "latest");
+  EXPECT_EQ(Body(files + fmt::format("/jobs/{}/checkpoints/ckpt-5/model.pt", job) + q, a), "weights");
+
+  // When the job ends, its task's log is archived among its files.
+  const int64_t task_id = task["task_id"];
+  const int attempt = task["attempt"];
+  ASSERT_EQ(Code("POST", fmt::format("/api/v1/agent/tasks/{}/logs?attempt={}&offset=0", task_id, attempt), a,
+                 "step 1\nstep 2\n"), 200);
+  for (const char* state : {"running", "exited"}) {
+    ASSERT_EQ(Code("POST", fmt::format("/api/v1/agent/tasks/{}/status", task_id), a,
+                   json{{"node_id", node}, {"attempt", attempt}, {"state", state}, {"exit_code", 0}}.dump()), 200);
+  }
+  const std::string log = fmt::format("/api/v1/files/jobs/{}/logs/rank-0.attempt-{}.log", job, attempt);
+  std::string archived;
+  for (int i = 0; i < 500 && archived != "step 1\nstep 2\n"; ++i) {  // a hang guard
+    archived = Body(log, alice_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(archived, "step 1\nstep 2\n");
+  EXPECT_EQ(Code("GET", log, bob_), 404);
+  // Files of an ended task's attempt are closed to its agent.
+  EXPECT_EQ(Code("PUT", files + fmt::format("/jobs/{}/outputs/late.csv", job) + q, a, "late"), 409);
+}
+
+}  // namespace
+}  // namespace ringmaster::server

@@ -64,7 +64,26 @@ JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions 
 
 JobService::~JobService() { Stop(); }
 
-void JobService::Start() { loop_ = std::thread([this] { Loop(); }); }
+void JobService::Start() {
+  LearnCheckpointTimes();
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void JobService::LearnCheckpointTimes() {
+  if (options_.files) {
+    auto active = store_->ListActiveJobs();
+    for (const Job& j : active.ok() ? *active : std::vector<Job>{}) {
+      auto latest = options_.files->Head(fmt::format("jobs/{}/checkpoints/latest", j.id));
+      if (latest.ok()) NoteCheckpoint(j.id, latest->mtime_ms);
+    }
+  }
+}
+
+void JobService::NoteCheckpoint(int64_t job_id, int64_t ms) {
+  std::lock_guard<std::mutex> l(checkpoint_mu_);
+  int64_t& at = checkpoint_ms_[job_id];
+  at = std::max(at, ms);
+}
 
 void JobService::Stop() {
   {
@@ -148,9 +167,6 @@ void JobService::Unwatch(uint64_t watch_id) {
   watches_.erase(watch_id);
 }
 
-std::string JobService::UserFilesDir(int64_t user_id) const {
-  return fmt::format("{}/users/{}", options_.files_dir, user_id);
-}
 
 bool JobService::NodeReady(const store::Node& node) const {
   return clock_->NowMs() - node.last_heartbeat_ms <= options_.node_timeout_ms;
@@ -168,7 +184,9 @@ Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
     specs_.erase(job.id);
   }
   RM_RETURN_IF_ERROR(store_->UpdateJob(job));
-  return store_->AddEvent(ev);
+  RM_RETURN_IF_ERROR(store_->AddEvent(ev));
+  if (IsTerminal(to) && options_.on_job_ended) options_.on_job_ended(job.id);
+  return Status::Ok();
 }
 
 StatusOr<std::shared_ptr<const JobSpec>> JobService::SpecLocked(const Job& job) {
@@ -406,7 +424,6 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
     // Who the task runs as: the agent maps the user to a uid of its own
     // (agent --task-uids / --task-user) and never runs a task as root.
     nlohmann::json user = {{"id", job.user_id}, {"name", users[job.user_id]}};
-    if (!options_.files_dir.empty()) user["files_dir"] = UserFilesDir(job.user_id);
     tasks.push_back({{"task_id", t.id},
                      {"user", user},
                      {"job_id", t.job_id},
@@ -456,14 +473,8 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   set("RINGMASTER_ATTEMPT", std::to_string(task.attempt));
   set("RINGMASTER_ADDR", addr(task));
   set("RINGMASTER_PORT", std::to_string(task.port));
-  // The job's files (stable across restarts: a restarted gang resumes from its checkpoints).
-  // Each user's own tree: datasets too, so no user's task can plant data another user's job reads.
-  if (!options_.files_dir.empty()) {
-    const std::string job_dir = fmt::format("{}/jobs/{}", UserFilesDir(job.user_id), job.id);
-    set("RINGMASTER_CHECKPOINT_DIR", job_dir + "/checkpoints");
-    set("RINGMASTER_OUTPUT_DIR", job_dir + "/outputs");
-    set("RINGMASTER_DATASETS_DIR", UserFilesDir(job.user_id) + "/datasets");
-  }
+  // The job's files (RINGMASTER_WORK_DIR, _CHECKPOINT_DIR, _OUTPUT_DIR) are the
+  // agent's to set: node-local directories it stages and uploads.
   // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
   // each attempt of the gang forms a new generation.
   set("RINGMASTER_STORE", master_addr + ":" + master_port);
@@ -683,31 +694,12 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
 }
 
 int64_t JobService::LastCheckpointMs(const Job& job) const {
-  if (options_.files_dir.empty()) return 0;
-  // The directory belongs to the job's user, whose tasks may plant symlinks in
-  // it: every step is relative to an fd opened without following any.
-  int fd = -1;
-  for (const std::string& part : {UserFilesDir(job.user_id), std::string("jobs"), std::to_string(job.id),
-                                  std::string("checkpoints")}) {
-    int next = ::openat(fd < 0 ? AT_FDCWD : fd, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    if (next < 0) return 0;
-    fd = next;
-  }
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return 0;
-  }
-  int64_t newest = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    newest = std::max<int64_t>(newest, int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000);
-  }
-  ::closedir(d);
-  return newest;
+  // The checkpoint a restart would resume from is the one `latest` names,
+  // and `latest` is uploaded after its checkpoint's files. Kept in memory:
+  // no store call under the service's lock.
+  std::lock_guard<std::mutex> l(checkpoint_mu_);
+  auto it = checkpoint_ms_.find(job.id);
+  return it == checkpoint_ms_.end() ? 0 : it->second;
 }
 
 Status JobService::ScheduleOnce() {

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "files/blob_store.h"
 #include "scheduler/scheduler.h"
 #include "server/job_spec.h"
 #include "store/meta_store.h"
@@ -42,10 +43,12 @@ struct JobServiceOptions {
   // elastic resize): time to finish a step (or an evaluation) and checkpoint.
   int64_t checkpoint_grace_ms = 30'000;
   std::chrono::milliseconds schedule_interval{1000};
-  // The file store's root (a local directory for now): every job gets
-  // <files_dir>/users/<user id>/jobs/<id>/{checkpoints,outputs}, and each user
-  // has <files_dir>/users/<user id>/datasets. The server sets it to <data>/files when empty.
-  std::string files_dir;
+  // The files service: preemption reads when each job last checkpointed from
+  // jobs/<id>/checkpoints/latest there. nullptr = no checkpoint times.
+  files::BlobStore* files = nullptr;
+  // Called (under the service's lock: it must only queue work) when a job
+  // reaches a terminal state. The server archives the job's logs from it.
+  std::function<void(int64_t job_id)> on_job_ended;
   // Elastic jobs grow while no job waits and the cluster's allocated share
   // (the larger of CPU and GPU) is below this; at most once per cooldown.
   double elastic_scale_up_below = 0.7;
@@ -76,7 +79,14 @@ class JobService {
   ~JobService();
 
   // Starts / stops the background scheduler loop.
+  // Starts the scheduler loop, after learning when each active job last
+  // checkpointed (one HEAD of jobs/<id>/checkpoints/latest each).
   void Start();
+  // What Start learns first: each active job's checkpoints/latest time in the store.
+  void LearnCheckpointTimes();
+  // A job's checkpoints/latest was written at `ms` (the files API tells,
+  // whoever wrote it: the agent, or the user).
+  void NoteCheckpoint(int64_t job_id, int64_t ms);
   void Stop();
 
   StatusOr<int64_t> Submit(const store::User& user, const JobSpec& spec);
@@ -101,8 +111,6 @@ class JobService {
   // One scheduling pass; the loop calls it, tests call it directly.
   Status ScheduleOnce();
   bool NodeReady(const store::Node& node) const;
-  // <files_dir>/users/<id>: one user's files (jobs' checkpoints and outputs, datasets).
-  std::string UserFilesDir(int64_t user_id) const;
 
  private:
   Status SetJobState(store::Job& job, store::State to, const std::string& reason);
@@ -125,8 +133,9 @@ class JobService {
   Status FailUnreadableLocked(store::Job& job, const Status& why);
   // What the scheduler sees of a job.
   scheduler::JobRequest RequestFor(const store::Job& job, const JobSpec& spec, const std::string& user) const;
-  // When the job last wrote to its checkpoint dir (0: never): preemption's
-  // measure of the work a victim would lose.
+  // When the job's `latest` checkpoint last reached the files service (0:
+  // never, or not since the server started): preemption's measure of the
+  // work a victim would lose.
   int64_t LastCheckpointMs(const store::Job& job) const;
   // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
   Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
@@ -148,6 +157,8 @@ class JobService {
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change
+  mutable std::mutex checkpoint_mu_;
+  std::map<int64_t, int64_t> checkpoint_ms_;  // GUARDED_BY(checkpoint_mu_): job -> its latest's time
 
   // Node indexes and their watchers. Acquired after mu_ (never before it).
   struct Watch {

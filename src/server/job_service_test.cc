@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "files/fake_store.h"
+
 namespace ringmaster::server {
 namespace {
 
@@ -406,8 +408,9 @@ TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPrior
 }
 
 TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
+  auto files = files::NewFakeBlobStore(&clock_);
   JobServiceOptions o;
-  o.files_dir = (dir_ / "files").string();
+  o.files = files.get();
   Restart(o);
   int64_t node = AddNode("vm", 3000);
   std::vector<int64_t> low;
@@ -416,18 +419,17 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   for (int64_t id : low) ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   clock_.AdvanceMs(60'000);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
-  // Checkpoints, by their files' times: low[0] 10 s ago, low[1] 2 s ago, low[2] none (60 s of work).
-  auto checkpoint = [&](int64_t job, int64_t ago_ms) {
-    auto d = dir_ / "files" / "users" / std::to_string(user_.id) / "jobs" / std::to_string(job) / "checkpoints";
-    std::filesystem::create_directories(d);
-    const auto f = d / "ckpt-1";
-    { std::ofstream(f) << "x"; }
-    const int64_t t = clock_.NowMs() - ago_ms;
-    struct timespec times[2] = {{t / 1000, (t % 1000) * 1'000'000}, {t / 1000, (t % 1000) * 1'000'000}};
-    ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
-  };
-  checkpoint(low[0], 10'000);
-  checkpoint(low[1], 2'000);
+  // Checkpoints, by when `latest` reached the files service: low[0] 10 s
+  // ago, low[1] 2 s ago, low[2] none (60 s of work). low[0]'s is in the
+  // store from before a server restart; low[1]'s the files API reports.
+  auto w = files->Create(fmt::format("jobs/{}/checkpoints/latest", low[0]), {});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Write("ckpt-1\n").ok());
+  clock_.AdvanceMs(-10'000);
+  ASSERT_TRUE((*w)->Commit().ok());
+  clock_.AdvanceMs(10'000);
+  svc_->LearnCheckpointTimes();  // as Start does: low[0]'s from the store
+  svc_->NoteCheckpoint(low[1], clock_.NowMs() - 2'000);
 
   int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 10\n");
   ASSERT_TRUE(svc_->ScheduleOnce().ok());

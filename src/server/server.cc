@@ -78,29 +78,10 @@ Status Server::Bootstrap() {
     }
   }
   RM_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
-  // Traversable, not listable: tasks reach their own user's files through
-  // <data>/files/users/<id> (0700, theirs). Nothing else in <data> is theirs to read.
-  if (options_.jobs.files_dir.empty()) {
-    // Tasks run as other uids (when the agent is root): they must be able to
-    // pass through every directory above the data dir to reach their files.
-    if (geteuid() == 0) {
-      for (std::filesystem::path p = std::filesystem::path(options_.data_dir).parent_path();; p = p.parent_path()) {
-        struct stat st {};
-        if (stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-          return FailedPrecondition(fmt::format(
-              "--data {}: {} is not traversable by other users (mode {:o}), so tasks, which run as their "
-              "users' own uids, could not reach their files; use a data dir such as /var/lib/ringmaster",
-              options_.data_dir, p.string(), st.st_mode & 07777));
-        }
-        if (p == p.parent_path()) break;
-      }
-    }
-    if (chmod(options_.data_dir.c_str(), 0711) != 0) {
-      return Internal(fmt::format("chmod {}: {}", options_.data_dir, std::strerror(errno)));
-    }
-    options_.jobs.files_dir = options_.data_dir + "/files";
-    RM_RETURN_IF_ERROR(Dir(options_.jobs.files_dir, 0711));
-    RM_RETURN_IF_ERROR(Dir(options_.jobs.files_dir + "/users", 0711));
+  // Traversable, not listable: an agent on this machine may keep its tasks'
+  // sandboxes in here (as `ringmaster up` does). Nothing else in <data> is theirs.
+  if (chmod(options_.data_dir.c_str(), 0711) != 0) {
+    return Internal(fmt::format("chmod {}: {}", options_.data_dir, std::strerror(errno)));
   }
   for (const char* sub : {"/logs", "/metrics"}) RM_RETURN_IF_ERROR(Dir(options_.data_dir + sub, 0700));
   RM_ASSIGN_OR_RETURN(store_, store::OpenSqliteMetaStore(options_.data_dir + "/meta.db"));
@@ -148,6 +129,10 @@ Status Server::SetUpTls(http::ServerOptions* h) {
 
 Status Server::Start() {
   RM_RETURN_IF_ERROR(Bootstrap());
+  options_.jobs.files = files_.get();
+  options_.jobs.on_job_ended = [this](int64_t job_id) {
+    if (archiver_) archiver_->Enqueue(job_id);
+  };
   jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
   auth_ = std::make_unique<Auth>(store_.get(), clock_);
 
@@ -196,7 +181,10 @@ Status Server::Start() {
   AddUserRoutes(*api_);
   AddAgentRoutes(*api_);
   AddFileRoutes(*api_);
+  AddAgentFileRoutes(*api_);
 
+  archiver_ = std::make_unique<LogArchiver>(api_.get());
+  archiver_->Start();
   if (!options_.listen) return Status::Ok();
   RM_RETURN_IF_ERROR(http_->Start());
   port_ = http_->port();
@@ -212,6 +200,7 @@ Status Server::Start() {
 void Server::Stop() {
   if (jobs_) jobs_->Stop();  // ends long-polls: their answers go out before the connections close
   if (http_) http_->Stop();
+  if (archiver_) archiver_->Stop();
 }
 
 StatusOr<std::string> Server::LocalAgentToken(const std::string& node) {

@@ -4,7 +4,7 @@
 // (docs/api.md) served by http::Server. Every route but /healthz needs a
 // bearer token of the right scope (server/auth.h); users see only their own
 // jobs. The data dir is private: the process runs with umask 077; only the
-// dirs tasks must traverse to reach their own files are 0711 (docs/security.md).
+// data dir itself is 0711, for agents that keep sandboxes in it (docs/security.md).
 // Thread-safety: Start/Stop from one thread; requests run on the http pools.
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/job_service.h"
 #include "files/blob_store.h"
+#include "server/log_archiver.h"
 #include "server/log_store.h"
 #include "store/meta_store.h"
 
@@ -82,11 +83,12 @@ class Server {
   std::unique_ptr<store::MetaStore> store_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;
-  std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)  // tasks' metrics lines, shipped like logs
+  std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<Auth> auth_;
   std::unique_ptr<http::Server> http_;
   std::unique_ptr<Api> api_;
+  std::unique_ptr<LogArchiver> archiver_;  // uses api_: declared after it, so destroyed first
   std::string ca_path_;
   int port_ = 0;
 };

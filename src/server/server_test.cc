@@ -166,7 +166,7 @@ TEST_F(ServerTest, AdminTokenFileIsPrivate) {
 }
 
 // Finding 1 (server side): tasks run as other uids and must read nothing of the server's.
-TEST_F(ServerTest, TheDataDirIsPrivateButTasksCanReachTheirOwnFiles) {
+TEST_F(ServerTest, TheDataDirIsPrivate) {
   auto mode = [&](const std::string& rel) {
     struct stat st {};
     EXPECT_EQ(stat((dir_ / rel).c_str(), &st), 0) << rel;
@@ -178,8 +178,8 @@ TEST_F(ServerTest, TheDataDirIsPrivateButTasksCanReachTheirOwnFiles) {
   EXPECT_EQ(mode("access.log"), 0600u);
   EXPECT_EQ(mode("logs"), 0700u);
   EXPECT_EQ(mode("metrics"), 0700u);
-  EXPECT_EQ(mode("files"), 0711u);
-  EXPECT_EQ(mode("files/users"), 0711u);
+  EXPECT_EQ(mode("blobs"), 0700u);  // users' files: only through the API
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "files"));  // no tree of files tasks reach directly
 }
 
 TEST_F(ServerTest, HealthNeedsNoTokenButEverythingElseDoes) {

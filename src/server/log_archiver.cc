@@ -1,0 +1,126 @@
+#include "server/log_archiver.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace ringmaster::server {
+
+void LogArchiver::Start() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = false;
+  }
+  auto recent = api_->store->ListJobs(0, 1000);
+  if (recent.ok()) {
+    for (const auto& j : *recent) {
+      if (store::IsTerminal(j.state)) Enqueue(j.id);
+    }
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void LogArchiver::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LogArchiver::Enqueue(int64_t job_id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(job_id);
+  }
+  cv_.notify_one();
+}
+
+void LogArchiver::Loop() {
+  while (true) {
+    int64_t id = 0;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      id = queue_.front();
+      queue_.pop_front();
+    }
+    if (Status st = Archive(id); !st.ok()) {
+      spdlog::warn("files: archiving the logs of job {}: {}", id, st.ToString());
+    }
+  }
+}
+
+Status LogArchiver::Archive(int64_t job_id) {
+  auto job = api_->store->GetJob(job_id);
+  if (!job.ok()) return job.status().code() == StatusCode::kNotFound ? Status::Ok() : job.status();
+  if (!store::IsTerminal(job->state)) return Status::Ok();
+  std::set<std::pair<int, int>> logged;  // (rank, attempt)
+  for (const LogFile& f : api_->logs->List(job_id)) {
+    RM_RETURN_IF_ERROR(ArchiveFile(*job, f.path, fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, f.rank, f.attempt)));
+    logged.insert({f.rank, f.attempt});
+  }
+  for (const LogFile& f : api_->metrics->List(job_id)) {
+    RM_RETURN_IF_ERROR(ArchiveFile(*job, f.path,
+                                   fmt::format("jobs/{}/logs/rank-{}.attempt-{}.metrics.jsonl", job_id, f.rank, f.attempt)));
+  }
+  // A task that printed nothing still has its (empty) log: every rank's last
+  // attempt is there to download.
+  RM_ASSIGN_OR_RETURN(auto tasks, api_->store->ListTasks(job_id));
+  for (const auto& t : tasks) {
+    if (t.attempt < 1 || logged.count({t.rank, t.attempt})) continue;
+    const std::string key = fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, t.rank, t.attempt);
+    if (api_->files->Head(key).ok()) continue;
+    RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
+    RM_RETURN_IF_ERROR(writer->Commit().status());
+  }
+  return Status::Ok();
+}
+
+Status LogArchiver::ArchiveFile(const store::Job& job, const std::string& path, const std::string& key) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return errno == ENOENT ? Status::Ok() : Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (auto head = api_->files->Head(key); head.ok() && head->size == static_cast<uint64_t>(st.st_size)) {
+    return Status::Ok();  // archived before
+  }
+  RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
+  std::string buf(256 << 10, '\0');
+  uint64_t done = 0;
+  while (done < static_cast<uint64_t>(st.st_size)) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    RM_RETURN_IF_ERROR(writer->Write(std::string_view(buf.data(), static_cast<size_t>(n))));
+    done += static_cast<uint64_t>(n);
+  }
+  // The size it replaces and the usage update under the owner's lock, as
+  // every upload does; and not for a job deleted meanwhile (its files are gone).
+  std::lock_guard<std::mutex> lock(api_->FileUsageLock(job.user_id));
+  if (!api_->store->GetJob(job.id).ok()) return Status::Ok();
+  uint64_t old_size = 0;
+  if (auto head = api_->files->Head(key); head.ok()) {
+    old_size = head->size;
+  } else if (head.status().code() != StatusCode::kNotFound) {
+    return head.status();
+  }
+  RM_ASSIGN_OR_RETURN(files::ObjectInfo info, writer->Commit());
+  return api_->store->AddUserFileBytes(job.user_id, static_cast<int64_t>(info.size) - static_cast<int64_t>(old_size));
+}
+
+}  // namespace ringmaster::server

@@ -1,0 +1,50 @@
+// LogArchiver: when a job ends, copies each of its task attempts' logs and
+// metrics from the server's LogStore into the files service, at
+//   jobs/<id>/logs/rank-<r>.attempt-<a>.log
+//   jobs/<id>/logs/rank-<r>.attempt-<a>.metrics.jsonl
+// counted against the job owner's quota (never refused for it: the LogStore
+// caps each file already). The server's own copy stays and serves
+// `ringmaster logs`; the archive is what outlives the server's disk and is
+// read with the files API like any other file. Archiving is idempotent (a
+// copy already there with the same size is skipped), so a restarted server
+// archives again what it may have missed. One background thread; thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+#include "server/api.h"
+
+namespace ringmaster::server {
+
+class LogArchiver {
+ public:
+  explicit LogArchiver(Api* api) : api_(api) {}
+  ~LogArchiver() { Stop(); }
+
+  // Starts the thread, queueing the most recent ended jobs (one server
+  // restart's worth of missed archives).
+  void Start();
+  void Stop();
+  // Queues a job that ended (cheap: the hook JobService calls under its lock).
+  void Enqueue(int64_t job_id);
+  // Archives one ended job now; OK and nothing done for a job still running.
+  Status Archive(int64_t job_id);
+
+ private:
+  Status ArchiveFile(const store::Job& job, const std::string& path, const std::string& key);
+  void Loop();
+
+  Api* api_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int64_t> queue_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;      // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace ringmaster::server
