@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/log.h"
 
 namespace ringmaster::agent {
@@ -26,17 +27,6 @@ std::map<std::string, std::string> BaseEnv() {
   }
   if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   return env;
-}
-
-// The directories of the job's files a task is told about: made for it, as
-// its user, before it starts.
-std::vector<std::string> DirsToMake(const std::map<std::string, std::string>& env) {
-  std::vector<std::string> dirs;
-  for (const char* name : {"RINGMASTER_CHECKPOINT_DIR", "RINGMASTER_OUTPUT_DIR", "RINGMASTER_DATASETS_DIR"}) {
-    auto it = env.find(name);
-    if (it != env.end() && !it->second.empty() && it->second[0] == '/') dirs.push_back(it->second);
-  }
-  return dirs;
 }
 
 // This host's IPv4 address as its hostname resolves; 127.0.0.1 if none.
@@ -61,7 +51,10 @@ std::string HostAddress() {
 std::string Agent::TaskRef::Key() const { return fmt::format("{}.{}", task_id, attempt); }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
-    : options_(std::move(options)), executor_(std::move(executor)), api_(options_.server_url, options_.token, options_.ca_file) {
+    : options_(std::move(options)),
+      executor_(std::move(executor)),
+      api_(options_.server_url, options_.token, options_.ca_file),
+      files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}) {
   inventory_ = DetectNode();
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -77,6 +70,9 @@ void Agent::Start() {
   } else {
     spdlog::warn("agent: {}", options_.task_users.Describe());
   }
+  if (Status st = files_.Init(); !st.ok()) spdlog::error("agent: the input cache: {}", st.ToString());
+  (void)MakeDirs(options_.data_dir + "/synced", 0700);
+  running_ = true;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [key, meta] : executor_->Recover()) {
@@ -85,15 +81,18 @@ void Agent::Start() {
         auto j = nlohmann::json::parse(meta);
         t.ref.task_id = j.at("task_id");
         t.ref.attempt = j.at("attempt");
+        t.job_id = j.value("job_id", int64_t{0});
+        t.outputs = j.value("outputs", std::vector<std::string>{});
       } catch (...) {
         executor_->Release(key);
         continue;
       }
       spdlog::info("agent: re-adopting task {} (attempt {})", t.ref.task_id, t.ref.attempt);
+      t.launched = true;
       tasks_[t.ref] = t;
+      StartWorkerLocked(t.ref, nullptr);
     }
   }
-  running_ = true;
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -102,10 +101,19 @@ void Agent::Start() {
 void Agent::Stop() {
   if (!running_.exchange(false)) return;
   cv_.notify_all();
-  api_.Cancel();  // ends the long-poll now instead of when it times out
+  api_.Cancel();  // ends the long-poll and any transfer now instead of when they time out
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  std::map<TaskRef, Worker> workers;
+  std::vector<Worker> zombies;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    workers.swap(workers_);
+    zombies.swap(zombies_);
+  }
+  for (auto& [ref, w] : workers) w.thread.join();
+  for (Worker& w : zombies) w.thread.join();
 }
 
 void Agent::SleepFor(std::chrono::milliseconds d) {
@@ -187,13 +195,17 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
       t.ref = ref;
       if (stop) {
         t.exit = TaskExit{-1, 0, "stopped before it started"};
+        t.files_done = true;
+        tasks_[ref] = t;
       } else {
-        t.exit = Launch(ref, a);
+        tasks_[ref] = t;
+        // Staging may take long: the task's own thread does it.
+        StartWorkerLocked(ref, a);
       }
-      tasks_[ref] = t;
     } else if (stop && !it->second.stop_sent && !it->second.exit) {
       it->second.stop_sent = true;
-      (void)executor_->Stop(ref.Key(), grace);
+      it->second.stop_grace = grace;
+      if (it->second.launched) (void)executor_->Stop(ref.Key(), grace);  // else its thread will, or not start it
     }
   }
   // Tasks the server no longer lists are not wanted: stop them.
@@ -202,7 +214,8 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
     if (!wanted.count(ref) && !t.exit && !t.stop_sent) {
       spdlog::info("agent: stopping task {}: the server no longer assigns it here", ref.Key());
       t.stop_sent = true;
-      (void)executor_->Stop(ref.Key(), std::chrono::seconds(5));
+      t.stop_grace = std::chrono::seconds(5);
+      if (t.launched) (void)executor_->Stop(ref.Key(), t.stop_grace);
     }
   }
   // What the server no longer lists needs no guard against a stale reply any
@@ -210,7 +223,7 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
   std::erase_if(released_, [&](const TaskRef& r) { return !wanted.count(r); });
 }
 
-std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& a) {
+std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& a, LocalTask* t) {
   const std::string key = ref.Key();
   TaskLaunch launch;
   launch.key = key;
@@ -226,27 +239,231 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
       return TaskExit{-1, 0, who.status().message()};
     }
     launch.identity = *who;
-    launch.files_dir = user.value("files_dir", "");
   } catch (const nlohmann::json::exception& e) {
     spdlog::warn("agent: task {}: malformed assignment: {}", key, e.what());
     return TaskExit{-1, 0, std::string("malformed assignment: ") + e.what()};
   }
-  launch.make_dirs = DirsToMake(launch.env);
-  launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}}.dump();
+  // Its files: the plan, then everything it names into the node's cache, then
+  // (once the executor has made the work dir) into place.
+  // A stop asked for meanwhile ends staging between files, and the task never starts.
+  const auto stopped = [this, &ref] {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = tasks_.find(ref);
+    return !running_ || it == tasks_.end() || it->second.stop_sent;
+  };
+  StatusOr<StagePlan> plan = Unavailable("not fetched");
+  // A store or server that is briefly away (503, a cut connection) is waited
+  // for; a refusal is not.
+  const auto deadline = std::chrono::steady_clock::now() + options_.upload_deadline;
+  for (auto backoff = std::chrono::milliseconds(500);; backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000))) {
+    plan = files_.Plan(ref.task_id, ref.attempt);
+    if (plan.ok()) {
+      if (!plan->inputs.empty() || !plan->checkpoint.empty()) {
+        spdlog::info("agent: task {}: staging {} input files and {} checkpoint files", key, plan->inputs.size(),
+                     plan->checkpoint.size());
+      }
+      if (Status st = files_.Fetch(ref.task_id, ref.attempt, &*plan, stopped); !st.ok()) plan = st;
+    }
+    if (plan.ok() || stopped()) break;
+    const auto code = plan.status().code();
+    const bool transient = code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+                           code == StatusCode::kInternal;
+    if (!transient || std::chrono::steady_clock::now() > deadline) break;
+    spdlog::info("agent: task {}: staging: {}; again in {} ms", key, plan.status().ToString(), backoff.count());
+    SleepFor(backoff);
+  }
+  if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
+  if (!plan.ok()) {
+    spdlog::warn("agent: task {}: staging its files failed: {}", key, plan.status().ToString());
+    return TaskExit{-1, 0, "staging the job's files: " + plan.status().message()};
+  }
+  t->job_id = plan->job_id;
+  t->outputs = plan->outputs;
+  for (const StageEntry& e : plan->checkpoint) {
+    if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
+  }
+  const TaskIdentity who = launch.identity;
+  launch.prepare = [this, &plan, who](int work_fd) { return files_.Place(*plan, work_fd, who.uid, who.gid); };
+  launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}, {"job_id", plan->job_id},
+                                    {"outputs", plan->outputs}}
+                         .dump();
+  (void)WriteFileAtomic(SyncedPath(ref), plan->checkpoint_name, 0600);
+  if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
   Status st = executor_->Start(launch);
   if (!st.ok()) {
     spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
     return TaskExit{-1, 0, st.message()};
   }
-  spdlog::info("agent: started task {} (job {} rank {}) as {}", key, a.value("job_id", 0), a.value("rank", 0),
-               launch.identity.Describe());
+  spdlog::info("agent: started task {} (job {} rank {}) as {}{}", key, a.value("job_id", 0), a.value("rank", 0),
+               launch.identity.Describe(),
+               plan->checkpoint_name.empty() ? "" : ", with checkpoint " + plan->checkpoint_name);
   return std::nullopt;
+}
+
+void Agent::StartWorkerLocked(const TaskRef& ref, nlohmann::json assignment) {
+  if (auto w = workers_.find(ref); w != workers_.end()) {
+    zombies_.push_back(std::move(w->second));  // an earlier one of the same id: joined once it has ended
+    workers_.erase(w);
+  }
+  Worker w;
+  w.finished = std::make_shared<std::atomic<bool>>(false);
+  w.thread = std::thread([this, ref, a = std::move(assignment), f = w.finished] { RunTask(ref, a, f); });
+  workers_[ref] = std::move(w);
+}
+
+void Agent::ReapWorkers() {
+  std::vector<Worker> done;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = zombies_.begin(); it != zombies_.end();) {
+      if (*it->finished) {
+        done.push_back(std::move(*it));
+        it = zombies_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Worker& w : done) w.thread.join();  // they have returned: no wait
+}
+
+std::string Agent::SyncedPath(const TaskRef& ref) const { return options_.data_dir + "/synced/" + ref.Key(); }
+
+void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<bool>> finished) {
+  struct Finish {
+    std::shared_ptr<std::atomic<bool>> flag;
+    ~Finish() { *flag = true; }
+  } finish{std::move(finished)};
+  const std::string key = ref.Key();
+  LocalTask t;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = tasks_.find(ref);
+    if (it == tasks_.end()) return;
+    t = it->second;
+  }
+  if (!a.is_null()) {
+    auto exit = Launch(ref, a, &t);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = tasks_.find(ref);
+    if (it == tasks_.end()) return;
+    it->second.job_id = t.job_id;
+    it->second.outputs = t.outputs;
+    if (!running_) {
+      // The agent is stopping: the next one re-adopts what started, and the
+      // server assigns again what did not.
+      if (!exit) it->second.launched = true;
+      return;
+    }
+    if (exit) {
+      it->second.exit = exit;
+      it->second.files_done = true;
+      kick_ = true;
+      cv_.notify_all();
+      return;
+    }
+    it->second.launched = true;
+    if (it->second.stop_sent) (void)executor_->Stop(key, it->second.stop_grace);
+    t = it->second;
+  }
+  if (t.job_id == 0) {  // adopted from an agent that kept no job id: nothing to upload
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = tasks_.find(ref); it != tasks_.end()) it->second.files_done = true;
+    return;
+  }
+  std::string synced;
+  if (auto text = ReadFile(SyncedPath(ref)); text.ok()) synced = *text;
+  int failures = 0;
+  auto retry_at = std::chrono::steady_clock::now();
+  // While it runs: each new checkpoint, as soon as `latest` names it.
+  while (true) {
+    bool exited = false;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, options_.checkpoint_poll, [&] {
+        auto it = tasks_.find(ref);
+        return !running_ || it == tasks_.end() || it->second.exit.has_value();
+      });
+      if (!running_) return;
+      auto it = tasks_.find(ref);
+      if (it == tasks_.end()) return;
+      exited = it->second.exit.has_value();
+      t = it->second;
+    }
+    if (exited) break;
+    if (std::chrono::steady_clock::now() < retry_at) continue;
+    auto box = executor_->SandboxOf(key);
+    if (!box.ok()) continue;
+    const std::string before = synced;
+    Status st = files_.SyncCheckpoint(ref.task_id, ref.attempt, t.job_id, *box, &synced);
+    if (!st.ok()) {
+      // Each failure waits twice as long before the next try (up to 30 s).
+      failures = std::min(failures + 1, 7);
+      retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(250 << failures);
+      spdlog::warn("agent: task {}: {}", key, st.ToString());
+    } else {
+      failures = 0;
+    }
+    if (synced != before) (void)WriteFileAtomic(SyncedPath(ref), synced, 0600);
+  }
+  std::string failed = FinalUploads(t, &synced);
+  if (!running_) return;  // the next agent uploads them
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = tasks_.find(ref);
+  if (it == tasks_.end()) return;
+  if (!failed.empty() && it->second.exit) {
+    it->second.exit->message += (it->second.exit->message.empty() ? "" : "; ") + failed;
+  }
+  it->second.files_done = true;
+  kick_ = true;  // report the exit now, not a tick later: peers' reports race with it
+  cv_.notify_all();
+}
+
+std::string Agent::FinalUploads(const LocalTask& t, std::string* synced) {
+  const std::string key = t.ref.Key();
+  const auto deadline = std::chrono::steady_clock::now() + options_.upload_deadline;
+  auto backoff = std::chrono::milliseconds(500);
+  while (running_) {
+    auto box = executor_->SandboxOf(key);
+    if (!box.ok() && box.status().code() == StatusCode::kNotFound) return "";  // it left no files
+    if (!box.ok()) return "outputs not uploaded: " + box.status().message();
+    const std::string before = *synced;
+    // Both, whatever the other did: a broken checkpoint keeps no output back.
+    Status ckpt = files_.SyncCheckpoint(t.ref.task_id, t.ref.attempt, t.job_id, *box, synced);
+    if (*synced != before) (void)WriteFileAtomic(SyncedPath(t.ref), *synced, 0600);
+    UploadCount count;
+    Status outs = files_.UploadOutputs(t.ref.task_id, t.ref.attempt, t.job_id, *box, t.outputs, &count);
+    if (ckpt.ok() && outs.ok()) {
+      if (count.files) spdlog::info("agent: task {}: {} output files uploaded to jobs/{}/outputs/", key, count.files, t.job_id);
+      if (count.skipped) return fmt::format("{} output files not uploaded: their names are not valid files paths", count.skipped);
+      return "";
+    }
+    Status st = !outs.ok() ? outs : ckpt;
+    const auto code = st.code();
+    // No longer this agent's attempt, or refused for good (quota, access, a bad path): no retry.
+    if (code == StatusCode::kFailedPrecondition || code == StatusCode::kResourceExhausted ||
+        code == StatusCode::kPermissionDenied || code == StatusCode::kInvalidArgument ||
+        code == StatusCode::kNotFound || std::chrono::steady_clock::now() > deadline) {
+      spdlog::warn("agent: task {}: uploading its files failed: {}", key, st.ToString());
+      std::string why;
+      if (!ckpt.ok()) why = "last checkpoint not uploaded: " + ckpt.message();
+      if (!outs.ok()) why += (why.empty() ? "" : "; ") + std::string("outputs not uploaded: ") + outs.message();
+      return why;
+    }
+    spdlog::info("agent: task {}: uploading its files: {}; again in {} ms", key, st.ToString(), backoff.count());
+    SleepFor(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000));
+  }
+  return "";
 }
 
 void Agent::TickLoop() {
   while (running_) {
     Tick();
-    SleepFor(options_.tick_interval);
+    // Until the next tick, or until a task's thread has something to report.
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, options_.tick_interval, [this] { return !running_ || kick_; });
+    kick_ = false;
   }
 }
 
@@ -275,9 +492,14 @@ void Agent::Tick() {
       t = it->second;
       replies_before = replies_;
     }
+    if (!t.launched && !t.exit) continue;  // still staging
+    const bool had_exit = t.exit.has_value();
     if (!t.exit) t.exit = executor_->Poll(key);
-    bool all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped, &budget);
-    all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped, &budget) && all_shipped;
+    bool all_shipped = true;
+    if (t.launched) {
+      all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped, &budget);
+      all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped, &budget) && all_shipped;
+    }
     bool stale = false, done = false;
     if (node_id_ != 0 && !t.reported_running && !t.exit) {
       t.reported_running = Report(t, "running", &stale);
@@ -286,22 +508,36 @@ void Agent::Tick() {
         t.stop_sent = true;
       }
     }
-    if (t.exit && all_shipped) done = Report(t, "exited", &stale) || stale;
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = tasks_.find(ref);
-    if (it == tasks_.end()) continue;
-    t.stop_sent = t.stop_sent || it->second.stop_sent;  // Reconcile may have asked meanwhile
-    t.unlisted_at = it->second.unlisted_at;
-    if (done) {
-      executor_->Release(key);
-      // A reply that may predate the report could still list the task: guard
-      // against restarting it, unless a later reply has already dropped it.
-      if (t.unlisted_at <= replies_before) released_.insert(ref);
-      tasks_.erase(it);
-    } else {
-      it->second = t;
+    // An exit is reported once its output is shipped and its files uploaded.
+    if (t.exit && all_shipped && t.files_done) done = Report(t, "exited", &stale) || stale;
+    if (t.exit && stale && !done) done = true;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = tasks_.find(ref);
+      if (it == tasks_.end()) continue;
+      LocalTask& cur = it->second;  // its thread may have changed it meanwhile: only what Tick owns is written
+      if (!cur.exit && t.exit) cur.exit = t.exit;
+      cur.shipped = t.shipped;
+      cur.metrics_shipped = t.metrics_shipped;
+      cur.reported_running = t.reported_running;
+      cur.metrics_refused = t.metrics_refused;
+      cur.stop_sent = cur.stop_sent || t.stop_sent;
+      if (done) {
+        executor_->Release(key);
+        // A reply that may predate the report could still list the task: guard
+        // against restarting it, unless a later reply has already dropped it.
+        if (cur.unlisted_at <= replies_before) released_.insert(ref);
+        tasks_.erase(it);
+        if (auto w = workers_.find(ref); w != workers_.end()) {
+          zombies_.push_back(std::move(w->second));  // its thread sees the task gone and returns
+          workers_.erase(w);
+        }
+        ::unlink(SyncedPath(ref).c_str());
+      }
     }
+    if ((!had_exit && t.exit) || done) cv_.notify_all();  // its thread uploads what it left, or ends
   }
+  ReapWorkers();
 }
 
 bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget) {

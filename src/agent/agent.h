@@ -18,11 +18,13 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/executor.h"
 #include "agent/node_info.h"
+#include "agent/task_files.h"
 #include "agent/task_users.h"
 #include "client/api_client.h"
 
@@ -48,6 +50,13 @@ struct AgentOptions {
   // Log and metrics bytes shipped per tick, all tasks together: a tick stays
   // short however much tasks write (heartbeats have their own thread anyway).
   int64_t ship_bytes_per_tick = 16 << 20;
+  // The node's cache of staged inputs (<data_dir>/cache), by SHA-256.
+  int64_t input_cache_bytes = int64_t{20} << 30;
+  // How often a running task's checkpoints/latest is looked at.
+  std::chrono::milliseconds checkpoint_poll{250};
+  // How long an ended task's uploads are retried before its exit is
+  // reported without them (the message says what was not uploaded).
+  std::chrono::milliseconds upload_deadline{10 * 60 * 1000};
 };
 
 class Agent {
@@ -70,8 +79,13 @@ class Agent {
   };
   struct LocalTask {
     TaskRef ref;
+    int64_t job_id = 0;
+    std::vector<std::string> outputs;  // what to upload when it ends
+    bool launched = false;    // the executor has it (staging is over)
+    bool files_done = false;  // its last checkpoint and outputs are uploaded (or given up on)
     std::optional<TaskExit> exit;
     bool stop_sent = false;
+    std::chrono::milliseconds stop_grace{5000};  // for a stop asked for while it was staging
     bool reported_running = false;
     uint64_t unlisted_at = 0;      // the last reply (replies_) that did not list it
     bool metrics_refused = false;  // the metrics file was unsafe to read; said once
@@ -85,8 +99,18 @@ class Agent {
   void HeartbeatLoop();
   bool Register();
   void Reconcile(const nlohmann::json& assignments);
-  // Starts one assignment; the task's exit if it could not start.
-  std::optional<TaskExit> Launch(const TaskRef& ref, const nlohmann::json& assignment);
+  // A task's own thread: stages and starts it (`assignment`; null for a task
+  // re-adopted from an earlier agent), uploads its checkpoints while it runs
+  // and its last checkpoint and outputs when it ends.
+  void RunTask(TaskRef ref, nlohmann::json assignment, std::shared_ptr<std::atomic<bool>> finished);
+  void StartWorkerLocked(const TaskRef& ref, nlohmann::json assignment);
+  // Joins the task threads that have returned (never waits on a busy one).
+  void ReapWorkers();
+  // Stages and starts one assignment; the task's exit if it could not start.
+  std::optional<TaskExit> Launch(const TaskRef& ref, const nlohmann::json& assignment, LocalTask* t);
+  // The final uploads; "" or what could not be uploaded.
+  std::string FinalUploads(const LocalTask& t, std::string* synced);
+  std::string SyncedPath(const TaskRef& ref) const;
   void Tick();
   // Ships what the task wrote (`what`: its log or metrics) from byte
   // `*shipped` to /api/v1/agent/tasks/ID/<logs|metrics>; true once all is shipped.
@@ -111,10 +135,18 @@ class Agent {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<TaskRef, LocalTask> tasks_;  // GUARDED_BY(mu_)
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;  // set as RunTask returns
+  };
+  std::map<TaskRef, Worker> workers_;  // GUARDED_BY(mu_): RunTask threads of tasks_
+  std::vector<Worker> zombies_;        // GUARDED_BY(mu_): threads of forgotten tasks, joined once finished
+  TaskFiles files_;
   // GUARDED_BY(mu_): reported and forgotten, while the server still lists
   // them (a reply may predate the report); pruned to what it lists.
   std::set<TaskRef> released_;
   uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
+  bool kick_ = false;     // GUARDED_BY(mu_): a task's thread asks for a tick now
   std::thread sync_thread_, tick_thread_, heartbeat_thread_;
 };
 

@@ -27,6 +27,7 @@ class FakeExecutor final : public Executor {
     return NotFound("nothing");
   }
   std::map<std::string, std::string> Recover() override { return {}; }
+  StatusOr<TaskSandbox> SandboxOf(const std::string&) override { return NotFound("no sandbox"); }
   void Release(const std::string&) override {}
 
   std::vector<TaskLaunch> launches() {
@@ -56,6 +57,15 @@ class FakeServer {
       served_ = version_;
       cv_.notify_all();
       res.set_content(json{{"index", version_}, {"tasks", tasks_}}.dump(), "application/json");
+    });
+    // The staging plan: nothing to stage.
+    http_.Get(R"(/api/v1/agent/tasks/(\d+)/files)", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      plans_.push_back(std::stoll(req.matches[1]));
+      res.set_content(json{{"job_id", std::stoll(req.matches[1])}, {"inputs", json::array()},
+                           {"checkpoint", json::array()}, {"outputs", {"outputs"}}}
+                          .dump(),
+                      "application/json");
     });
     http_.Post(R"(/api/v1/agent/tasks/(\d+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
@@ -117,6 +127,15 @@ class FakeServer {
   bool closed_ = false;
   json tasks_ = json::array();
   std::vector<json> reports_;
+
+ public:
+  std::vector<int64_t> plans() {
+    std::lock_guard<std::mutex> l(mu_);
+    return plans_;
+  }
+
+ private:
+  std::vector<int64_t> plans_;  // GUARDED_BY(mu_): tasks whose staging plan was asked for
 };
 
 json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string& user) {
@@ -126,13 +145,9 @@ json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string
           {"rank", 0},
           {"desired", "run"},
           {"argv", {"/bin/true"}},
-          {"env",
-           {{"RINGMASTER_CHECKPOINT_DIR", "/files/users/2/jobs/5/checkpoints"},
-            {"RINGMASTER_OUTPUT_DIR", "/files/users/2/jobs/5/outputs"},
-            {"RINGMASTER_DATASETS_DIR", "/files/users/2/datasets"},
-            {"RINGMASTER_RANK", "0"}}},
+          {"env", {{"RINGMASTER_RANK", "0"}}},
           {"working_dir", ""},
-          {"user", {{"id", user_id}, {"name", user}, {"files_dir", "/files/users/2"}}}};
+          {"user", {{"id", user_id}, {"name", user}}}};
 }
 
 class AgentTest : public ::testing::Test {
@@ -158,7 +173,7 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<Agent> agent_;
 };
 
-TEST_F(AgentTest, ATaskRunsAsItsUsersUidWithItsDirectoriesToMake) {
+TEST_F(AgentTest, ATaskRunsAsItsUsersUidAfterItsFilesAreStaged) {
   server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
   server_.WaitReport("exited");
   auto launches = exec_->launches();
@@ -168,9 +183,10 @@ TEST_F(AgentTest, ATaskRunsAsItsUsersUidWithItsDirectoriesToMake) {
   EXPECT_EQ(l.identity.uid, 300002u);
   EXPECT_EQ(l.identity.user, "alice");
   EXPECT_TRUE(l.identity.switch_user);
-  EXPECT_EQ(l.files_dir, "/files/users/2");
-  EXPECT_EQ(l.make_dirs, (std::vector<std::string>{"/files/users/2/jobs/5/checkpoints",
-                                                   "/files/users/2/jobs/5/outputs", "/files/users/2/datasets"}));
+  EXPECT_EQ(server_.plans(), std::vector<int64_t>{5});  // its staging plan, asked before it started
+  EXPECT_TRUE(static_cast<bool>(l.prepare));
+  EXPECT_EQ(json::parse(l.meta_json)["job_id"], 5);
+  EXPECT_EQ(json::parse(l.meta_json)["outputs"], json({"outputs"}));
   EXPECT_EQ(l.env.count("HOME"), 0u);  // not root's: the executor gives the task its own
   EXPECT_EQ(l.env.at("RINGMASTER_RANK"), "0");
 }

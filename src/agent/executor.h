@@ -6,8 +6,11 @@
 // Thread-safety: implementations are safe to call from several threads.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,18 +21,27 @@
 
 namespace ringmaster::agent {
 
+// Where a task's files are on its node: its sandbox (whose parent is root's),
+// with the work directory `work/` inside, both its user's.
+struct TaskSandbox {
+  std::string dir;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 struct TaskLaunch {
   std::string key;                         // e.g. "42.1" (task id . attempt)
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // the task's whole environment
   std::string working_dir;                 // "" = the task's own scratch directory
   TaskIdentity identity;                   // who it runs as (never root)
-  // The user's files dir (<files>/users/N): made, if missing, as a directory
-  // the user owns (mode 0700). "" = none.
-  std::string files_dir;
-  // Directories the task needs (checkpoints, outputs, datasets): made as the
-  // task's user, after it dropped root, before its command starts.
+  // Directories the task needs: made as the task's user, after it dropped
+  // root, before its command starts.
   std::vector<std::string> make_dirs;
+  // Called with the new work directory (an fd; its user's, still empty but
+  // for what this puts there) before the task starts: staging its files.
+  // An error fails the start.
+  std::function<Status(int work_fd)> prepare;
   std::string meta_json;                   // opaque, returned by Recover()
 };
 
@@ -63,6 +75,8 @@ class Executor {
   // user's file); the message says why.
   virtual StatusOr<OutputChunk> ReadOutput(const std::string& key, TaskOutput what, int64_t offset,
                                            size_t max_bytes) = 0;
+  // Where the task's files are (running or ended, until Release).
+  virtual StatusOr<TaskSandbox> SandboxOf(const std::string& key) = 0;
   // Tasks left by an earlier run of the agent (running or ended), with their meta_json.
   virtual std::map<std::string, std::string> Recover() = 0;
   // Forgets an ended task and deletes what it left on disk.

@@ -230,14 +230,12 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     RM_ASSIGN_OR_RETURN(UniqueFd parent, OpenTrustedDir(sandbox_dir_));
     RM_RETURN_IF_ERROR(RemoveTree(parent.get(), launch.key));  // a leftover of a crash
     RM_RETURN_IF_ERROR(MakeOwnedDir(parent.get(), launch.key, who.uid, who.gid, 0700).Annotate("sandbox " + sandbox));
-    if (!launch.files_dir.empty()) {
-      // Root makes the user's own directory (in a root-owned parent); the
-      // task, as its user, makes what it needs inside.
-      auto files_parent = OpenTrustedDir(Parent(launch.files_dir), /*create=*/true, 0711);
-      if (!files_parent.ok()) return files_parent.status().Annotate("files dir " + launch.files_dir);
-      RM_RETURN_IF_ERROR(MakeOwnedDir(files_parent->get(), Base(launch.files_dir), who.uid, who.gid, 0700)
-                             .Annotate("files dir of " + who.Describe()));
-    }
+    // The work dir, where the task's files are staged (and, without a
+    // working_dir of its own, where it runs).
+    RM_ASSIGN_OR_RETURN(UniqueFd box, OpenOwnedDir(parent.get(), launch.key, who.uid));
+    RM_RETURN_IF_ERROR(MakeOwnedDir(box.get(), "work", who.uid, who.gid, 0700).Annotate("sandbox " + sandbox));
+    RM_ASSIGN_OR_RETURN(UniqueFd work, OpenOwnedDir(box.get(), "work", who.uid));
+    if (launch.prepare) RM_RETURN_IF_ERROR(launch.prepare(work.get()));
     return Status::Ok();
   };
   if (Status st = prepare(); !st.ok()) {
@@ -256,13 +254,16 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   spec.max_log_bytes = options_.max_log_bytes;
   spec.max_procs = options_.max_procs;
   spec.make_dirs = launch.make_dirs;
-  spec.working_dir = launch.working_dir;
-  if (spec.working_dir.empty()) {
-    spec.working_dir = sandbox + "/work";
-    spec.make_dirs.push_back(spec.working_dir);
-  }
+  spec.working_dir = launch.working_dir.empty() ? sandbox + "/work" : launch.working_dir;
   auto& env = spec.env;
   env["RINGMASTER_METRICS_FILE"] = sandbox + "/" + kMetricsFile;
+  // The job's files on this node (the agent stages and uploads them): the
+  // platform's, whatever the job's env says.
+  env["RINGMASTER_WORK_DIR"] = sandbox + "/work";
+  env["RINGMASTER_CHECKPOINT_DIR"] = sandbox + "/work/checkpoints";
+  env["RINGMASTER_OUTPUT_DIR"] = sandbox + "/work/outputs";
+  spec.make_dirs.push_back(env["RINGMASTER_CHECKPOINT_DIR"]);
+  spec.make_dirs.push_back(env["RINGMASTER_OUTPUT_DIR"]);
   if (!env.count("HOME")) env["HOME"] = who.home.empty() ? sandbox : who.home;
   const std::string user = who.account.empty() ? who.user : who.account;
   if (!env.count("USER") && !user.empty()) env["USER"] = user;
@@ -273,7 +274,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
   {
     std::lock_guard<std::mutex> l(mu_);
-    sandboxes_[launch.key] = Sandbox{sandbox, who.uid};
+    sandboxes_[launch.key] = TaskSandbox{sandbox, who.uid, who.gid};
   }
 
   posix_spawnattr_t attr;
@@ -360,16 +361,16 @@ std::optional<TaskExit> ProcessExecutor::Poll(const std::string& key) {
   return std::nullopt;
 }
 
-StatusOr<ProcessExecutor::Sandbox> ProcessExecutor::SandboxOf(const std::string& key) {
+StatusOr<TaskSandbox> ProcessExecutor::SandboxOf(const std::string& key) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (auto it = sandboxes_.find(key); it != sandboxes_.end()) return it->second;
   }
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(TaskDir(key) + "/" + kSpecFile));
-  Sandbox s;
+  TaskSandbox s;
   try {
     ShimSpec spec = ShimSpec::FromJson(nlohmann::json::parse(text));
-    s = Sandbox{spec.sandbox, spec.identity.uid};
+    s = TaskSandbox{spec.sandbox, spec.identity.uid, spec.identity.gid};
   } catch (const std::exception& e) {
     return Internal(fmt::format("task {}: unreadable spec: {}", key, e.what()));
   }
@@ -387,9 +388,9 @@ StatusOr<OutputChunk> ProcessExecutor::ReadOutput(const std::string& key, TaskOu
     if (!fd) return NotFound("no output yet");
   } else {
     // The task's file, in its sandbox: anything the task could have made of it.
-    RM_ASSIGN_OR_RETURN(Sandbox s, SandboxOf(key));
-    RM_ASSIGN_OR_RETURN(UniqueFd parent, OpenTrustedDir(Parent(s.path)));
-    auto dir = OpenOwnedDir(parent.get(), Base(s.path), s.uid);
+    RM_ASSIGN_OR_RETURN(TaskSandbox s, SandboxOf(key));
+    RM_ASSIGN_OR_RETURN(UniqueFd parent, OpenTrustedDir(Parent(s.dir)));
+    auto dir = OpenOwnedDir(parent.get(), Base(s.dir), s.uid);
     if (!dir.ok()) return dir.status().code() == StatusCode::kNotFound ? NotFound("no sandbox") : dir.status();
     auto file = OpenOwnedRegularFile(dir->get(), kMetricsFile, s.uid);
     if (!file.ok()) return file.status().Annotate("$RINGMASTER_METRICS_FILE");
@@ -424,8 +425,8 @@ std::map<std::string, std::string> ProcessExecutor::Recover() {
 void ProcessExecutor::Release(const std::string& key) {
   auto sandbox = SandboxOf(key);
   if (sandbox.ok()) {
-    auto parent = OpenTrustedDir(Parent(sandbox->path));
-    Status st = parent.ok() ? RemoveTree(parent->get(), Base(sandbox->path)) : parent.status();
+    auto parent = OpenTrustedDir(Parent(sandbox->dir));
+    Status st = parent.ok() ? RemoveTree(parent->get(), Base(sandbox->dir)) : parent.status();
     if (!st.ok()) spdlog::warn("agent: removing the sandbox of task {}: {}", key, st.ToString());
   }
   {

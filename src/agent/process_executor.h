@@ -53,6 +53,8 @@ class ProcessExecutor final : public Executor {
   StatusOr<OutputChunk> ReadOutput(const std::string& key, TaskOutput what, int64_t offset,
                                    size_t max_bytes) override;
   std::map<std::string, std::string> Recover() override;
+  // The task's sandbox, from its spec.
+  StatusOr<TaskSandbox> SandboxOf(const std::string& key) override;
   void Release(const std::string& key) override;
 
   // This agent's directory of sandboxes: <sandbox_root>/<instance>.
@@ -64,12 +66,6 @@ class ProcessExecutor final : public Executor {
  private:
   explicit ProcessExecutor(ProcessExecutorOptions options) : options_(std::move(options)) {}
 
-  struct Sandbox {
-    std::string path;
-    uid_t uid = 0;
-  };
-  // The task's sandbox, from its spec.
-  StatusOr<Sandbox> SandboxOf(const std::string& key);
 
   struct Stopping {
     std::chrono::steady_clock::time_point kill_at;  // SIGKILL from then on
@@ -84,7 +80,7 @@ class ProcessExecutor final : public Executor {
   StagedRuntime runtime_;
   std::mutex mu_;
   std::map<std::string, Stopping> stopping_;  // GUARDED_BY(mu_)
-  std::map<std::string, Sandbox> sandboxes_;  // GUARDED_BY(mu_): a cache of the specs'
+  std::map<std::string, TaskSandbox> sandboxes_;  // GUARDED_BY(mu_): a cache of the specs'
 };
 
 }  // namespace ringmaster::agent

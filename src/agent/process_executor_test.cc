@@ -4,6 +4,7 @@
 #include "agent/process_executor.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -236,34 +237,46 @@ TEST_F(ProcessExecutorTest, ATaskCannotReadTheAgentsFilesNorAnotherUsersEnvironm
   WaitExit(*exec_, "7.1");
 }
 
-TEST_F(ProcessExecutorTest, TheUsersFilesDirAndTheTasksDirectoriesAreMadeAsTheUser) {
+TEST_F(ProcessExecutorTest, TheWorkDirIsStagedBeforeTheTaskAndItsFilesDirsAreTheUsers) {
   if (!IsRoot()) GTEST_SKIP() << "needs root to switch uids";
-  fs::create_directories(dir_ / "files" / "users");
-  chmod((dir_ / "files").c_str(), 0711);
-  chmod((dir_ / "files" / "users").c_str(), 0711);
-  const fs::path mine = dir_ / "files" / "users" / "9";
-  TaskLaunch l = Launch("8.1", {"/bin/sh", "-c", "stat -c '%u %a %n' \"$CKPT\" \"$DATASETS\"; touch \"$CKPT/x\" && echo wrote"}, 9);
-  l.files_dir = mine.string();
-  l.make_dirs = {(mine / "jobs" / "3" / "checkpoints").string(), (mine / "datasets").string()};
-  l.env["CKPT"] = l.make_dirs[0];
-  l.env["DATASETS"] = l.make_dirs[1];
+  TaskLaunch l = Launch("8.1", {"/bin/sh", "-c",
+                                "stat -c '%u %a' \"$RINGMASTER_WORK_DIR\" \"$RINGMASTER_CHECKPOINT_DIR\" \"$RINGMASTER_OUTPUT_DIR\"; "
+                                "cat data/staged.txt; echo changed > data/staged.txt || echo refused; "
+                                "touch \"$RINGMASTER_CHECKPOINT_DIR/x\" && echo wrote; pwd"}, 9);
+  l.env["RINGMASTER_CHECKPOINT_DIR"] = "/etc";  // the platform's, whatever the job says
+  uid_t work_owner = 0;
+  l.prepare = [&](int work_fd) -> Status {
+    struct stat st {};
+    fstat(work_fd, &st);
+    work_owner = st.st_uid;
+    // As TaskFiles stages an input: a root-owned, read-only file in a dir of the user's.
+    if (mkdirat(work_fd, "data", 0755) != 0 || fchownat(work_fd, "data", 200009, 200009, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Internal("mkdir data");
+    }
+    int fd = openat(work_fd, "data/staged.txt", O_WRONLY | O_CREAT | O_EXCL, 0444);
+    if (fd < 0) return Internal("create");
+    (void)!write(fd, "staged\n", 7);
+    close(fd);
+    return Status::Ok();
+  };
   std::string log = Run(l);
-  EXPECT_NE(log.find("200009 700 " + l.make_dirs[0] + "\n"), std::string::npos) << log;
-  EXPECT_NE(log.find("200009 700 " + l.make_dirs[1] + "\n"), std::string::npos) << log;
+  EXPECT_EQ(work_owner, 200009u);
+  EXPECT_NE(log.find("200009 700\n200009 700\n200009 700\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("staged\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused"), std::string::npos) << log;  // an input is read-only
   EXPECT_NE(log.find("wrote"), std::string::npos) << log;
-  struct stat st {};
-  ASSERT_EQ(stat(mine.c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, 200009u);
-  EXPECT_EQ(st.st_mode & 07777, 0700u);
-  ASSERT_EQ(stat((mine / "jobs").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, 200009u);  // made by the task, not by root
+  EXPECT_NE(log.find(exec_->sandbox_dir() + "/8.1/work\n"), std::string::npos) << log;
+  auto box = exec_->SandboxOf("8.1");
+  ASSERT_TRUE(box.ok()) << box.status().ToString();
+  EXPECT_EQ(box->dir, exec_->sandbox_dir() + "/8.1");
+  EXPECT_EQ(box->uid, 200009u);
 
-  // Another user's files dir is refused, not taken over.
-  TaskLaunch other = Launch("8.2", {"/bin/true"}, 10);
-  other.files_dir = mine.string();
-  Status st2 = exec_->Start(other);
-  ASSERT_FALSE(st2.ok());
-  EXPECT_EQ(st2.message(), "files dir of uid 200010 (user alice): 9 belongs to uid 200009, not uid 200010");
+  // A staging that fails fails the start, and leaves nothing behind.
+  TaskLaunch bad = Launch("8.2", {"/bin/true"}, 10);
+  bad.prepare = [](int) { return Unavailable("the files service is down"); };
+  Status st = exec_->Start(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "the files service is down");
   EXPECT_FALSE(fs::exists(exec_->TaskDir("8.2")));
   EXPECT_FALSE(fs::exists(exec_->sandbox_dir() + "/8.2"));
 }

@@ -33,15 +33,8 @@ std::string Distrust(const struct stat& st, const std::string& shown) {
 }
 
 std::deque<std::string> Split(const std::string& path) {
-  std::deque<std::string> out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
-    if (slash > start) out.push_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
-  return out;
+  std::vector<std::string> parts = PathParts(path);
+  return {parts.begin(), parts.end()};
 }
 
 Status RemoveContents(int dir, const std::string& shown, int depth) {
@@ -169,7 +162,8 @@ StatusOr<UniqueFd> OpenTrustedDir(const std::string& path, bool create, mode_t m
 }
 
 Status MakeOwnedDir(int parent, const std::string& name, uid_t uid, gid_t gid, mode_t mode) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
     return InvalidArgument(fmt::format("\"{}\" is not a directory name", name));
   }
   bool created = mkdirat(parent, name.c_str(), mode) == 0;
@@ -212,6 +206,9 @@ Status RemoveTree(int parent, const std::string& name) {
 }
 
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid) {
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
+    return InvalidArgument(fmt::format("\"{}\" is not a file name", name));
+  }
   UniqueFd fd(openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return NotFound(name + " does not exist");
@@ -226,6 +223,10 @@ StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t 
 }
 
 StatusOr<UniqueFd> OpenOwnedDir(int parent, const std::string& name, uid_t uid) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return InvalidArgument(fmt::format("\"{}\" is not a directory name", name));
+  }
   UniqueFd fd(openat(parent, name.c_str(), kDirFlags));
   if (!fd) {
     if (errno == ENOENT) return NotFound(name + " does not exist");
@@ -235,6 +236,18 @@ StatusOr<UniqueFd> OpenOwnedDir(int parent, const std::string& name, uid_t uid) 
   if (fstat(fd.get(), &st) != 0) return Internal(fmt::format("stat {}: {}", name, Errno()));
   if (st.st_uid != uid) return PermissionDenied(fmt::format("{} belongs to uid {}, not uid {}", name, st.st_uid, uid));
   return fd;
+}
+
+std::vector<std::string> PathParts(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > start) out.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
 }
 
 }  // namespace ringmaster::agent

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -62,6 +63,9 @@ Status RemoveTree(int parent, const std::string& name);
 // caller), then fstat on the open descriptor. NotFound when it does not
 // exist; PermissionDenied, saying why, when it is anything else.
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid);
+
+// The non-empty '/'-separated parts of `path` ("a//b/" gives a, b).
+std::vector<std::string> PathParts(const std::string& path);
 
 // Opens the directory `name` in `parent` (O_NOFOLLOW) if it is owned by `uid`.
 StatusOr<UniqueFd> OpenOwnedDir(int parent, const std::string& name, uid_t uid);

@@ -68,6 +68,11 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     if (!m || *m <= 0) Die("--memory: \"" + f.memory + "\" is not a size (e.g. 8Gi)");
     o.memory_bytes = *m;
   }
+  {
+    auto c = ParseBytes(f.input_cache);
+    if (!c || *c < 0) Die("--input-cache: \"" + f.input_cache + "\" is not a size (e.g. 20Gi)");
+    o.input_cache_bytes = *c;
+  }
   auto users = agent::TaskUsers::Create({f.task_uids, f.task_users});
   if (!users.ok()) Die(users.status().message());
   o.task_users = *users;

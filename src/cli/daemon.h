@@ -22,6 +22,7 @@ struct NodeFlags {
   int64_t task_max_procs = 4096;
   std::string sandbox_root;               // "" = /var/lib/ringmaster/sandboxes when root
   std::string max_log_size = "64Mi";
+  std::string input_cache = "20Gi";       // the node's cache of staged inputs
 };
 
 // Flags of `up` and `server` beyond the scheduler's.

@@ -72,6 +72,9 @@ int Main(int argc, char** argv) {
     cmd->add_option("--sandbox-root", node.sandbox_root,
                     "where task sandboxes live; task users must be able to traverse it "
                     "(default /var/lib/ringmaster/sandboxes when root, else <data>/sandboxes)");
+    cmd->add_option("--input-cache", node.input_cache,
+                    "bytes of staged job inputs to keep in <data>/cache for later tasks (by SHA-256)")
+        ->capture_default_str();
     cmd->add_option("--max-log-size", node.max_log_size, "cap on each task's log; later output is dropped (0 = no cap)")
         ->capture_default_str();
   };
