@@ -7,6 +7,12 @@ MASTER_ADDR and MASTER_PORT, or by hand with those variables set.
 
     /usr/bin/python3 examples/ddp_fmnist.py --backend ringmaster --epochs 2
 
+Checkpoints follow Ringmaster's convention: rank 0 writes each epoch's into
+$RINGMASTER_CHECKPOINT_DIR/ckpt-<epoch>/ (a temporary directory renamed into
+place), then moves `latest` to it; the agent uploads it to the job's files
+(jobs/<id>/checkpoints/), and a restarted gang finds it staged again and
+resumes from the next epoch. --data reads the dataset from a job's inputs.
+
 --backend ringmaster needs `import ringmaster_torch` to find the backend: a
 Ringmaster agent puts the one it was built with on its tasks' PYTHONPATH; by
 hand, put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough.
@@ -14,6 +20,7 @@ hand, put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough.
 import argparse
 import gzip
 import os
+import shutil
 import time
 
 import numpy as np
@@ -28,17 +35,44 @@ SOURCE = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
 
 
-def load(split):
+def load(split, source=SOURCE):
     prefix = "train" if split == "train" else "t10k"
 
     def read(name, offset):
-        with gzip.open(os.path.join(SOURCE, f"{prefix}-{name}.gz"), "rb") as f:
+        with gzip.open(os.path.join(source, f"{prefix}-{name}.gz"), "rb") as f:
             return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
 
     images = read("images-idx3-ubyte", 16).reshape(-1, 1, 28, 28)
     labels = read("labels-idx1-ubyte", 8)
     x = (torch.from_numpy(images.copy()).float() / 255.0 - MEAN) / STD
     return TensorDataset(x, torch.from_numpy(labels.astype(np.int64)))
+
+
+def save_checkpoint(ckpt_dir, epoch, model, opt):
+    """ckpt-<epoch>/ complete first, then `latest` (written atomically) names it."""
+    name = f"ckpt-{epoch}"
+    tmp = os.path.join(ckpt_dir, f".tmp-{name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    torch.save({"epoch": epoch, "model": model.state_dict(), "opt": opt.state_dict()}, os.path.join(tmp, "state.pt"))
+    shutil.rmtree(os.path.join(ckpt_dir, name), ignore_errors=True)
+    os.rename(tmp, os.path.join(ckpt_dir, name))
+    with open(os.path.join(ckpt_dir, ".latest.tmp"), "w") as f:
+        f.write(name + "\n")
+    os.replace(os.path.join(ckpt_dir, ".latest.tmp"), os.path.join(ckpt_dir, "latest"))
+
+
+def load_checkpoint(ckpt_dir, model, opt):
+    """The epoch to start at: 0, or the one after the latest checkpoint's."""
+    try:
+        with open(os.path.join(ckpt_dir, "latest")) as f:
+            name = f.read().strip()
+    except OSError:
+        return 0
+    state = torch.load(os.path.join(ckpt_dir, name, "state.pt"))
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    return state["epoch"]
 
 
 class LeNet5(nn.Module):
@@ -66,6 +100,9 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: cores / local workers)")
+    p.add_argument("--data", default=SOURCE, help="the dataset's .gz files (e.g. a job input's directory)")
+    p.add_argument("--checkpoint-dir", default=os.environ.get("RINGMASTER_CHECKPOINT_DIR", ""),
+                   help="checkpoints each epoch ('' = none; default $RINGMASTER_CHECKPOINT_DIR)")
     args = p.parse_args()
 
     if args.backend == "ringmaster":
@@ -76,17 +113,20 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(args.seed)
-    train, test = load("train"), load("test")
+    train, test = load("train", args.data), load("test", args.data)
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler)
-    model = DDP(LeNet5())
+    model = DDP(LeNet5())  # every rank starts from rank 0's parameters, loaded below before the first step
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     if rank == 0:
         print(f"ddp on {args.backend}: {world} workers, batch {args.batch_size} per worker, "
               f"{len(loader)} steps per epoch", flush=True)
 
+    first = load_checkpoint(args.checkpoint_dir, model.module, opt) if args.checkpoint_dir else 0
+    if first and rank == 0:
+        print(f"resuming from ckpt-{first} (epoch {first} done)", flush=True)
     step, loss = 0, torch.tensor(0.0)
-    for epoch in range(args.epochs):
+    for epoch in range(first, args.epochs):
         sampler.set_epoch(epoch)
         start, seen = time.perf_counter(), 0
         for x, y in loader:
@@ -107,6 +147,8 @@ def main():
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs}  loss {loss.item():.4f}  test accuracy {acc:.4f}  "
                   f"{seen / elapsed:.0f} samples/s", flush=True)
+            if args.checkpoint_dir:
+                save_checkpoint(args.checkpoint_dir, epoch + 1, model.module, opt)
         if args.max_steps and step >= args.max_steps:
             break
     # The last step's loss, averaged over workers: what the backends are compared on.

@@ -2,7 +2,8 @@
 # The main job on the embedded default: `ringmaster up` (server + local
 # agent, SQLite and local files in a fresh data dir), then a 2-worker
 # distributed job that trains LeNet-5 on Fashion-MNIST over ringcomm, its
-# progress streamed live, its metrics, checkpoint and predictions.
+# progress streamed live, its metrics, and its checkpoints, predictions and
+# logs in the files service (the dataset is uploaded there first).
 # Exits 0 when the job succeeded with test accuracy >= 0.85.
 # Run as root, tasks run as an unprivileged uid (200000 + the user's id) that
 # may not enter this checkout: the agent stages ringmaster-train for them
@@ -40,6 +41,11 @@ RMC=("$RM" --data "$DATA")
 "${RMC[@]}" nodes
 
 echo
+echo "==> ringmaster files put /usr/share/datasets/fashion-mnist datasets/fashion-mnist"
+"${RMC[@]}" files put /usr/share/datasets/fashion-mnist datasets/fashion-mnist
+"${RMC[@]}" files ls datasets/fashion-mnist/
+
+echo
 echo "==> ringmaster submit --no-workdir examples/fmnist.yaml"
 ID=$("${RMC[@]}" submit --no-workdir examples/fmnist.yaml)
 echo "job $ID submitted"
@@ -57,15 +63,17 @@ echo
 METRICS=$("${RMC[@]}" show "$ID" --json | jq -c .metrics)
 ACC=$(jq -r .accuracy <<<"$METRICS")
 echo "final test accuracy: $ACC (2 workers)"
-echo "checkpoint:          $(jq -r .checkpoint <<<"$METRICS")"
-echo "predictions:         $(jq -r .predictions <<<"$METRICS")"
-# The path comes from the task's own metrics: this script (root) reads it only
-# where it resolves inside the job's user's files (admin is user 1).
-PREDICTIONS=$(jq -r .predictions <<<"$METRICS")
-case "$(realpath -e "$PREDICTIONS" 2>/dev/null)" in
-  "$DATA"/files/users/1/*) head -4 "$(realpath -e "$PREDICTIONS")" | sed 's/^/    /' ;;
-  *) echo "demo: predictions at $PREDICTIONS are not in the job's files" >&2; exit 1 ;;
-esac
+echo
+echo "==> ringmaster files ls jobs/$ID/ (checkpoints, outputs and logs, in the files service)"
+# The server archives the ranks' logs just after the job ends.
+for _ in $(seq 1 50); do "${RMC[@]}" files ls "jobs/$ID/logs/" 2>/dev/null | grep -q 'rank-1' && break; sleep 0.1; done
+"${RMC[@]}" files ls "jobs/$ID/" > "$DATA/job-files.txt"
+grep -v '/checkpoints/ckpt-' "$DATA/job-files.txt" || true
+echo "    ($(grep -c '/checkpoints/ckpt-' "$DATA/job-files.txt") checkpoint files; latest: $("${RMC[@]}" files cat "jobs/$ID/checkpoints/latest"))"
+echo
+echo "==> ringmaster files get jobs/$ID/outputs/predictions-test.csv $DATA/predictions.csv"
+"${RMC[@]}" files get "jobs/$ID/outputs/predictions-test.csv" "$DATA/predictions.csv"
+head -4 "$DATA/predictions.csv" | sed 's/^/    /'
 if ! jq -e '.accuracy >= 0.85' <<<"$METRICS" > /dev/null; then
   echo "demo: test accuracy $ACC is below 0.85" >&2
   exit 1

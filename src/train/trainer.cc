@@ -265,7 +265,8 @@ int Train(TrainerOptions& o) {
     epoch = extra.value("epoch", int64_t{0});
     batch = extra.value("batch", int64_t{0});
     saved_world = extra.value("world", world);
-    if (lead) std::cout << fmt::format("resuming from {} (step {}, epoch {}, batch {})", info->path, step, epoch + 1, batch) << std::endl;
+    // Every rank says what it loaded: its log alone shows where it resumed.
+    std::cout << fmt::format("resuming from {} (step {}, epoch {}, batch {})", info->path, step, epoch + 1, batch) << std::endl;
   }
   std::optional<DataParallel> dp;
   if (ctx) {

@@ -23,7 +23,7 @@ struct TrainerOptions {
   uint64_t seed = 1;
   int threads = 0;                 // torch intra-op threads; 0: cores / ranks on this host
   std::string wire = "float32";    // gradient wire type: float32, bfloat16, float16
-  std::string data_dir;            // unpacked dataset; default $RINGMASTER_DATASETS_DIR/fashion-mnist
+  std::string data_dir;            // unpacked dataset; default $RINGMASTER_DATASETS_DIR (if set) or ~/.cache/ringmaster/datasets, /fashion-mnist
   std::string source = "/usr/share/datasets/fashion-mnist";
   std::string checkpoint_dir;      // default $RINGMASTER_CHECKPOINT_DIR, else ./checkpoints
   std::string output_dir;          // default $RINGMASTER_OUTPUT_DIR, else ./outputs

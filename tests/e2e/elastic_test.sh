@@ -25,11 +25,10 @@ done
 [ "$(job_field "$ID" replicas)" = 3 ] || { rmc show "$ID"; fail "elastic job did not grow to 3 workers"; }
 wait_state "$ID" RUNNING 30
 # Let the 3-worker gang train: wait (a hang guard) for its first checkpoint.
-CKPT="$DATA/files/users/1/jobs/$ID/checkpoints/latest"
 for _ in $(seq 1 600); do rmc logs "$ID" | grep -q "^\[0\] training lenet5 on fashion-mnist: 3 workers" && break; sleep 0.1; done
-AT=$(cat "$CKPT")
-for _ in $(seq 1 600); do [ "$(cat "$CKPT")" != "$AT" ] && break; sleep 0.1; done
-[ "$(cat "$CKPT")" != "$AT" ] || { rmc logs "$ID" | tail; fail "the 3-worker gang wrote no checkpoint"; }
+AT=$(latest_checkpoint "$ID")
+for _ in $(seq 1 600); do [ "$(latest_checkpoint "$ID")" != "$AT" ] && break; sleep 0.1; done
+[ "$(latest_checkpoint "$ID")" != "$AT" ] || { rmc logs "$ID" | tail; fail "the 3-worker gang uploaded no checkpoint"; }
 pass "it grew to 3 workers when the other job freed a cpu, and checkpointed at that size"
 
 URGENT=$(echo '{"name": "urgent", "priority": 10, "command": "echo urgent", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)

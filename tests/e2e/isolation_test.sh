@@ -3,8 +3,8 @@
 # `ringmaster up` (as root) with users alice and bob:
 #  1. alice's task runs as its own non-root uid; it cannot read the server's
 #     admin.token or meta.db, list the data dir, read bob's running task's
-#     /proc/PID/environ (which holds a secret), bob's sandbox, files dir or
-#     log; its own sandbox and checkpoint dir exist and are its uid's.
+#     /proc/PID/environ (which holds a secret), bob's sandbox, work dir or
+#     log; its own sandbox, work and checkpoint dirs exist and are its uid's.
 #  2. a metrics file replaced by a symlink to admin.token ships nothing.
 #  3. a working_dir the task's uid cannot enter fails in one clear line.
 #  4. 20 quick jobs leave no zombie children of the `up` process.
@@ -27,7 +27,7 @@ write_spec "$DATA/bob.yaml" <<'YAML'
 name: bob-secret
 env: {BOB_SECRET: "bob-s3cret-do-not-share"}
 command: |
-  echo "files $(dirname "$RINGMASTER_DATASETS_DIR") uid $(id -u)"
+  echo "files $RINGMASTER_WORK_DIR uid $(id -u)"
   echo private > "$HOME/bob-private"
   echo private > "$RINGMASTER_CHECKPOINT_DIR/bob-checkpoint"
   echo ready
@@ -44,7 +44,7 @@ BOB_SANDBOX=$SANDBOXES/$INSTANCE/$BOB_KEY
 [ "$BOB_UID" -ge 200000 ] 2>/dev/null || fail "bob's task runs as uid '$BOB_UID'"
 tr '\0' '\n' < "/proc/$BOB_PID/environ" | grep -qx 'BOB_SECRET=bob-s3cret-do-not-share' ||
   fail "bob's task (pid $BOB_PID) does not hold the secret: nothing to protect"
-[ -f "$BOB_SANDBOX/bob-private" ] && [ -f "$BOB_FILES/jobs/$BOB_JOB/checkpoints/bob-checkpoint" ] ||
+[ -f "$BOB_SANDBOX/bob-private" ] && [ -f "$BOB_FILES/checkpoints/bob-checkpoint" ] ||
   fail "bob's files are not where the test looks"
 pass "bob's job $BOB_JOB runs as uid $BOB_UID with a secret in its environment"
 
@@ -65,11 +65,11 @@ probe bob-environ cat "/proc/$BOB_PID/environ"
 probe bob-sandbox ls "$BOB_SANDBOX"
 probe bob-private cat "$BOB_SANDBOX/bob-private"
 probe bob-files ls "$BOB_FILES"
-probe bob-checkpoint cat "$BOB_FILES/jobs/$BOB_JOB/checkpoints/bob-checkpoint"
+probe bob-checkpoint cat "$BOB_FILES/checkpoints/bob-checkpoint"
 echo "secrets seen: $(for p in /proc/[0-9]*; do cat "$p/environ" 2> /dev/null; done | tr '\0' '\n' | grep -c '^BOB_SECRET=')"
 echo "home $(stat -c '%u %a' "$HOME") pwd $(pwd)"
 echo "checkpoints $(stat -c '%u %a' "$RINGMASTER_CHECKPOINT_DIR")"
-echo "outputs $(stat -c '%u' "$RINGMASTER_OUTPUT_DIR") datasets $(stat -c '%u' "$RINGMASTER_DATASETS_DIR")"
+echo "outputs $(stat -c '%u' "$RINGMASTER_OUTPUT_DIR") work $(stat -c '%u' "$RINGMASTER_WORK_DIR")"
 touch "$RINGMASTER_CHECKPOINT_DIR/mine" && echo "wrote a checkpoint"
 # 2. point the metrics file the agent (root) reads at the admin token
 ln -sf "$DATA/admin.token" "$RINGMASTER_METRICS_FILE"
@@ -98,9 +98,9 @@ pass "it cannot read admin.token, meta.db, the data dir's listing, bob's environ
 grep -qx "\[0\] home $ALICE_UID 700 pwd $SANDBOXES/$INSTANCE/$(task_key "$ID")/work" <<<"$LOGS" ||
   fail "alice's sandbox is not hers (or not her working dir)"
 grep -qx "\[0\] checkpoints $ALICE_UID 700" <<<"$LOGS" || fail "alice's checkpoint dir is missing or not hers"
-grep -qx "\[0\] outputs $ALICE_UID datasets $ALICE_UID" <<<"$LOGS" || fail "alice's output or datasets dir is not hers"
+grep -qx "\[0\] outputs $ALICE_UID work $ALICE_UID" <<<"$LOGS" || fail "alice's output or work dir is not hers"
 grep -qx '\[0\] wrote a checkpoint' <<<"$LOGS" || fail "alice cannot write into her checkpoint dir"
-pass "its sandbox and its checkpoint, output and datasets dirs exist before it starts and are its uid's (0700)"
+pass "its sandbox and its work, checkpoint and output dirs exist before it starts and are its uid's (0700)"
 
 # ---- 2. the symlinked metrics file shipped nothing
 if as_alice show "$ID" --json | grep -qF "$ADMIN_TOKEN"; then fail "the admin token shows in alice's job"; fi

@@ -67,10 +67,44 @@ cleanup() {
     tail -n 40 "$DATA/up.log" >&2
   fi
   cd /
-  rm -rf "$DATA" "$TOOLS"
+  [ -n "${KEEP_E2E_DATA:-}" ] && echo "kept $DATA" >&2 || rm -rf "$DATA" "$TOOLS"
   exit $rc
 }
 trap cleanup EXIT
+
+# A cluster of a standalone server and agents with data dirs of their own
+# (fault_test, files_jobs_test). Tests that use it end with
+#   trap 'rc=$?; stop_agents; (exit $rc); cleanup' EXIT
+declare -A AGENT_PID
+start_server() {
+  "$RM" server --data "$DATA" --port 0 >> "$DATA/server.log" 2>&1 &
+  UP_PID=$!
+  for _ in $(seq 1 100); do
+    [ -f "$DATA/server.json" ] && curl -sf "$(jq -r .url "$DATA/server.json")/healthz" > /dev/null && break
+    sleep 0.1
+  done
+  URL=$(jq -r .url "$DATA/server.json")
+}
+# start_agent NAME PORTS SANDBOX_ROOT: 2 cpus, 4Gi, label zone=<NAME without node->, and
+# a token that acts only as that node's agent; its data dir is $DATA/agent-NAME.
+start_agent() {
+  [ -f "$DATA/$1.token" ] || rmc tokens create --scope agent --node "$1" --name "agent $1" > "$DATA/$1.token"
+  "$RM" agent --server "$URL" --token-file "$DATA/$1.token" --data "$DATA/agent-$1" --node-name "$1" \
+    --sandbox-root "$3" --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
+  AGENT_PID[$1]=$!
+}
+# await_nodes N: until N nodes are ready.
+await_nodes() {
+  for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = "$1" ] && break; sleep 0.1; done
+  [ "$(rmc nodes | grep -c ' ready ')" = "$1" ] || { rmc nodes; fail "$1 agents did not register"; }
+}
+stop_agents() {
+  local n
+  for n in "${!AGENT_PID[@]}"; do
+    kill -0 "${AGENT_PID[$n]}" 2>/dev/null && { kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null || true; }
+  done
+  for n in "$DATA"/agent-*/; do [ -d "$n" ] && kill_tasks "${n%/}"; done
+}
 
 # stage_tool FILE [SUBDIR]: copies a test-only tool (a benchmark binary, an
 # example script) into $TOOLS[/SUBDIR], readable by every task's uid; prints its path.
@@ -86,6 +120,8 @@ stage_tool() {
 # task_key JOB [RANK]: "TASK.ATTEMPT" of a job's task (rank 0 by default).
 task_key() { rmc show "$1" --json | jq -r --argjson r "${2:-0}" '.tasks[] | select(.rank == $r) | "\(.id).\(.attempt)"'; }
 
+# The checkpoint a job's `latest` names in the files service ("" while none).
+latest_checkpoint() { rmc files cat "jobs/$1/checkpoints/latest" 2>/dev/null | tr -d '\n' || true; }
 # job_field ID FIELD: one top-level field of `show --json`.
 job_field() { rmc show "$1" --json | jq -r ".$2"; }
 

@@ -14,9 +14,8 @@ wait_state "$B" RUNNING 30
 A=$(jq -n '{name: "trainer", kind: "distributed", replicas: 2, resources: {cpu: 1, memory: "1Gi"},
   command: ["ringmaster-train", "--model", "lenet5", "--epochs", "3", "--checkpoint-every", "5", "--threads", "1",
             "--progress", "none"]}' | rmc submit -)
-CKPT="$DATA/files/users/1/jobs/$A/checkpoints/latest"
-for _ in $(seq 1 600); do [ -f "$CKPT" ] && break; sleep 0.1; done
-[ -f "$CKPT" ] || { rmc logs "$A"; fail "job $A wrote no checkpoint in 60s"; }
+for _ in $(seq 1 600); do [ -n "$(latest_checkpoint "$A")" ] && break; sleep 0.1; done
+[ -n "$(latest_checkpoint "$A")" ] || { rmc logs "$A"; fail "job $A uploaded no checkpoint in 60s"; }
 sleep 8  # B has now run >= 8 s without a checkpoint; A checkpoints every 5 steps (a fraction of a second)
 pass "job $B (no checkpoints) and training job $A (checkpointing) fill the 3 cpus"
 
