@@ -262,7 +262,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
         spdlog::info("agent: task {}: staging {} input files and {} checkpoint files", key, plan->inputs.size(),
                      plan->checkpoint.size());
       }
-      if (Status st = files_.Fetch(ref.task_id, ref.attempt, &*plan, stopped); !st.ok()) plan = st;
+      if (Status st = files_.Fetch(ref.task_id, ref.attempt, launch.identity.uid, &*plan, stopped); !st.ok()) plan = st;
     }
     if (plan.ok() || stopped()) break;
     const auto code = plan.status().code();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -37,7 +38,11 @@ std::deque<std::string> Split(const std::string& path) {
   return {parts.begin(), parts.end()};
 }
 
-Status RemoveContents(int dir, const std::string& shown, int depth) {
+// Removes what is in `dir`. A directory at kMaxDepth is not entered: it is
+// moved up into `top` (the tree's root, same filesystem) for a later round,
+// so a tree of any depth goes without a descriptor per level; *moved counts those.
+Status RemoveContents(int dir, const std::string& shown, int depth, int top, int* moved) {
+  static std::atomic<uint64_t> deep_names{0};
   if (depth > kMaxDepth) return ResourceExhausted(fmt::format("{}: deeper than {} directories; left in place", shown, kMaxDepth));
   std::vector<std::string> names;
   {
@@ -48,6 +53,7 @@ Status RemoveContents(int dir, const std::string& shown, int depth) {
       close(copy);
       return Internal(fmt::format("{}: {}", shown, Errno()));
     }
+    rewinddir(d);  // the copy shares the descriptor's position: an earlier round left it at the end
     while (dirent* e = readdir(d)) {
       if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
     }
@@ -58,6 +64,13 @@ Status RemoveContents(int dir, const std::string& shown, int depth) {
     struct stat st {};
     if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
+      if (depth >= kMaxDepth) {
+        const std::string up = fmt::format(".rm-deep-{}-{}", getpid(), ++deep_names);
+        if (renameat(dir, name.c_str(), top, up.c_str()) == 0) {
+          ++*moved;
+          continue;
+        }
+      }
       int sub = openat(dir, name.c_str(), kDirFlags);
       if (sub < 0 && errno == EACCES) {  // a non-root agent meeting its own mode-000 directory
         // Never through a symlink swapped in since the fstatat (glibc refuses
@@ -67,7 +80,7 @@ Status RemoveContents(int dir, const std::string& shown, int depth) {
       }
       if (sub >= 0) {
         UniqueFd owned(sub);
-        Status st_sub = RemoveContents(owned.get(), shown + "/" + name, depth + 1);
+        Status st_sub = RemoveContents(owned.get(), shown + "/" + name, depth + 1, top, moved);
         if (!st_sub.ok() && first.ok()) first = st_sub;
         if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0 && first.ok() && st_sub.ok()) {
           first = Internal(fmt::format("rmdir {}/{}: {}", shown, name, Errno()));
@@ -198,11 +211,16 @@ Status RemoveTree(int parent, const std::string& name) {
     return Internal(fmt::format("open {}: {}", name, Errno()));
   }
   UniqueFd dir(fd);
-  Status st = RemoveContents(dir.get(), name, 1);
-  if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT && st.ok()) {
-    return Internal(fmt::format("rmdir {}: {}", name, Errno()));
+  // Rounds: each removes what it can reach and moves what is deeper up to
+  // the top; one more takes what a race left (an entry swapped meanwhile).
+  for (int round = 0, idle = 0;; ++round) {
+    int moved = 0;
+    Status st = RemoveContents(dir.get(), name, 1, dir.get(), &moved);
+    if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::Ok();
+    const std::string why = Errno();
+    idle = moved ? 0 : idle + 1;
+    if (idle >= 3 || round >= 100000) return st.ok() ? Internal(fmt::format("rmdir {}: {}", name, why)) : st;
   }
-  return st;
 }
 
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid) {

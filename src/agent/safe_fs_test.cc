@@ -59,6 +59,25 @@ TEST_F(SafeFsTest, RemoveTreeRemovesPlantedSymlinksWithoutFollowingThem) {
   EXPECT_TRUE(RemoveTree(parent.get(), "never-there").ok());
 }
 
+TEST_F(SafeFsTest, RemoveTreeRemovesATreeOfAnyDepth) {
+  // 3,000 levels, as a task made them (beyond any descriptor-per-level walk).
+  UniqueFd cur = Open(dir_);
+  ASSERT_EQ(mkdirat(cur.get(), "sandbox", 0700), 0);
+  cur = UniqueFd(openat(cur.get(), "sandbox", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(mkdirat(cur.get(), "d", 0700), 0);
+    cur = UniqueFd(openat(cur.get(), "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(cur);
+  }
+  int leaf = openat(cur.get(), "leaf", O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(leaf, 0);
+  close(leaf);
+  UniqueFd parent = Open(dir_);
+  Status st = RemoveTree(parent.get(), "sandbox");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "sandbox")));
+}
+
 TEST_F(SafeFsTest, OpenOwnedRegularFileRefusesSymlinksFifosAndOtherUsersFiles) {
   Write(dir_ / "secret", "{\"token\": \"s3cret\"}\n");
   fs::create_directories(dir_ / "box");

@@ -116,13 +116,14 @@ StatusOr<StagePlan> TaskFiles::Plan(int64_t task_id, int attempt) const {
       if (Status st = files::ValidateKey(o); !st.ok()) throw std::runtime_error("a bad output path: " + st.message());
     }
   } catch (const std::exception& e) {
-    return Internal(fmt::format("task {}: a malformed staging plan: {}", task_id, e.what()));
+    return InvalidArgument(fmt::format("a malformed staging plan: {}", e.what()));
   }
   return plan;
 }
 
-Status TaskFiles::FetchOne(int64_t task_id, int attempt, StageEntry* e) const {
-  const std::string cache = options_.cache_dir;
+std::string TaskFiles::UserCache(uid_t uid) const { return fmt::format("{}/{}", options_.cache_dir, uid); }
+
+Status TaskFiles::FetchOne(int64_t task_id, int attempt, const std::string& cache, StageEntry* e) const {
   if (!e->sha256.empty()) {
     struct stat st {};
     if (stat((cache + "/" + e->sha256).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == e->size) {
@@ -174,11 +175,14 @@ Status TaskFiles::FetchOne(int64_t task_id, int attempt, StageEntry* e) const {
   return Status::Ok();
 }
 
-Status TaskFiles::Fetch(int64_t task_id, int attempt, StagePlan* plan, const std::function<bool()>& cancelled) const {
+Status TaskFiles::Fetch(int64_t task_id, int attempt, uid_t uid, StagePlan* plan,
+                        const std::function<bool()>& cancelled) const {
+  const std::string cache = UserCache(uid);
+  RM_RETURN_IF_ERROR(MakeDirs(cache, 0700));
   for (auto* list : {&plan->inputs, &plan->checkpoint}) {
     for (StageEntry& e : *list) {
       if (cancelled && cancelled()) return Aborted("stopped while staging");
-      RM_RETURN_IF_ERROR(FetchOne(task_id, attempt, &e));
+      RM_RETURN_IF_ERROR(FetchOne(task_id, attempt, cache, &e));
     }
   }
   return Status::Ok();
@@ -193,11 +197,14 @@ void TaskFiles::Evict() const {
   std::vector<Entry> entries;
   int64_t total = 0;
   std::error_code ec;
-  for (const auto& d : fs::directory_iterator(options_.cache_dir, ec)) {
-    struct stat st {};
-    if (lstat(d.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    entries.push_back({d.path().string(), st.st_mtim.tv_sec, st.st_size});
-    total += st.st_size;
+  for (const auto& user : fs::directory_iterator(options_.cache_dir, ec)) {
+    std::error_code ec2;
+    for (const auto& d : fs::directory_iterator(user.path(), ec2)) {
+      struct stat st {};
+      if (lstat(d.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      entries.push_back({d.path().string(), st.st_mtim.tv_sec, st.st_size});
+      total += st.st_size;
+    }
   }
   if (total <= options_.cache_bytes) return;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.mtime < b.mtime; });
@@ -210,8 +217,8 @@ void TaskFiles::Evict() const {
 }
 
 Status TaskFiles::Place(const StagePlan& plan, int work_fd, uid_t uid, gid_t gid) const {
-  UniqueFd cache(open(options_.cache_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!cache) return Internal(fmt::format("{}: {}", options_.cache_dir, Errno()));
+  UniqueFd cache(open(UserCache(uid).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cache) return Internal(fmt::format("{}: {}", UserCache(uid), Errno()));
   auto place = [&](const StageEntry& e, const std::string& to) -> Status {
     std::vector<std::string> parts = PathParts(to);
     if (parts.empty()) return InvalidArgument("an empty staging path");
@@ -251,6 +258,14 @@ StatusOr<UniqueFd> OpenWork(const TaskSandbox& box) {
 Status TaskFiles::UploadFd(int64_t task_id, int attempt, int fd, const std::string& key) const {
   struct stat st {};
   if (fstat(fd, &st) != 0) return Internal("stat: " + Errno());
+  if (st.st_size > (1 << 20)) {
+    // Asked first: a refusal (quota, size) sent while a large body is still
+    // being written reaches the writer as a broken connection, not as 413.
+    auto ask = api_->Upload(TaskUrl(task_id, attempt, key) + "&dry_run=1", 0,
+                            {{"X-Ringmaster-Size", std::to_string(st.st_size)}},
+                            [](uint64_t, char*, size_t) -> long { return 0; }, {std::chrono::seconds(60)});
+    if (!ask.ok()) return ask.status().Annotate("uploading " + key);
+  }
   auto res = api_->Upload(
       TaskUrl(task_id, attempt, key), static_cast<uint64_t>(st.st_size), {},
       [fd](uint64_t offset, char* buf, size_t n) -> long {
@@ -276,6 +291,7 @@ Status TaskFiles::UploadTree(int64_t task_id, int attempt, int dir_fd, uid_t uid
       close(copy);
       return Internal("opendir: " + Errno());
     }
+    rewinddir(d);  // the copy shares the descriptor's position
     // Every entry counts, files or not: a directory of a million FIFOs
     // costs the agent no more memory than the cap.
     while (dirent* e = readdir(d)) {

@@ -3,8 +3,8 @@
 // run, upload the results and the logs):
 //   before the task starts  the job's inputs and its latest checkpoint are
 //                           fetched into a node cache keyed by SHA-256 (each
-//                           verified as it arrives; shared by every task on
-//                           the node) and placed in the task's work directory;
+//                           verified as it arrives; one per task uid) and
+//                           placed in the task's work directory;
 //   while it runs           a new checkpoint (the directory `latest` names,
 //                           written node-locally) is uploaded, its files
 //                           first and `latest` last;
@@ -69,7 +69,10 @@ class TaskFiles {
   StatusOr<StagePlan> Plan(int64_t task_id, int attempt) const;
   // Every entry of the plan into the cache (fills in unknown SHA-256s);
   // Aborted as soon as `cancelled` says so, between files.
-  Status Fetch(int64_t task_id, int attempt, StagePlan* plan, const std::function<bool()>& cancelled = {}) const;
+  // Each task uid has a cache of its own (<cache>/<uid>/<sha256>): a link
+  // count shared between users would tell one what another has staged.
+  Status Fetch(int64_t task_id, int attempt, uid_t uid, StagePlan* plan,
+               const std::function<bool()>& cancelled = {}) const;
   // Places the plan's entries in the task's work directory (`work_fd`, made
   // for uid:gid): inputs at their `to`, the checkpoint under checkpoints/.
   Status Place(const StagePlan& plan, int work_fd, uid_t uid, gid_t gid) const;
@@ -87,7 +90,8 @@ class TaskFiles {
 
  private:
   std::string TaskUrl(int64_t task_id, int attempt, const std::string& key) const;
-  Status FetchOne(int64_t task_id, int attempt, StageEntry* e) const;
+  std::string UserCache(uid_t uid) const;
+  Status FetchOne(int64_t task_id, int attempt, const std::string& cache, StageEntry* e) const;
   Status UploadFd(int64_t task_id, int attempt, int fd, const std::string& key) const;
   Status UploadTree(int64_t task_id, int attempt, int dir_fd, uid_t uid, const std::string& key_prefix, int depth,
                     UploadCount* count) const;

@@ -3,6 +3,7 @@
 // commands of the REST API in commands.cc; how the CLI finds the server and
 // its token in connect.cc. Errors print one line to stderr and exit 2; `wait`
 // exits 1 when the job failed or was cancelled.
+#include <csignal>
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -260,4 +261,10 @@ int Main(int argc, char** argv) {
 
 }  // namespace ringmaster::cli
 
-int main(int argc, char** argv) { return ringmaster::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A peer that closes its socket (a server answering 413 before reading a
+  // whole upload, a reader of `files cat` that stops) is an error to handle,
+  // never a signal that ends the process: the server and agent included.
+  std::signal(SIGPIPE, SIG_IGN);
+  return ringmaster::cli::Main(argc, argv);
+}

@@ -414,7 +414,8 @@ Status ListInput(Api& api, const std::string& from, size_t limit, std::vector<fi
     RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(from + "/", after, 1000));
     for (auto& o : page.objects) {
       if (out->size() >= limit) {
-        return ResourceExhausted(fmt::format("{}: more than {} files to stage; pack them into one archive", from, limit));
+        return ResourceExhausted(fmt::format("{}: more files than a task may stage ({} in all, over every input); "
+                                             "pack them into one archive", from, kMaxStagedFiles));
       }
       if (o.sha256.empty()) {  // S3 listings carry no metadata: ask each object
         auto h = api.files->Head(o.key);

@@ -27,11 +27,13 @@ namespace {
 
 std::string ExitReason(const TaskReport& r) {
   if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
+  // What the agent adds (e.g. outputs it could not upload) follows the exit.
+  const std::string more = r.message.empty() ? "" : "; " + r.message;
   if (r.signal != 0) {
     const char* name = sigabbrev_np(r.signal);
-    return fmt::format("killed by signal {}{}", r.signal, name ? fmt::format(" (SIG{})", name) : "");
+    return fmt::format("killed by signal {}{}{}", r.signal, name ? fmt::format(" (SIG{})", name) : "", more);
   }
-  return fmt::format("exit code {}", r.exit_code);
+  return fmt::format("exit code {}{}", r.exit_code, more);
 }
 
 }  // namespace

@@ -647,6 +647,9 @@ StatusOr<std::string> SpecReader::RelativePath(std::string path, const std::stri
     if (seg.empty() || seg == "." || seg == "..") return bad("holds an empty, \".\" or \"..\" segment");
     start = slash + 1;
   }
+  // The rules of a files path too (no control characters, segments of at
+  // most 250 bytes): outputs are uploaded under their names.
+  if (Status st = files::ValidateKey(path); !st.ok()) return InvalidArgument(fmt::format("{}: {}", field, st.message()));
   return path;
 }
 

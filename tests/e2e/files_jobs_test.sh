@@ -40,6 +40,20 @@ GOT=$(rmc files ls "jobs/$OUT/outputs/" | awk '{print $NF}' | sort | tr '\n' ' '
 [ "$(rmc files cat "jobs/$OUT/outputs/ok.txt")" = kept ] || fail "ok.txt is not what the task wrote"
 pass "a failed task's outputs were uploaded (ok.txt, extra/r.txt), and nothing it planted (symlink, FIFO, root's file)"
 
+# Outputs over the owner's quota: refused (413, asked before the body goes),
+# the job fails saying so, and the agent lives on (a found crash: SIGPIPE).
+rmc users create alice > /dev/null 2>&1
+ALICE=$(rmc tokens create --user alice)
+rmc users quota alice 1Mi > /dev/null
+BIG=$(jq -n '{name: "big-out", node_selector: {zone: "b"}, resources: {cpu: 0.1, memory: "16Mi"},
+  command: "head -c 3000000 /dev/urandom > outputs/big.bin"}' | RINGMASTER_TOKEN=$ALICE rmc submit --no-workdir -)
+RINGMASTER_TOKEN=$ALICE rmc wait "$BIG" --timeout 60 > /dev/null 2>&1 || true
+REASON=$(RINGMASTER_TOKEN=$ALICE rmc show "$BIG" --json | jq -r .reason)
+grep -q "outputs not uploaded: .*quota" <<<"$REASON" || fail "job $BIG over quota: $REASON"
+kill -0 "${AGENT_PID[node-b]}" || fail "agent node-b died uploading over-quota outputs"
+[ -z "$(RINGMASTER_TOKEN=$ALICE rmc files ls "jobs/$BIG/outputs/" 2>/dev/null)" ] || fail "part of job $BIG's outputs was stored"
+pass "outputs over quota: job $BIG failed with \"$REASON\", nothing stored, the agent runs on"
+
 # node-a keeps one cpu busy, so the two ranks land on different nodes.
 BLOCKER=$(jq -n '{name: "blocker", node_selector: {zone: "a"}, resources: {cpu: 1, memory: "16Mi"}, command: "sleep 600"}' |
   rmc submit --no-workdir -)
@@ -57,8 +71,8 @@ NODE0=$(jq -r '.tasks[] | select(.rank == 0) | .node' <<<"$SHOW")
 NODE1=$(jq -r '.tasks[] | select(.rank == 1) | .node' <<<"$SHOW")
 [ "$NODE0" != "$NODE1" ] || fail "both ranks of job $ID run on $NODE0"
 grep -q "task [0-9.]*: staging 4 input files" "$DATA/agent-$NODE1.log" || fail "$NODE1 did not stage the inputs"
-[ "$(find "$DATA/agent-$NODE1/cache" -maxdepth 1 -type f -name '[0-9a-f]*' | wc -l)" = 4 ] ||
-  fail "$NODE1's input cache does not hold the 4 files by SHA-256"
+[ "$(find "$DATA/agent-$NODE1/cache/200001" -maxdepth 1 -type f -name '[0-9a-f]*' | wc -l)" = 4 ] ||
+  fail "$NODE1's input cache for uid 200001 (admin's tasks) does not hold the 4 files by SHA-256"
 [ ! -e "$DATA/files" ] || fail "the server keeps a files tree tasks write to"
 rmc files ls "jobs/$ID/checkpoints/$BEFORE/" | grep -q model.pt || fail "checkpoint $BEFORE has no model.pt in the store"
 pass "job $ID: rank 0 on $NODE0, rank 1 on $NODE1, inputs staged from datasets/fashion-mnist, $BEFORE uploaded"
