@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -145,7 +146,12 @@ class S3Writer : public BlobWriter {
   uint64_t bytes_written() const override { return written_; }
 
  private:
-  Status UploadPart(std::string_view part);
+  // Starts uploading the full buffer as the next part in the background,
+  // once the part before it is done: the client's next 8 MiB arrive while
+  // this one goes to S3 (two parts of memory per upload at most).
+  Status StartPart();
+  Status StartUpload();
+  Status WaitPart();
 
   S3Store* store_;
   std::string key_;
@@ -154,7 +160,8 @@ class S3Writer : public BlobWriter {
   Sha256 hash_;
   uint64_t written_ = 0;
   std::string upload_id_;
-  std::vector<std::pair<int, std::string>> parts_;  // (number, etag)
+  std::vector<std::pair<int, std::string>> parts_;  // (number, etag); an etag filled in by inflight_
+  std::future<Status> inflight_;                    // the part being uploaded, if any
   bool done_ = false;
 };
 
@@ -432,30 +439,47 @@ Status S3Writer::Write(std::string_view data) {
     buffer_.append(data.substr(0, take));
     data.remove_prefix(take);
     if (buffer_.size() == part) {
-      if (Status s = UploadPart(buffer_); !s.ok()) {
+      if (Status s = StartPart(); !s.ok()) {
         Abort();
         return s;
       }
-      buffer_.clear();
     }
   }
   return Status::Ok();
 }
 
-Status S3Writer::UploadPart(std::string_view part) {
-  if (upload_id_.empty()) {
-    std::map<std::string, std::string> extra;
-    if (!options_.expected_sha256.empty()) extra["x-amz-meta-sha256"] = options_.expected_sha256;
-    RM_ASSIGN_OR_RETURN(Response r, store_->Do(http::verb::post, store_->ObjectPath(key_), {{"uploads", ""}}, extra, ""));
-    if (r.status != 200) return store_->ErrorFor(r, "start uploading " + key_);
-    upload_id_ = XmlFirst(r.body, "UploadId");
-    if (upload_id_.empty()) return Unavailable(store_->Where() + ": no UploadId in the answer to starting " + key_);
-  }
-  int number = static_cast<int>(parts_.size()) + 1;
-  RM_ASSIGN_OR_RETURN(Response r, store_->Do(http::verb::put, store_->ObjectPath(key_),
-                                             {{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}}, {}, part));
-  if (r.status != 200) return store_->ErrorFor(r, fmt::format("upload part {} of {}", number, key_));
-  parts_.emplace_back(number, std::string(r.headers[http::field::etag]));
+Status S3Writer::StartUpload() {
+  if (!upload_id_.empty()) return Status::Ok();
+  std::map<std::string, std::string> extra;
+  if (!options_.expected_sha256.empty()) extra["x-amz-meta-sha256"] = options_.expected_sha256;
+  RM_ASSIGN_OR_RETURN(Response r, store_->Do(http::verb::post, store_->ObjectPath(key_), {{"uploads", ""}}, extra, ""));
+  if (r.status != 200) return store_->ErrorFor(r, "start uploading " + key_);
+  upload_id_ = XmlFirst(r.body, "UploadId");
+  if (upload_id_.empty()) return Unavailable(store_->Where() + ": no UploadId in the answer to starting " + key_);
+  return Status::Ok();
+}
+
+Status S3Writer::WaitPart() {
+  if (!inflight_.valid()) return Status::Ok();
+  return inflight_.get();
+}
+
+Status S3Writer::StartPart() {
+  RM_RETURN_IF_ERROR(StartUpload());
+  RM_RETURN_IF_ERROR(WaitPart());  // before parts_ grows: the thread writes its own entry
+  const int number = static_cast<int>(parts_.size()) + 1;
+  parts_.emplace_back(number, "");
+  std::string* etag = &parts_.back().second;  // stable until the next StartPart, which waits first
+  std::string body = std::move(buffer_);
+  buffer_ = std::string();
+  buffer_.reserve(body.size());
+  inflight_ = std::async(std::launch::async, [this, number, etag, body = std::move(body)]() -> Status {
+    RM_ASSIGN_OR_RETURN(Response r, store_->Do(http::verb::put, store_->ObjectPath(key_),
+                                               {{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}}, {}, body));
+    if (r.status != 200) return store_->ErrorFor(r, fmt::format("upload part {} of {}", number, key_));
+    *etag = std::string(r.headers[http::field::etag]);
+    return Status::Ok();
+  });
   return Status::Ok();
 }
 
@@ -475,12 +499,11 @@ StatusOr<ObjectInfo> S3Writer::Commit() {
     buffer_.clear();
     if (r.status != 200) return store_->ErrorFor(r, "store " + key_);
   } else {
-    if (!buffer_.empty()) {
-      if (Status s = UploadPart(buffer_); !s.ok()) {
-        Abort();
-        return s;
-      }
-      buffer_.clear();
+    Status last = buffer_.empty() ? Status::Ok() : StartPart();
+    if (Status w = WaitPart(); last.ok()) last = w;
+    if (!last.ok()) {
+      Abort();
+      return last;
     }
     std::string xml = "<CompleteMultipartUpload>";
     for (const auto& [number, etag] : parts_) {
@@ -517,6 +540,7 @@ StatusOr<ObjectInfo> S3Writer::Commit() {
 
 void S3Writer::Abort() {
   done_ = true;
+  (void)WaitPart();  // the part in flight uses this writer
   buffer_.clear();
   buffer_.shrink_to_fit();
   if (!upload_id_.empty()) {
