@@ -11,7 +11,7 @@
 #     other agent and succeeds.
 source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; each agent stages it for its tasks
-trap 'rc=$?; stop_agents; (exit $rc); cleanup' EXIT
+trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 
 start_server
 start_agent node-a 32200-32249 "$SANDBOXES"

@@ -14,7 +14,7 @@
 #     download from jobs/<id>/.
 source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"
-trap 'rc=$?; stop_agents; (exit $rc); cleanup' EXIT
+trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 
 start_server
 for node in node-a node-b; do mkdir -p -m 0711 "$DATA/sandboxes-$node"; done

@@ -22,7 +22,7 @@ for _ in $(seq 1 100); do
   FOLLOWERS+=($!)
 done
 stop_followers() { kill "${FOLLOWERS[@]}" 2>/dev/null || true; wait "${FOLLOWERS[@]}" 2>/dev/null || true; }
-trap 'rc=$?; stop_followers; (exit $rc); cleanup' EXIT
+trap 'rc=$?; set +e; stop_followers; (exit $rc); cleanup' EXIT
 STARTED=$SECONDS
 probe() { curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "Authorization: Bearer $ALICE" "$URL/api/v1/jobs/$NEVER/logs?follow=1"; }
 for _ in $(seq 1 60); do  # until all 100 are connected and the 101st is refused

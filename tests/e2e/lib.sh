@@ -60,6 +60,7 @@ kill_tasks() {
 
 cleanup() {
   local rc=$?
+  set +e  # everything below runs, whatever fails
   stop_up
   kill_tasks
   if [ $rc -ne 0 ] && [ -f "$DATA/up.log" ]; then
@@ -74,7 +75,7 @@ trap cleanup EXIT
 
 # A cluster of a standalone server and agents with data dirs of their own
 # (fault_test, files_jobs_test). Tests that use it end with
-#   trap 'rc=$?; stop_agents; (exit $rc); cleanup' EXIT
+#   trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 declare -A AGENT_PID
 start_server() {
   "$RM" server --data "$DATA" --port 0 >> "$DATA/server.log" 2>&1 &
@@ -98,12 +99,20 @@ await_nodes() {
   for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = "$1" ] && break; sleep 0.1; done
   [ "$(rmc nodes | grep -c ' ready ')" = "$1" ] || { rmc nodes; fail "$1 agents did not register"; }
 }
+# Always succeeds: it runs in EXIT traps, where a failing command under
+# `set -e` would end the trap before `cleanup` stops the server.
 stop_agents() {
   local n
   for n in "${!AGENT_PID[@]}"; do
-    kill -0 "${AGENT_PID[$n]}" 2>/dev/null && { kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null || true; }
+    if kill -0 "${AGENT_PID[$n]}" 2>/dev/null; then
+      kill -TERM "${AGENT_PID[$n]}"
+      wait "${AGENT_PID[$n]}" 2>/dev/null || true
+    fi
   done
-  for n in "$DATA"/agent-*/; do [ -d "$n" ] && kill_tasks "${n%/}"; done
+  for n in "$DATA"/agent-*/; do
+    if [ -d "$n" ]; then kill_tasks "${n%/}"; fi
+  done
+  return 0
 }
 
 # stage_tool FILE [SUBDIR]: copies a test-only tool (a benchmark binary, an

@@ -8,7 +8,7 @@ AGENT_PID=""
 stop_agent() {
   if [ -n "$AGENT_PID" ] && kill -0 "$AGENT_PID" 2>/dev/null; then kill -TERM "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true; fi
 }
-trap 'rc=$?; stop_agent; (exit $rc); cleanup' EXIT
+trap 'rc=$?; set +e; stop_agent; (exit $rc); cleanup' EXIT
 
 start_server() {  # start_server PORT
   "$RM" server --data "$DATA" --port "$1" >> "$DATA/server.log" 2>&1 &
