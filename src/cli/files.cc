@@ -307,6 +307,21 @@ int FilesRm(const Connection& c, const std::string& remote_in, bool recursive) {
   return 0;
 }
 
+int FilesReconcile(const Connection& c) {
+  auto api = Connect(c);
+  json r = Must(api.Post("/api/v1/files/reconcile", json::object(), {std::chrono::seconds(3600)}));
+  int changed = 0;
+  for (const json& u : r["users"]) {
+    const int64_t before = u["before"], after = u["after"];
+    if (before == after) continue;
+    ++changed;
+    std::cout << fmt::format("{}\t{} -> {}\n", u["user"].get<std::string>(), Human(static_cast<double>(before)),
+                             Human(static_cast<double>(after)));
+  }
+  std::cerr << fmt::format("{} users' usage checked against the store, {} corrected\n", r["users"].size(), changed);
+  return 0;
+}
+
 int FilesDu(const Connection& c, const std::string& prefix_in) {
   auto api = Connect(c);
   std::string prefix = prefix_in.empty() ? Remote(api, "") : Remote(api, prefix_in);

@@ -16,5 +16,7 @@ int FilesCat(const Connection& c, const std::string& remote);
 int FilesRm(const Connection& c, const std::string& remote, bool recursive);
 // Bytes and files under a prefix.
 int FilesDu(const Connection& c, const std::string& prefix);
+// Admin: recounts every user's file usage from the store.
+int FilesReconcile(const Connection& c);
 
 }  // namespace ringmaster::cli

@@ -153,6 +153,8 @@ int Main(int argc, char** argv) {
   files_cat->add_option("remote", file_a, "file")->required();
   auto* files_du = files->add_subcommand("du", "bytes and files under a prefix");
   files_du->add_option("prefix", file_a, "prefix (default: users/<you>/)");
+  auto* files_reconcile = files->add_subcommand(
+      "reconcile", "admin: recount every user's file usage (quotas) from what the store holds");
 
   auto* cancel = app.add_subcommand("cancel", "cancel a job and wait until its tasks are gone");
   bool no_wait = false;
@@ -237,6 +239,7 @@ int Main(int argc, char** argv) {
   if (*files_rm) return FilesRm(conn, file_a, recursive);
   if (*files_cat) return FilesCat(conn, file_a);
   if (*files_du) return FilesDu(conn, file_a);
+  if (*files_reconcile) return FilesReconcile(conn);
   if (*logs) return Logs(conn, job_id, follow, rank);
   if (*wait) return Wait(conn, job_id, timeout_s, false);
 

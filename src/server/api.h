@@ -109,5 +109,8 @@ Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes
 // back to the job owner's quota (a job being deleted).
 Status DeleteJobFiles(Api& api, const store::Job& job);
+// Sets each user's file usage to what the store holds under users/<name>/ and
+// their jobs' jobs/<id>/; [{"user", "before", "after"}].
+StatusOr<nlohmann::json> ReconcileFileUsage(Api& api);
 
 }  // namespace ringmaster::server

@@ -9,6 +9,7 @@
 // jobs/<id>/ count against their owner's byte quota (datasets/ count against
 // nobody's); an upload that would exceed it answers 413 and stores nothing.
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -586,6 +587,44 @@ void AddAgentFileRoutes(Api& api) {
                   });
 }
 
+namespace {
+
+// Bytes under `prefix`, every page of it.
+StatusOr<int64_t> BytesUnder(Api& api, const std::string& prefix) {
+  int64_t bytes = 0;
+  std::string after;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(prefix, after, 1000));
+    for (const auto& o : page.objects) bytes += static_cast<int64_t>(o.size);
+    if (!page.next_after) return bytes;
+    after = *page.next_after;
+  }
+}
+
+}  // namespace
+
+StatusOr<nlohmann::json> ReconcileFileUsage(Api& api) {
+  json out = json::array();
+  RM_ASSIGN_OR_RETURN(auto users, api.store->ListUsers());
+  for (const store::User& u : users) {
+    // The user's uploads wait meanwhile: the count and the store agree when it is set.
+    std::lock_guard<std::mutex> lock(api.FileUsageLock(u.id));
+    RM_ASSIGN_OR_RETURN(store::User now, api.store->GetUser(u.id));
+    RM_ASSIGN_OR_RETURN(int64_t bytes, BytesUnder(api, "users/" + u.name + "/"));
+    RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(u.id, std::numeric_limits<int>::max()));
+    for (const store::Job& j : jobs) {
+      RM_ASSIGN_OR_RETURN(int64_t in_job, BytesUnder(api, fmt::format("jobs/{}/", j.id)));
+      bytes += in_job;
+    }
+    if (bytes != now.file_bytes) {
+      RM_RETURN_IF_ERROR(api.store->SetUserFileBytes(u.id, bytes));
+      spdlog::warn("files: usage of user {} was {} bytes, the store holds {}: corrected", u.name, now.file_bytes, bytes);
+    }
+    out.push_back({{"user", u.name}, {"before", now.file_bytes}, {"after", bytes}});
+  }
+  return out;
+}
+
 Status DeleteJobFiles(Api& api, const store::Job& job) {
   const std::string prefix = fmt::format("jobs/{}/", job.id);
   std::lock_guard<std::mutex> lock(api.FileUsageLock(job.user_id));
@@ -633,6 +672,14 @@ void AddFileRoutes(Api& api) {
                     return Reply{200, {{"path", key}, {"deleted", true}}};
                   }));
   http::RouteOptions admin{api.limits.max_body_bytes, http::Pool::kApi, true, access::kAdmin};
+  // Recounts every user's usage from what the store holds (after a crash
+  // between an object's commit and its count, or a store changed by hand).
+  api.http->Route("POST", "/api/v1/files/reconcile", admin,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(json users, ReconcileFileUsage(api));
+                    api.auth->Audit(req, c.user.name, "files.reconcile", "all users", "ok", "");
+                    return Reply{200, {{"users", users}}};
+                  }));
   api.http->Route("PUT", "/api/v1/users/{name}/quota", admin,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(json b, BodyObject(req));

@@ -519,3 +519,37 @@ TEST_F(FilesApiTest, AgentsStageAndUploadOnlyTheirOwnTasksFiles) {
 
 }  // namespace
 }  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// Usage that drifted from the store (a crash between an object's commit and
+// its count, or a store changed behind the server's back) is recounted.
+TEST_F(FilesApiTest, ReconcileRecountsUsageFromTheStore) {
+  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
+  ServerOptions o;
+  o.files = fake;
+  Start(o);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/a", alice_, std::string(1000, 'a')), 201);
+  ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/b", alice_, std::string(500, 'b')), 201);
+  ASSERT_TRUE(fake->Delete("users/alice/a").ok());  // behind the server's back
+  auto usage = [&] { return json::parse(Do("GET", "/api/v1/whoami", alice_)->body)["files"]["bytes"].get<int64_t>(); };
+  EXPECT_EQ(usage(), 1500);
+  EXPECT_EQ(Code("POST", "/api/v1/files/reconcile", alice_, "{}"), 403);  // admins only
+  auto r = Do("POST", "/api/v1/files/reconcile", admin_, "{}");
+  ASSERT_EQ(r->status, 200) << r->body;
+  bool seen = false;
+  const json answer = json::parse(r->body);
+  for (const auto& u : answer["users"]) {
+    if (u["user"] == "alice") {
+      seen = true;
+      EXPECT_EQ(u["before"], 1500);
+      EXPECT_EQ(u["after"], 500);
+    }
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(usage(), 500);
+}
+
+}  // namespace
+}  // namespace ringmaster::server

@@ -154,6 +154,8 @@ class MetaStore {
   virtual Status SetUserFileQuota(int64_t id, int64_t bytes) = 0;
   // Adds `delta` (negative: subtracts) to the user's file bytes, never below 0.
   virtual Status AddUserFileBytes(int64_t id, int64_t delta) = 0;
+  // Sets them outright (a reconciling scan of the store).
+  virtual Status SetUserFileBytes(int64_t id, int64_t bytes) = 0;
 
   virtual StatusOr<int64_t> CreateToken(const Token& token) = 0;
   virtual StatusOr<Token> GetToken(int64_t id) = 0;

@@ -532,6 +532,13 @@ class SqliteMetaStore final : public MetaStore {
     return StepOne(s, "user " + std::to_string(id));
   }
 
+  Status SetUserFileBytes(int64_t id, int64_t bytes) override {
+    Lock l(mu_);
+    Stmt s(db_, "UPDATE users SET file_bytes=? WHERE id=?");
+    s.Bind(bytes).Bind(id);
+    return StepOne(s, "user " + std::to_string(id));
+  }
+
   StatusOr<int64_t> CreateToken(const Token& t) override {
     Lock l(mu_);
     Stmt s(db_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node) VALUES (?,?,?,?,?,?)");
