@@ -517,19 +517,39 @@ StatusOr<json> StagePlan(Api& api, const AgentTaskFiles& f) {
 }  // namespace
 
 Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
+  size_t files = 0;  // to stage, all inputs together: refused now rather than at every start
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::string& from = spec.inputs[i].from;
     const std::string field = fmt::format("inputs[{}].from", i);
     Status st = CheckInputAccess(api, c, from);
     if (st.ok()) {
       auto head = api.files->Head(from);
-      if (head.ok()) continue;
+      if (head.ok()) {
+        ++files;
+        continue;
+      }
       st = head.status();
       if (st.code() == StatusCode::kNotFound) {
-        auto page = api.files->List(from + "/", "", 1);
-        st = !page.ok() ? page.status()
-             : page->objects.empty() ? NotFound(fmt::format("{}: no such file or directory in the files store", from))
-                                     : Status::Ok();
+        // Counted a page at a time, at most one past the limit.
+        std::string after;
+        size_t here = 0;
+        while (st.code() == StatusCode::kNotFound || st.ok()) {
+          auto page = api.files->List(from + "/", after, 1000);
+          if (!page.ok()) {
+            st = page.status();
+            break;
+          }
+          here += page->objects.size();
+          st = Status::Ok();
+          if (!page->next_after || files + here > kMaxStagedFiles) break;
+          after = *page->next_after;
+        }
+        if (st.ok() && here == 0) st = NotFound(fmt::format("{}: no such file or directory in the files store", from));
+        files += here;
+        if (st.ok() && files > kMaxStagedFiles) {
+          return InvalidArgument(fmt::format("{}: more than {} files to stage over all inputs; pack them into one archive",
+                                             field, kMaxStagedFiles));
+        }
       }
     }
     if (!st.ok()) {

@@ -553,3 +553,28 @@ TEST_F(FilesApiTest, ReconcileRecountsUsageFromTheStore) {
 
 }  // namespace
 }  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// A task stages at most 10,000 files: a job that would stage more is refused
+// at submit, naming the input, not at every start of its tasks.
+TEST_F(FilesApiTest, AJobWithTooManyFilesToStageIsRefusedAtSubmit) {
+  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
+  ServerOptions o;
+  o.files = fake;
+  Start(o);
+  for (int i = 0; i < 6000; ++i) {
+    for (const char* dir : {"datasets/a/", "datasets/b/"}) {
+      auto w = fake->Create(dir + std::to_string(i), {});
+      ASSERT_TRUE(w.ok() && (*w)->Commit().ok());
+    }
+  }
+  EXPECT_EQ(Code("POST", "/api/v1/jobs", alice_, R"({"command": "x", "inputs": ["datasets/a"]})"), 201);
+  auto r = Do("POST", "/api/v1/jobs", alice_, R"({"command": "x", "inputs": ["datasets/a", "datasets/b"]})");
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("inputs[1].from: more than 10000 files to stage over all inputs"), std::string::npos) << r->body;
+}
+
+}  // namespace
+}  // namespace ringmaster::server
