@@ -56,6 +56,9 @@ struct Api {
   http::Server* http = nullptr;
   Clock* clock = nullptr;
   ApiLimits limits;
+  // Called after a job's checkpoints/latest is written (the server prunes
+  // the job's old checkpoints from it, in the background).
+  std::function<void(int64_t job_id)> on_checkpoint;
   FollowerCount followers;        // log streams
   FollowerCount metrics_readers;  // metrics reads in progress
   // Quota checks and usage updates of one user's files happen one at a time.

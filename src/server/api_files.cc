@@ -257,7 +257,9 @@ class Upload : public std::enable_shared_from_this<Upload> {
   void NoteCheckpoint(const std::string& key, int64_t mtime_ms) {
     const auto seg = Segments(key);
     if (seg.size() == 4 && seg[0] == "jobs" && JobId(seg[1]) && seg[2] == "checkpoints" && seg[3] == "latest") {
-      api_.jobs->NoteCheckpoint(std::stoll(std::string(seg[1])), mtime_ms);
+      const int64_t job = std::stoll(std::string(seg[1]));
+      api_.jobs->NoteCheckpoint(job, mtime_ms);
+      if (api_.on_checkpoint) api_.on_checkpoint(job);
     }
   }
 

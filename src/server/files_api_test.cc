@@ -496,6 +496,23 @@ TEST_F(FilesApiTest, AgentsStageAndUploadOnlyTheirOwnTasksFiles) {
   EXPECT_EQ(p["checkpoint"][1]["to"], "latest");
   EXPECT_EQ(Body(files + fmt::format("/jobs/{}/checkpoints/ckpt-5/model.pt", job) + q, a), "weights");
 
+  // Old checkpoints go, the newest 3 (keep_checkpoints' default) stay.
+  for (int step : {6, 7, 8}) {
+    ASSERT_EQ(Code("PUT", files + fmt::format("/jobs/{}/checkpoints/ckpt-{}/model.pt", job, step) + q, a, "w"), 201);
+    ASSERT_EQ(Code("PUT", files + fmt::format("/jobs/{}/checkpoints/latest", job) + q, a, fmt::format("ckpt-{}\n", step)), 201);
+  }
+  const std::string list = fmt::format("/api/v1/files?prefix=jobs/{}/checkpoints/", job);
+  std::string kept;
+  for (int i = 0; i < 500; ++i) {  // a hang guard: the pruning runs in the background
+    kept.clear();
+    const json listing = json::parse(Do("GET", list, alice_)->body);
+    for (const auto& f : listing["files"]) kept += f["path"].get<std::string>() + " ";
+    if (kept.find("ckpt-5") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(kept, fmt::format("jobs/{0}/checkpoints/ckpt-6/model.pt jobs/{0}/checkpoints/ckpt-7/model.pt "
+                              "jobs/{0}/checkpoints/ckpt-8/model.pt jobs/{0}/checkpoints/latest ", job));
+
   // When the job ends, its task's log is archived among its files.
   const int64_t task_id = task["task_id"];
   const int attempt = task["attempt"];

@@ -429,7 +429,7 @@ Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
 StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
-                                          "max_restarts", "priority", "time_limit", "node_selector", "working_dir",
+                                          "max_restarts", "priority", "time_limit", "node_selector", "working_dir", "keep_checkpoints",
                                           "inputs", "outputs"}));
   JobSpec spec;
   if (root["name"]) {
@@ -518,6 +518,10 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   }
   if (spec.kind == "dev" && spec.replicas != 1) {
     return InvalidArgument(fmt::format("replicas: a dev job has exactly 1 replica, got {}", spec.replicas));
+  }
+  if (root["keep_checkpoints"]) {
+    RM_ASSIGN_OR_RETURN(int64_t k, GetInt(root["keep_checkpoints"], "keep_checkpoints", 0, 1000));
+    spec.keep_checkpoints = static_cast<int>(k);
   }
   if (root["max_restarts"]) {
     RM_ASSIGN_OR_RETURN(int64_t r, GetInt(root["max_restarts"], "max_restarts", 0, kMaxRestarts));
@@ -734,7 +738,8 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   nlohmann::json j = {{"name", s.name},           {"kind", s.kind},
                       {"command", s.command},     {"env", s.env},
                       {"resources", resources},   {"replicas", s.replicas},
-                      {"max_restarts", s.max_restarts}, {"priority", s.priority}};
+                      {"max_restarts", s.max_restarts}, {"priority", s.priority},
+                      {"keep_checkpoints", s.keep_checkpoints}};
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
@@ -778,6 +783,7 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
       s.max_replicas = StoredInt<int>(j["elastic"], "max", s.replicas);
     }
     s.max_restarts = StoredInt<int>(j, "max_restarts", 0);
+    s.keep_checkpoints = StoredInt<int>(j, "keep_checkpoints", 3);
     s.priority = StoredInt<int>(j, "priority", 0);
     s.working_dir = j.value("working_dir", "");
     s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});

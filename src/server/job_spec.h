@@ -60,6 +60,9 @@ struct JobSpec {
   // when the task ends, whether it succeeded or not (a leading "outputs/" is
   // dropped: outputs/a.csv lands at jobs/<id>/outputs/a.csv).
   std::vector<std::string> outputs = {"outputs"};
+  // Checkpoint directories kept in jobs/<id>/checkpoints/: the newest N (and
+  // always the one `latest` names); older ones are deleted. 0 = keep all.
+  int keep_checkpoints = 3;
 
   bool operator==(const JobSpec&) const = default;
 };

@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <vector>
 #include <set>
 #include <utility>
 
@@ -39,23 +42,88 @@ void LogArchiver::Stop() {
 void LogArchiver::Enqueue(int64_t job_id) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    queue_.push_back(job_id);
+    queue_.push_back({false, job_id});
   }
   cv_.notify_one();
 }
 
+void LogArchiver::EnqueuePrune(int64_t job_id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    // One pending prune per job is enough: it looks at the store when it runs.
+    for (const auto& q : queue_) {
+      if (q.first && q.second == job_id) return;
+    }
+    queue_.push_back({true, job_id});
+  }
+  cv_.notify_one();
+}
+
+Status LogArchiver::PruneCheckpoints(int64_t job_id) {
+  auto job = api_->store->GetJob(job_id);
+  if (!job.ok()) return job.status().code() == StatusCode::kNotFound ? Status::Ok() : job.status();
+  RM_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(job->spec_json));
+  if (spec.keep_checkpoints <= 0) return Status::Ok();
+  const std::string prefix = fmt::format("jobs/{}/checkpoints/", job_id);
+  std::string latest;
+  if (auto r = api_->files->Open(prefix + "latest", {}); r.ok()) {
+    char buf[512];
+    auto n = (*r)->Read(buf, sizeof buf);
+    if (n.ok()) latest.assign(buf, *n);
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ' || latest.back() == '\r')) latest.pop_back();
+  }
+  // Each directory: its files and its newest time.
+  std::map<std::string, std::pair<int64_t, std::vector<files::ObjectInfo>>> dirs;
+  std::string after;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api_->files->List(prefix, after, 1000));
+    for (auto& o : page.objects) {
+      const std::string rest = o.key.substr(prefix.size());
+      const size_t slash = rest.find('/');
+      if (slash == std::string::npos) continue;  // latest, or a file of the user's
+      auto& d = dirs[rest.substr(0, slash)];
+      d.first = std::max(d.first, o.mtime_ms);
+      d.second.push_back(std::move(o));
+    }
+    if (!page.next_after) break;
+    after = *page.next_after;
+  }
+  if (dirs.size() <= static_cast<size_t>(spec.keep_checkpoints)) return Status::Ok();
+  std::vector<std::pair<int64_t, std::string>> by_time;
+  for (const auto& [name, d] : dirs) by_time.push_back({d.first, name});
+  std::sort(by_time.rbegin(), by_time.rend());  // newest first
+  std::lock_guard<std::mutex> lock(api_->FileUsageLock(job->user_id));
+  int64_t freed = 0;
+  size_t removed = 0;
+  for (size_t i = static_cast<size_t>(spec.keep_checkpoints); i < by_time.size(); ++i) {
+    if (by_time[i].second == latest) continue;  // what a restart resumes from stays, however old
+    for (const auto& o : dirs[by_time[i].second].second) {
+      Status st = api_->files->Delete(o.key);
+      if (st.ok()) freed += static_cast<int64_t>(o.size);
+      if (!st.ok() && st.code() != StatusCode::kNotFound) {
+        (void)api_->store->AddUserFileBytes(job->user_id, -freed);
+        return st;
+      }
+    }
+    ++removed;
+  }
+  if (removed) spdlog::info("files: job {}: {} old checkpoints deleted ({} bytes), {} kept", job_id, removed, freed, spec.keep_checkpoints);
+  return freed ? api_->store->AddUserFileBytes(job->user_id, -freed) : Status::Ok();
+}
+
 void LogArchiver::Loop() {
   while (true) {
-    int64_t id = 0;
+    std::pair<bool, int64_t> item;
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      id = queue_.front();
+      item = queue_.front();
       queue_.pop_front();
     }
-    if (Status st = Archive(id); !st.ok()) {
-      spdlog::warn("files: archiving the logs of job {}: {}", id, st.ToString());
+    const auto [prune, id] = item;
+    if (Status st = prune ? PruneCheckpoints(id) : Archive(id); !st.ok()) {
+      spdlog::warn("files: {} of job {}: {}", prune ? "pruning the checkpoints" : "archiving the logs", id, st.ToString());
     }
   }
 }

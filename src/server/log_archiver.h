@@ -1,4 +1,6 @@
-// LogArchiver: when a job ends, copies each of its task attempts' logs and
+// LogArchiver: the server's background work on jobs' files. It prunes a
+// job's old checkpoints when a new `latest` arrives (keep_checkpoints), and
+// when a job ends, copies each of its task attempts' logs and
 // metrics from the server's LogStore into the files service, at
 //   jobs/<id>/logs/rank-<r>.attempt-<a>.log
 //   jobs/<id>/logs/rank-<r>.attempt-<a>.metrics.jsonl
@@ -15,6 +17,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "common/status.h"
 #include "server/api.h"
@@ -32,6 +35,12 @@ class LogArchiver {
   void Stop();
   // Queues a job that ended (cheap: the hook JobService calls under its lock).
   void Enqueue(int64_t job_id);
+  // Queues a job whose checkpoints/latest was just written.
+  void EnqueuePrune(int64_t job_id);
+  // Deletes the job's checkpoint directories but the newest keep_checkpoints
+  // (by their files' times) and the one `latest` names; their bytes go back
+  // to the owner's quota.
+  Status PruneCheckpoints(int64_t job_id);
   // Archives one ended job now; OK and nothing done for a job still running.
   Status Archive(int64_t job_id);
 
@@ -42,7 +51,7 @@ class LogArchiver {
   Api* api_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<int64_t> queue_;  // GUARDED_BY(mu_)
+  std::deque<std::pair<bool, int64_t>> queue_;  // GUARDED_BY(mu_): (prune?, job)
   bool stopping_ = false;      // GUARDED_BY(mu_)
   std::thread thread_;
 };

@@ -184,6 +184,7 @@ Status Server::Start() {
   AddAgentFileRoutes(*api_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
+  api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
   archiver_->Start();
   if (!options_.listen) return Status::Ok();
   RM_RETURN_IF_ERROR(http_->Start());
