@@ -58,8 +58,9 @@ pass "outputs over quota: job $BIG failed with \"$REASON\", nothing stored, the 
 BLOCKER=$(jq -n '{name: "blocker", node_selector: {zone: "a"}, resources: {cpu: 1, memory: "16Mi"}, command: "sleep 600"}' |
   rmc submit --no-workdir -)
 wait_state "$BLOCKER" RUNNING 30
+# keep_checkpoints: 0 keeps every checkpoint, so the one it resumes from can be looked up at the end.
 ID=$(jq -n '{name: "files-train", kind: "distributed", replicas: 2, max_restarts: 2, resources: {cpu: 1, memory: "1Gi"},
-  inputs: ["datasets/fashion-mnist"], outputs: ["outputs/"],
+  inputs: ["datasets/fashion-mnist"], outputs: ["outputs/"], keep_checkpoints: 0,
   command: ["ringmaster-train", "--model", "lenet5", "--epochs", "4", "--checkpoint-every", "100", "--threads", "1",
             "--source", "fashion-mnist", "--data-dir", "fashion-mnist", "--predict", "test", "--progress", "none"]}' |
   rmc submit --no-workdir -)
