@@ -3,7 +3,10 @@
 // this node and reconciles them with what runs (start new ones, stop those
 // the server wants stopped or no longer knows), ships each task's output to
 // the server by byte offset (safe to resend), and reports starts and exits —
-// an exit only after the task's last log byte is shipped. Tasks keep running
+// an exit only after the task's last log byte is shipped. Each task has a
+// thread of its own for its files (TaskFiles): inputs and the latest
+// checkpoint staged before it starts, checkpoints uploaded as they appear,
+// outputs when it ends, before its exit is reported. Tasks keep running
 // when the agent stops or dies; the next agent on the node re-adopts them.
 // Each task runs as its user's own unprivileged uid (TaskUsers), never root.
 // Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
