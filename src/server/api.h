@@ -1,6 +1,7 @@
 // The REST API's routes (docs/api.md), one file per resource: api_jobs.cc,
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
-// audit), api_agent.cc (the agent protocol), api_files.cc (users' files). This header holds what they
+// audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
+// api_agent_files.cc (jobs' files, for agents). This header holds what they
 // share: the service handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once

@@ -1,0 +1,237 @@
+// The agents' side of jobs' files (docs/files.md, "Jobs use the files
+// service"): a task's staging plan, reads of its job's inputs and
+// checkpoints and writes of its outputs and checkpoints, each as the job's
+// owner, only for a task placed on the calling agent's node, at its current
+// attempt and not ended; and the submit-time check of a spec's inputs.
+#include <fmt/format.h>
+
+#include "server/api.h"
+#include "server/files_access.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+using files_api::CheckAccess;
+using files_api::KeyOf;
+using files_api::Op;
+
+constexpr size_t kMaxStagedFiles = 10000;  // files one task stages, over all its inputs (or its checkpoint)
+
+// Whether `c` may read the input `from`, a file or a directory: what is
+// under it is in the same namespace, so this also takes jobs/7/outputs or
+// users/alice, which name no file themselves.
+Status CheckInputAccess(Api& api, const Caller& c, const std::string& from) {
+  Status st = CheckAccess(api, c, from + "/_", Op::kRead);
+  if (st.code() == StatusCode::kNotFound) return NotFound(from + ": no such file");
+  return st;
+}
+
+// Every object at `from`: the object itself, or every one under from/.
+// NotFound when there is none; ResourceExhausted past `limit` objects.
+Status ListInput(Api& api, const std::string& from, size_t limit, std::vector<files::ObjectInfo>* out) {
+  auto head = api.files->Head(from);
+  if (head.ok()) {
+    out->push_back(*head);
+    return Status::Ok();
+  }
+  if (head.status().code() != StatusCode::kNotFound) return head.status();
+  std::string after;
+  bool any = false;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(from + "/", after, 1000));
+    for (auto& o : page.objects) {
+      if (out->size() >= limit) {
+        return ResourceExhausted(fmt::format("{}: more files than a task may stage ({} in all, over every input); "
+                                             "pack them into one archive", from, kMaxStagedFiles));
+      }
+      if (o.sha256.empty()) {  // S3 listings carry no metadata: ask each object
+        auto h = api.files->Head(o.key);
+        if (!h.ok()) return h.status();
+        o = *h;
+      }
+      out->push_back(std::move(o));
+      any = true;
+    }
+    if (!page.next_after) break;
+    after = *page.next_after;
+  }
+  if (!any) return NotFound(fmt::format("{}: no such file or directory in the files store", from));
+  return Status::Ok();
+}
+
+// The job's owner, as an agent acts for them on the job's files.
+StatusOr<Caller> OwnerCaller(Api& api, const store::Job& job) {
+  Caller c;
+  RM_ASSIGN_OR_RETURN(c.user, api.store->GetUser(job.user_id));
+  c.scope = c.user.role == store::Role::kAdmin ? Scope::kAdmin : Scope::kSubmit;
+  return c;
+}
+
+// What an agent's files call is about: the route's task, placed on the
+// agent's node, at the attempt the query names and not ended; its job, spec
+// and owner. Anything else is 409: the attempt is no longer the agent's.
+struct AgentTaskFiles {
+  store::Task task;
+  store::Job job;
+  JobSpec spec;
+  Caller owner;
+};
+
+StatusOr<AgentTaskFiles> TaskFilesOf(Api& api, const http::Request& req, const Caller& agent) {
+  AgentTaskFiles f;
+  RM_ASSIGN_OR_RETURN(f.task, AgentTask(api, req, agent));
+  RM_ASSIGN_OR_RETURN(int64_t attempt, IntParam(req, "attempt", -1, 0, INT32_MAX));
+  if (f.task.attempt != attempt) {
+    return FailedPrecondition(fmt::format("task {} is on attempt {}, not {}", f.task.id, f.task.attempt, attempt));
+  }
+  if (store::IsTerminal(f.task.state)) return FailedPrecondition(fmt::format("task {} has ended", f.task.id));
+  RM_ASSIGN_OR_RETURN(f.job, api.store->GetJob(f.task.job_id));
+  RM_ASSIGN_OR_RETURN(f.spec, JobSpecFromJson(f.job.spec_json));
+  RM_ASSIGN_OR_RETURN(f.owner, OwnerCaller(api, f.job));
+  return f;
+}
+
+bool Under(const std::string& key, const std::string& dir) {
+  return key.size() > dir.size() && key.compare(0, dir.size(), dir) == 0 && key[dir.size()] == '/';
+}
+
+json StageEntry(const files::ObjectInfo& o, const std::string& to) {
+  return {{"path", o.key}, {"size", o.size}, {"sha256", o.sha256}, {"to", to}};
+}
+
+// What a task's node stages before it starts: each input's files, and the
+// job's latest checkpoint (the directory `latest` names, then `latest`).
+StatusOr<json> StagePlan(Api& api, const AgentTaskFiles& f) {
+  json inputs = json::array();
+  size_t count = 0;
+  for (size_t i = 0; i < f.spec.inputs.size(); ++i) {
+    const JobInput& in = f.spec.inputs[i];
+    const std::string field = fmt::format("inputs[{}].from", i);
+    if (Status st = CheckInputAccess(api, f.owner, in.from); !st.ok()) return st.Annotate(field);
+    std::vector<files::ObjectInfo> objects;
+    if (Status st = ListInput(api, in.from, kMaxStagedFiles - count, &objects); !st.ok()) return st.Annotate(field);
+    count += objects.size();
+    for (const auto& o : objects) {
+      inputs.push_back(StageEntry(o, o.key == in.from ? in.to : in.to + o.key.substr(in.from.size())));
+    }
+  }
+  json checkpoint = json::array();
+  const std::string dir = fmt::format("jobs/{}/checkpoints", f.job.id);
+  auto latest = api.files->Open(dir + "/latest", {});
+  if (latest.ok()) {
+    char buf[512];
+    RM_ASSIGN_OR_RETURN(size_t n, (*latest)->Read(buf, sizeof buf));
+    std::string name(buf, n);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
+    const files::ObjectInfo latest_info = (*latest)->info();
+    if (!name.empty() && name.find('/') == std::string::npos && files::ValidateKey(dir + "/" + name).ok()) {
+      std::vector<files::ObjectInfo> objects;
+      Status st = ListInput(api, dir + "/" + name, kMaxStagedFiles, &objects);
+      if (st.ok()) {
+        for (const auto& o : objects) checkpoint.push_back(StageEntry(o, o.key.substr(dir.size() + 1)));
+        checkpoint.push_back(StageEntry(latest_info, "latest"));
+      } else if (st.code() != StatusCode::kNotFound) {
+        return st;
+      }
+    }
+  } else if (latest.status().code() != StatusCode::kNotFound) {
+    return latest.status();
+  }
+  return json{{"job_id", f.job.id}, {"inputs", inputs}, {"checkpoint", checkpoint}, {"outputs", f.spec.outputs}};
+}
+
+}  // namespace
+
+Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
+  size_t files = 0;  // to stage, all inputs together: refused now rather than at every start
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const std::string& from = spec.inputs[i].from;
+    const std::string field = fmt::format("inputs[{}].from", i);
+    Status st = CheckInputAccess(api, c, from);
+    if (st.ok()) {
+      auto head = api.files->Head(from);
+      if (head.ok()) {
+        ++files;
+        continue;
+      }
+      st = head.status();
+      if (st.code() == StatusCode::kNotFound) {
+        // Counted a page at a time, at most one past the limit.
+        std::string after;
+        size_t here = 0;
+        while (st.code() == StatusCode::kNotFound || st.ok()) {
+          auto page = api.files->List(from + "/", after, 1000);
+          if (!page.ok()) {
+            st = page.status();
+            break;
+          }
+          here += page->objects.size();
+          st = Status::Ok();
+          if (!page->next_after || files + here > kMaxStagedFiles) break;
+          after = *page->next_after;
+        }
+        if (st.ok() && here == 0) st = NotFound(fmt::format("{}: no such file or directory in the files store", from));
+        files += here;
+        if (st.ok() && files > kMaxStagedFiles) {
+          return InvalidArgument(fmt::format("{}: more than {} files to stage over all inputs; pack them into one archive",
+                                             field, kMaxStagedFiles));
+        }
+      }
+    }
+    if (!st.ok()) {
+      // A path the submitter may not read is as missing to them as one that is not there.
+      if (st.code() == StatusCode::kNotFound || st.code() == StatusCode::kInvalidArgument) {
+        return InvalidArgument(fmt::format("{}: {}", field, st.message()));
+      }
+      return st.Annotate(field);
+    }
+  }
+  return Status::Ok();
+}
+
+void AddAgentFileRoutes(Api& api) {
+  http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
+  http::RouteOptions upload{api.limits.max_file_bytes, http::Pool::kAgent, true, access::kAgent, true};
+  // The plan: what to stage before the task starts, and what to upload after.
+  // Listing a large input (on S3, a HEAD per object) takes a while: on the
+  // API pool, so heartbeats, reports and long-polls on the agents' pool never wait.
+  http::RouteOptions plan_route{api.limits.max_body_bytes, http::Pool::kApi, true, access::kAgent};
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/files", plan_route,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(AgentTaskFiles f, TaskFilesOf(api, req, c));
+                    RM_ASSIGN_OR_RETURN(json plan, StagePlan(api, f));
+                    return Reply{200, plan};
+                  }));
+  // Reads of the job's inputs and checkpoints, as the job's owner.
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/files/{path...}", agent,
+                  [&api](http::Request& req, http::Responder respond) {
+                    auto f = TaskFilesOf(api, req, CallerOf(req));
+                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
+                    auto key = KeyOf(req, 1);
+                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
+                    bool staged = Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id));
+                    for (const auto& in : f->spec.inputs) staged = staged || *key == in.from || Under(*key, in.from);
+                    if (!staged) {
+                      return respond(ErrorFor(req, PermissionDenied("path: not one of the job's inputs or checkpoints")));
+                    }
+                    files_api::Get(api, req, std::move(respond), false, f->owner, key);
+                  });
+  // Writes of the job's outputs and checkpoints, as (and counted against) the job's owner.
+  api.http->Route("PUT", "/api/v1/agent/tasks/{id}/files/{path...}", upload,
+                  [&api](http::Request& req, http::Responder respond) {
+                    auto f = TaskFilesOf(api, req, CallerOf(req));
+                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
+                    auto key = KeyOf(req, 1);
+                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
+                    if (!Under(*key, fmt::format("jobs/{}/outputs", f->job.id)) &&
+                        !Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id))) {
+                      return respond(ErrorFor(req, PermissionDenied(fmt::format(
+                                                       "path: an agent writes only under jobs/{0}/outputs/ and jobs/{0}/checkpoints/",
+                                                       f->job.id))));
+                    }
+                    files_api::Put(api, req, std::move(respond), f->owner, key);
+                  });
+}
+
+}  // namespace ringmaster::server
