@@ -692,26 +692,6 @@ StatusOr<JobSpec> Parse(const std::string& text) {
   }
 }
 
-// A string of a stored spec that a task is given: execve stops at a NUL.
-void CheckStoredArg(const std::string& s, const std::string& field) {
-  if (s.find('\0') != std::string::npos) throw std::runtime_error(field + ": contains a NUL byte");
-}
-
-// An integer of a stored spec. nlohmann's value<int>() casts a float or a
-// huge number unchecked (undefined behaviour); a damaged record must fail
-// its job, nothing else.
-template <typename Int>
-Int StoredInt(const nlohmann::json& obj, const char* key, Int fallback) {
-  if (!obj.is_object() || !obj.contains(key)) return fallback;
-  const nlohmann::json& v = obj.at(key);
-  const bool fits = v.is_number_unsigned()
-                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
-                        : v.is_number_integer() && v.get<int64_t>() >= std::numeric_limits<Int>::min() &&
-                              v.get<int64_t>() <= std::numeric_limits<Int>::max();
-  if (!fits) throw std::runtime_error(fmt::format("{}: {} is not an integer in range", key, Printable(v.dump(), 64)));
-  return static_cast<Int>(v.get<int64_t>());
-}
-
 }  // namespace
 
 StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
@@ -728,84 +708,6 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   // this keeps it so for the ones that quote yaml-cpp: one line, valid UTF-8.
   if (!spec.ok()) return Status(spec.status().code(), Printable(spec.status().message(), 1024));
   return spec;
-}
-
-nlohmann::json JobSpecToJson(const JobSpec& s) {
-  nlohmann::json resources = {{"cpu", FormatCpu(s.cpu_milli)}, {"memory", s.memory_bytes},
-                              {"gpu", s.gpus}};
-  if (!s.gpu_types.empty()) resources["gpu_type"] = s.gpu_types;
-  if (!s.gpu_throughput.empty()) resources["gpu_throughput"] = s.gpu_throughput;
-  nlohmann::json j = {{"name", s.name},           {"kind", s.kind},
-                      {"command", s.command},     {"env", s.env},
-                      {"resources", resources},   {"replicas", s.replicas},
-                      {"max_restarts", s.max_restarts}, {"priority", s.priority},
-                      {"keep_checkpoints", s.keep_checkpoints}};
-  if (!s.image.empty()) j["image"] = s.image;
-  if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
-  if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
-  if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
-  if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
-  if (!s.inputs.empty()) {
-    nlohmann::json ins = nlohmann::json::array();
-    for (const auto& in : s.inputs) ins.push_back({{"from", in.from}, {"to", in.to}});
-    j["inputs"] = ins;
-  }
-  j["outputs"] = s.outputs;
-  return j;
-}
-
-StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
-  // A stored spec is JobSpecToJson's: 3 levels deep, and a few MiB at most
-  // (1 MiB of strings, some escaped as \u00XX).
-  RM_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(spec_json, {.max_bytes = 16 << 20, .max_depth = 8},
-                                                        "stored spec"));
-  try {
-    JobSpec s;
-    s.name = j.value("name", "");
-    s.kind = j.value("kind", "train");
-    s.command = j.value("command", std::vector<std::string>{});
-    s.env = j.value("env", std::map<std::string, std::string>{});
-    s.image = j.value("image", "");
-    const auto& r = j.at("resources");
-    s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
-    s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);
-    s.gpus = StoredInt<int>(r, "gpu", 0);
-    if (r.contains("gpu_type")) {
-      const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
-      if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());
-      if (t.is_array()) s.gpu_types = t.get<std::vector<std::string>>();
-    }
-    s.gpu_throughput = r.value("gpu_throughput", std::map<std::string, double>{});
-    s.replicas = StoredInt<int>(j, "replicas", 1);
-    if (j.contains("elastic")) {
-      if (!j["elastic"].is_object()) throw std::runtime_error("elastic: not an object");
-      s.min_replicas = StoredInt<int>(j["elastic"], "min", s.replicas);
-      s.max_replicas = StoredInt<int>(j["elastic"], "max", s.replicas);
-    }
-    s.max_restarts = StoredInt<int>(j, "max_restarts", 0);
-    s.keep_checkpoints = StoredInt<int>(j, "keep_checkpoints", 3);
-    s.priority = StoredInt<int>(j, "priority", 0);
-    s.working_dir = j.value("working_dir", "");
-    s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
-    if (j.contains("time_limit")) {  // seconds, as a string
-      const Int seconds = ToInt(j["time_limit"].get<std::string>());
-      if (seconds.result != Int::kOk || seconds.value < 0 || seconds.value > 366LL * 86400) {
-        throw std::runtime_error("time_limit: not a number of seconds up to 366 days");
-      }
-      s.time_limit_ms = seconds.value * 1000;
-    }
-    if (j.contains("inputs")) {
-      for (const auto& in : j.at("inputs")) s.inputs.push_back({in.at("from").get<std::string>(), in.at("to").get<std::string>()});
-    }
-    if (j.contains("outputs")) s.outputs = j.at("outputs").get<std::vector<std::string>>();
-    for (size_t i = 0; i < s.command.size(); ++i) CheckStoredArg(s.command[i], fmt::format("command[{}]", i));
-    for (const auto& [name, value] : s.env) CheckStoredArg(name + "=" + value, "env." + Printable(name));
-    CheckStoredArg(s.working_dir, "working_dir");
-    CheckStoredArg(s.image, "image");
-    return s;
-  } catch (const std::exception& e) {
-    return InvalidArgument("stored spec: " + Printable(e.what(), 200));
-  }
 }
 
 }  // namespace ringmaster::server
