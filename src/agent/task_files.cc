@@ -276,6 +276,25 @@ Status TaskFiles::UploadFd(int64_t task_id, int attempt, int fd, const std::stri
   return res.ok() ? Status::Ok() : res.status().Annotate("uploading " + key);
 }
 
+Status TaskFiles::UploadFile(int64_t task_id, int attempt, int dir_fd, const std::string& name, uid_t uid,
+                             const std::string& key, UploadCount* count) const {
+  // Only the task's own files: a staged input (root's hard link into the
+  // cache) is in the store already, and a hard link the task made to a file
+  // of root's (say /etc/shadow) is not the task's to publish.
+  auto fd = OpenOwnedRegularFile(dir_fd, name, uid);
+  if (!fd.ok()) return Status::Ok();
+  if (++count->files > options_.max_files) {
+    return ResourceExhausted(fmt::format("more than {} files to upload; pack them into one archive", options_.max_files));
+  }
+  Status up = UploadFd(task_id, attempt, fd->get(), key);
+  if (up.code() == StatusCode::kInvalidArgument) {  // a name the store refuses: skip it, upload the rest
+    spdlog::warn("agent: task {}: not uploading {}: {}", task_id, key, up.message());
+    ++count->skipped;
+    return Status::Ok();
+  }
+  return up;
+}
+
 Status TaskFiles::UploadTree(int64_t task_id, int attempt, int dir_fd, uid_t uid, const std::string& key_prefix,
                              int depth, UploadCount* count) const {
   if (depth > kMaxDepth) return ResourceExhausted(fmt::format("{}: deeper than {} directories", key_prefix, kMaxDepth));
@@ -318,19 +337,7 @@ Status TaskFiles::UploadTree(int64_t task_id, int attempt, int dir_fd, uid_t uid
       if (!sub.ok()) continue;
       RM_RETURN_IF_ERROR(UploadTree(task_id, attempt, sub->get(), uid, key + "/", depth + 1, count));
     } else if (S_ISREG(st.st_mode)) {
-      if (++count->files > options_.max_files) return too_many();
-      // Only the task's own files: a staged input (root's hard link into the
-      // cache) is in the store already, and a hard link the task made to a
-      // file of root's (say /etc/shadow) is not the task's to publish.
-      auto fd = OpenOwnedRegularFile(dir_fd, name, uid);
-      if (!fd.ok()) continue;
-      Status up = UploadFd(task_id, attempt, fd->get(), key);
-      if (up.code() == StatusCode::kInvalidArgument) {  // a name the store refuses: skip it, upload the rest
-        spdlog::warn("agent: task {}: not uploading {}: {}", task_id, key, up.message());
-        ++count->skipped;
-        continue;
-      }
-      RM_RETURN_IF_ERROR(up);
+      RM_RETURN_IF_ERROR(UploadFile(task_id, attempt, dir_fd, name, uid, key, count));
     }
     // Symlinks, FIFOs, sockets, devices: not the task's files to upload.
   }
@@ -418,15 +425,7 @@ Status TaskFiles::UploadOutputs(int64_t task_id, int attempt, int64_t job_id, co
       if (!sub.ok()) continue;
       RM_RETURN_IF_ERROR(UploadTree(task_id, attempt, sub->get(), box.uid, prefix + (dest.empty() ? "" : dest + "/"), 0, count));
     } else if (S_ISREG(st.st_mode)) {
-      auto fd = OpenOwnedRegularFile(cur.get(), base, box.uid);
-      if (!fd.ok()) continue;
-      if (++count->files > options_.max_files) return ResourceExhausted("too many output files");
-      Status up = UploadFd(task_id, attempt, fd->get(), prefix + (dest.empty() ? base : dest));
-      if (up.code() == StatusCode::kInvalidArgument) {
-        ++count->skipped;
-        continue;
-      }
-      RM_RETURN_IF_ERROR(up);
+      RM_RETURN_IF_ERROR(UploadFile(task_id, attempt, cur.get(), base, box.uid, prefix + (dest.empty() ? base : dest), count));
     }
   }
   return Status::Ok();

@@ -93,6 +93,10 @@ class TaskFiles {
   std::string UserCache(uid_t uid) const;
   Status FetchOne(int64_t task_id, int attempt, const std::string& cache, StageEntry* e) const;
   Status UploadFd(int64_t task_id, int attempt, int fd, const std::string& key) const;
+  // One regular file of `dir_fd` to `key`, if it is uid's; counted in *count
+  // (a name the store refuses is skipped and counted as such).
+  Status UploadFile(int64_t task_id, int attempt, int dir_fd, const std::string& name, uid_t uid,
+                    const std::string& key, UploadCount* count) const;
   Status UploadTree(int64_t task_id, int attempt, int dir_fd, uid_t uid, const std::string& key_prefix, int depth,
                     UploadCount* count) const;
   void Evict() const;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,13 @@ void AddAgentFileRoutes(Api& api);
 // The route's task, if it is placed on the calling agent's node; else
 // FailedPrecondition (409), which tells an agent the task is no longer its own.
 StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller& c);
+// What jobs/<id>/checkpoints/latest says: the name it holds (trimmed; ""
+// when it names no single directory) and its own info. nullopt: no latest.
+struct LatestCheckpoint {
+  std::string name;
+  files::ObjectInfo info;
+};
+StatusOr<std::optional<LatestCheckpoint>> ReadLatestCheckpoint(files::BlobStore& store, int64_t job_id);
 // Whether `c` may read every input of `spec`, and each is there: a submit's check.
 Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes

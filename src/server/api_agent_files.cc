@@ -118,30 +118,66 @@ StatusOr<json> StagePlan(Api& api, const AgentTaskFiles& f) {
   }
   json checkpoint = json::array();
   const std::string dir = fmt::format("jobs/{}/checkpoints", f.job.id);
-  auto latest = api.files->Open(dir + "/latest", {});
-  if (latest.ok()) {
-    char buf[512];
-    RM_ASSIGN_OR_RETURN(size_t n, (*latest)->Read(buf, sizeof buf));
-    std::string name(buf, n);
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
-    const files::ObjectInfo latest_info = (*latest)->info();
-    if (!name.empty() && name.find('/') == std::string::npos && files::ValidateKey(dir + "/" + name).ok()) {
-      std::vector<files::ObjectInfo> objects;
-      Status st = ListInput(api, dir + "/" + name, kMaxStagedFiles, &objects);
-      if (st.ok()) {
-        for (const auto& o : objects) checkpoint.push_back(StageEntry(o, o.key.substr(dir.size() + 1)));
-        checkpoint.push_back(StageEntry(latest_info, "latest"));
-      } else if (st.code() != StatusCode::kNotFound) {
-        return st;
-      }
+  RM_ASSIGN_OR_RETURN(auto latest, ReadLatestCheckpoint(*api.files, f.job.id));
+  if (latest && !latest->name.empty()) {
+    std::vector<files::ObjectInfo> objects;
+    Status st = ListInput(api, dir + "/" + latest->name, kMaxStagedFiles, &objects);
+    if (st.ok()) {
+      for (const auto& o : objects) checkpoint.push_back(StageEntry(o, o.key.substr(dir.size() + 1)));
+      checkpoint.push_back(StageEntry(latest->info, "latest"));
+    } else if (st.code() != StatusCode::kNotFound) {
+      return st;
     }
-  } else if (latest.status().code() != StatusCode::kNotFound) {
-    return latest.status();
   }
   return json{{"job_id", f.job.id}, {"inputs", inputs}, {"checkpoint", checkpoint}, {"outputs", f.spec.outputs}};
 }
 
+// Objects under `prefix`, counted a page at a time, stopping past `limit`.
+StatusOr<size_t> CountUnder(Api& api, const std::string& prefix, size_t limit) {
+  size_t n = 0;
+  std::string after;
+  while (true) {
+    RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(prefix, after, 1000));
+    n += page.objects.size();
+    if (!page.next_after || n > limit) return n;
+    after = *page.next_after;
+  }
+}
+
+// The task and the key of an agent's read or write of its job's files; on
+// an error the answer is sent and nullopt returned.
+std::optional<std::pair<AgentTaskFiles, std::string>> AgentFileRequest(Api& api, const http::Request& req,
+                                                                       const http::Responder& respond) {
+  auto f = TaskFilesOf(api, req, CallerOf(req));
+  if (!f.ok()) {
+    respond(ErrorFor(req, f.status()));
+    return std::nullopt;
+  }
+  auto key = KeyOf(req, 1);
+  if (!key.ok()) {
+    respond(ErrorFor(req, key.status()));
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(*f), std::move(*key));
+}
+
 }  // namespace
+
+StatusOr<std::optional<LatestCheckpoint>> ReadLatestCheckpoint(files::BlobStore& store, int64_t job_id) {
+  const std::string dir = fmt::format("jobs/{}/checkpoints", job_id);
+  auto reader = store.Open(dir + "/latest", {});
+  if (!reader.ok()) {
+    if (reader.status().code() == StatusCode::kNotFound) return std::optional<LatestCheckpoint>();
+    return reader.status();
+  }
+  char buf[512];
+  RM_ASSIGN_OR_RETURN(size_t n, (*reader)->Read(buf, sizeof buf));
+  LatestCheckpoint latest{std::string(buf, n), (*reader)->info()};
+  std::string& name = latest.name;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
+  if (name.find('/') != std::string::npos || !files::ValidateKey(dir + "/" + name).ok()) name.clear();
+  return std::optional<LatestCheckpoint>(std::move(latest));
+}
 
 Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
   size_t files = 0;  // to stage, all inputs together: refused now rather than at every start
@@ -153,30 +189,14 @@ Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
       auto head = api.files->Head(from);
       if (head.ok()) {
         ++files;
-        continue;
-      }
-      st = head.status();
-      if (st.code() == StatusCode::kNotFound) {
-        // Counted a page at a time, at most one past the limit.
-        std::string after;
-        size_t here = 0;
-        while (st.code() == StatusCode::kNotFound || st.ok()) {
-          auto page = api.files->List(from + "/", after, 1000);
-          if (!page.ok()) {
-            st = page.status();
-            break;
-          }
-          here += page->objects.size();
-          st = Status::Ok();
-          if (!page->next_after || files + here > kMaxStagedFiles) break;
-          after = *page->next_after;
-        }
-        if (st.ok() && here == 0) st = NotFound(fmt::format("{}: no such file or directory in the files store", from));
-        files += here;
-        if (st.ok() && files > kMaxStagedFiles) {
-          return InvalidArgument(fmt::format("{}: more than {} files to stage over all inputs; pack them into one archive",
-                                             field, kMaxStagedFiles));
-        }
+      } else if (head.status().code() != StatusCode::kNotFound) {
+        st = head.status();
+      } else {  // a directory: its files
+        auto n = CountUnder(api, from + "/", kMaxStagedFiles - files);
+        st = !n.ok() ? n.status()
+             : *n == 0 ? NotFound(fmt::format("{}: no such file or directory in the files store", from))
+                       : Status::Ok();
+        if (n.ok()) files += *n;
       }
     }
     if (!st.ok()) {
@@ -185,6 +205,10 @@ Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
         return InvalidArgument(fmt::format("{}: {}", field, st.message()));
       }
       return st.Annotate(field);
+    }
+    if (files > kMaxStagedFiles) {
+      return InvalidArgument(
+          fmt::format("{}: more than {} files to stage over all inputs; pack them into one archive", field, kMaxStagedFiles));
     }
   }
   return Status::Ok();
@@ -206,31 +230,29 @@ void AddAgentFileRoutes(Api& api) {
   // Reads of the job's inputs and checkpoints, as the job's owner.
   api.http->Route("GET", "/api/v1/agent/tasks/{id}/files/{path...}", agent,
                   [&api](http::Request& req, http::Responder respond) {
-                    auto f = TaskFilesOf(api, req, CallerOf(req));
-                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
-                    auto key = KeyOf(req, 1);
-                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
-                    bool staged = Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id));
-                    for (const auto& in : f->spec.inputs) staged = staged || *key == in.from || Under(*key, in.from);
+                    auto r = AgentFileRequest(api, req, respond);
+                    if (!r) return;
+                    const auto& [f, key] = *r;
+                    bool staged = Under(key, fmt::format("jobs/{}/checkpoints", f.job.id));
+                    for (const auto& in : f.spec.inputs) staged = staged || key == in.from || Under(key, in.from);
                     if (!staged) {
                       return respond(ErrorFor(req, PermissionDenied("path: not one of the job's inputs or checkpoints")));
                     }
-                    files_api::Get(api, req, std::move(respond), false, f->owner, key);
+                    files_api::Get(api, req, std::move(respond), false, f.owner, key);
                   });
   // Writes of the job's outputs and checkpoints, as (and counted against) the job's owner.
   api.http->Route("PUT", "/api/v1/agent/tasks/{id}/files/{path...}", upload,
                   [&api](http::Request& req, http::Responder respond) {
-                    auto f = TaskFilesOf(api, req, CallerOf(req));
-                    if (!f.ok()) return respond(ErrorFor(req, f.status()));
-                    auto key = KeyOf(req, 1);
-                    if (!key.ok()) return respond(ErrorFor(req, key.status()));
-                    if (!Under(*key, fmt::format("jobs/{}/outputs", f->job.id)) &&
-                        !Under(*key, fmt::format("jobs/{}/checkpoints", f->job.id))) {
+                    auto r = AgentFileRequest(api, req, respond);
+                    if (!r) return;
+                    const auto& [f, key] = *r;
+                    if (!Under(key, fmt::format("jobs/{}/outputs", f.job.id)) &&
+                        !Under(key, fmt::format("jobs/{}/checkpoints", f.job.id))) {
                       return respond(ErrorFor(req, PermissionDenied(fmt::format(
                                                        "path: an agent writes only under jobs/{0}/outputs/ and jobs/{0}/checkpoints/",
-                                                       f->job.id))));
+                                                       f.job.id))));
                     }
-                    files_api::Put(api, req, std::move(respond), f->owner, key);
+                    files_api::Put(api, req, std::move(respond), f.owner, key);
                   });
 }
 

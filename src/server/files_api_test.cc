@@ -50,6 +50,15 @@ class FilesApiTest : public ::testing::Test {
     bob_ = MakeUser("bob");
   }
 
+  // A server on an in-memory store the test can also change behind its back.
+  std::shared_ptr<files::FakeBlobStore> StartOnFakeStore() {
+    std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
+    ServerOptions o;
+    o.files = fake;
+    Start(o);
+    return fake;
+  }
+
   httplib::Result Do(const std::string& method, const std::string& path, const std::string& token,
                      const std::string& body = "", Headers h = {}) {
     httplib::Client c("127.0.0.1", server_->port());
@@ -374,10 +383,7 @@ TEST_F(FilesApiTest, RangesOnEmptyFilesLeadingZeroJobIdsAndDeletedJobsFiles) {
 }
 
 TEST_F(FilesApiTest, ABackendThatGoesDownIs503NamingItAndTheServerRecovers) {
-  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
-  ServerOptions o;
-  o.files = fake;
-  Start(o);
+  std::shared_ptr<files::FakeBlobStore> fake = StartOnFakeStore();
   const std::string p = "/api/v1/files/users/alice/d.txt";
   ASSERT_EQ(Code("PUT", p, alice_, "kept"), 201);
   fake->SetDown(true);
@@ -543,10 +549,7 @@ namespace {
 // Usage that drifted from the store (a crash between an object's commit and
 // its count, or a store changed behind the server's back) is recounted.
 TEST_F(FilesApiTest, ReconcileRecountsUsageFromTheStore) {
-  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
-  ServerOptions o;
-  o.files = fake;
-  Start(o);
+  std::shared_ptr<files::FakeBlobStore> fake = StartOnFakeStore();
   ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/a", alice_, std::string(1000, 'a')), 201);
   ASSERT_EQ(Code("PUT", "/api/v1/files/users/alice/b", alice_, std::string(500, 'b')), 201);
   ASSERT_TRUE(fake->Delete("users/alice/a").ok());  // behind the server's back
@@ -577,10 +580,7 @@ namespace {
 // A task stages at most 10,000 files: a job that would stage more is refused
 // at submit, naming the input, not at every start of its tasks.
 TEST_F(FilesApiTest, AJobWithTooManyFilesToStageIsRefusedAtSubmit) {
-  std::shared_ptr<files::FakeBlobStore> fake = files::NewFakeBlobStore();
-  ServerOptions o;
-  o.files = fake;
-  Start(o);
+  std::shared_ptr<files::FakeBlobStore> fake = StartOnFakeStore();
   for (int i = 0; i < 6000; ++i) {
     for (const char* dir : {"datasets/a/", "datasets/b/"}) {
       auto w = fake->Create(dir + std::to_string(i), {});

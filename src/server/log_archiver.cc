@@ -65,13 +65,8 @@ Status LogArchiver::PruneCheckpoints(int64_t job_id) {
   RM_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(job->spec_json));
   if (spec.keep_checkpoints <= 0) return Status::Ok();
   const std::string prefix = fmt::format("jobs/{}/checkpoints/", job_id);
-  std::string latest;
-  if (auto r = api_->files->Open(prefix + "latest", {}); r.ok()) {
-    char buf[512];
-    auto n = (*r)->Read(buf, sizeof buf);
-    if (n.ok()) latest.assign(buf, *n);
-    while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ' || latest.back() == '\r')) latest.pop_back();
-  }
+  RM_ASSIGN_OR_RETURN(auto latest_file, ReadLatestCheckpoint(*api_->files, job_id));
+  const std::string latest = latest_file ? latest_file->name : "";
   // Each directory: its files and its newest time.
   std::map<std::string, std::pair<int64_t, std::vector<files::ObjectInfo>>> dirs;
   std::string after;
