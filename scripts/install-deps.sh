@@ -24,9 +24,15 @@ PACKAGES=(
   # the files service's S3 backend is tested against a real Ceph RADOS Gateway
   # (tests/fixtures/ceph.sh: one mon, one memstore OSD, radosgw; no mgr)
   ceph-mon ceph-osd ceph-base ceph-common radosgw uuid-runtime
+  # tasks in containers (docs/containers.md): runc and Docker executors, and
+  # images built from Debian packages (mmdebstrap; Node.js for the tfjs image)
+  runc docker.io mmdebstrap nodejs
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
 )
+
+# npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

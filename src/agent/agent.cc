@@ -5,6 +5,8 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/files.h"
@@ -54,7 +56,8 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
     : options_(std::move(options)),
       executor_(std::move(executor)),
       api_(options_.server_url, options_.token, options_.ca_file),
-      files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}) {
+      files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}),
+      images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) {
   inventory_ = DetectNode();
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -134,7 +137,8 @@ bool Agent::Register() {
                          {"address", address_},
                          {"port_lo", options_.port_lo},
                          {"port_hi", options_.port_hi},
-                         {"labels", options_.labels}};
+                         {"labels", options_.labels},
+                         {"executors", executor_->Runtimes()}};
   auto res = api_.Post("/api/v1/agent/register", body);
   if (!res.ok()) {
     spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
@@ -229,8 +233,31 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   launch.key = key;
   try {
     launch.argv = a.at("argv").get<std::vector<std::string>>();
-    launch.env = BaseEnv();
+    // How it runs: the executor the job pins, else for an image the first
+    // container runtime this node has (runc starts faster than Docker).
+    const std::string image = a.value("image", ""), pinned = a.value("executor", "");
+    const auto offered = executor_->Runtimes();
+    auto offers = [&offered](const std::string& r) { return std::find(offered.begin(), offered.end(), r) != offered.end(); };
+    launch.runtime = !pinned.empty() ? pinned : image.empty() ? "process" : offers("runc") ? "runc" : "docker";
+    if (!offers(launch.runtime)) return TaskExit{-1, 0, "this node has no " + launch.runtime + " executor"};
+    if (launch.runtime != "process" && image.empty()) return TaskExit{-1, 0, "a container task needs an image"};
+    if (!image.empty()) {
+      const size_t at = image.find("@sha256:");
+      if (at == std::string::npos) return TaskExit{-1, 0, "image " + image + " is not pinned to a digest"};
+      launch.image.name = image.substr(0, at);
+      launch.image.digest = image.substr(at + 8);
+    }
+    // A container gets the image's environment, not this host's.
+    if (launch.runtime == "process") launch.env = BaseEnv();
     for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
+    launch.network = a.value("network", "host");
+    if (a.contains("limits")) {
+      const auto& l = a.at("limits");
+      launch.limits.cpu_milli = l.value("cpu_milli", int64_t{0});
+      launch.limits.memory_bytes = l.value("memory_bytes", int64_t{0});
+      launch.limits.pids = l.value("pids", int64_t{0});
+    }
+    launch.gpus = a.value("gpus", std::vector<int>{});
     launch.working_dir = a.value("working_dir", "");
     const auto& user = a.at("user");
     auto who = options_.task_users.Resolve(user.at("id").get<int64_t>(), user.value("name", ""));
@@ -282,6 +309,15 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   for (const StageEntry& e : plan->checkpoint) {
     if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
   }
+  if (!launch.image.name.empty()) {
+    auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped);
+    if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
+    if (!img.ok()) {
+      spdlog::warn("agent: task {}: pulling its image: {}", key, img.status().ToString());
+      return TaskExit{-1, 0, "pulling image " + launch.image.name + ": " + img.status().message()};
+    }
+    launch.image = *img;
+  }
   const TaskIdentity who = launch.identity;
   launch.prepare = [this, &plan, who](int work_fd) { return files_.Place(*plan, work_fd, who.uid, who.gid); };
   launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}, {"job_id", plan->job_id},
@@ -294,8 +330,9 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
     spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
     return TaskExit{-1, 0, st.message()};
   }
-  spdlog::info("agent: started task {} (job {} rank {}) as {}{}", key, a.value("job_id", 0), a.value("rank", 0),
-               launch.identity.Describe(),
+  spdlog::info("agent: started task {} (job {} rank {}) as {} with {}{}{}", key, a.value("job_id", 0), a.value("rank", 0),
+               launch.identity.Describe(), launch.runtime,
+               launch.image.name.empty() ? "" : " (image " + launch.image.name + "@" + launch.image.digest.substr(0, 12) + ")",
                plan->checkpoint_name.empty() ? "" : ", with checkpoint " + plan->checkpoint_name);
   return std::nullopt;
 }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/executor.h"
+#include "agent/image_cache.h"
 #include "agent/node_info.h"
 #include "agent/task_files.h"
 #include "agent/task_users.h"
@@ -55,6 +56,8 @@ struct AgentOptions {
   int64_t ship_bytes_per_tick = 16 << 20;
   // The node's cache of staged inputs (<data_dir>/cache), by SHA-256.
   int64_t input_cache_bytes = int64_t{20} << 30;
+  // Where tasks' images are kept (by digest); "" = <data_dir>/images.
+  std::string image_cache_dir;
   // How often a running task's checkpoints/latest is looked at.
   std::chrono::milliseconds checkpoint_poll{250};
   // How long an ended task's uploads are retried before its exit is
@@ -145,6 +148,7 @@ class Agent {
   std::map<TaskRef, Worker> workers_;  // GUARDED_BY(mu_): RunTask threads of tasks_
   std::vector<Worker> zombies_;        // GUARDED_BY(mu_): threads of forgotten tasks, joined once finished
   TaskFiles files_;
+  ImageCache images_;
   // GUARDED_BY(mu_): reported and forgotten, while the server still lists
   // them (a reply may predate the report); pruned to what it lists.
   std::set<TaskRef> released_;

@@ -1,8 +1,11 @@
-// Executor: how an agent runs one task attempt on its node. Backends: the
-// process executor (each task in its own session and process group under a
-// shim, as its user's unprivileged uid; see docs/isolation.md), later runc
-// and Docker. Every task attempt has a key unique on the node; its combined
-// stdout/stderr and the metrics it appends are read back with ReadOutput.
+// Executor: how an agent runs one task attempt on its node. One executor
+// (ProcessExecutor) supervises every task under a detached shim, and runs it
+// one of three ways, as TaskLaunch::runtime says: "process" (a bare process
+// in its own session, as its user's unprivileged uid), "runc" (an OCI
+// container over the image's rootfs) or "docker" (a container through the
+// Engine API); docs/containers.md compares them. Every task attempt has a
+// key unique on the node, its own cgroup with the job's limits (cgroups.h),
+// and its combined stdout/stderr and metrics are read back with ReadOutput.
 // Thread-safety: implementations are safe to call from several threads.
 #pragma once
 
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cgroups.h"
 #include "agent/task_users.h"
 #include "common/status.h"
 
@@ -43,6 +47,20 @@ struct TaskLaunch {
   // An error fails the start.
   std::function<Status(int work_fd)> prepare;
   std::string meta_json;                   // opaque, returned by Recover()
+
+  // How it runs: "process", "runc" or "docker" (one the executor offers).
+  std::string runtime = "process";
+  // For runc and docker: the image, pulled to this node already (ImageCache).
+  struct Image {
+    std::string name;    // "torch"
+    std::string digest;  // sha256 hex of its rootfs tar
+    std::string tar;     // the rootfs tar (Docker imports it once)
+    std::string rootfs;  // the unpacked rootfs, read-only (runc's overlay lower dir)
+    std::map<std::string, std::string> env;  // the image's own (PATH, LANG, NODE_PATH, ...)
+  } image;
+  std::string network = "host";  // containers: "host" or "none"
+  TaskLimits limits;             // enforced through the task's cgroup on every runtime
+  std::vector<int> gpus;         // the node's GPU indices the task holds
 };
 
 struct TaskExit {
@@ -81,6 +99,8 @@ class Executor {
   virtual std::map<std::string, std::string> Recover() = 0;
   // Forgets an ended task and deletes what it left on disk.
   virtual void Release(const std::string& key) = 0;
+  // How it can run tasks (TaskLaunch::runtime): what the agent offers the server.
+  virtual std::vector<std::string> Runtimes() const { return {"process"}; }
 };
 
 }  // namespace ringmaster::agent

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sys/sysmacros.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -186,6 +188,18 @@ StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecut
   RM_ASSIGN_OR_RETURN(std::string instance, InstanceId(o.state_dir));
   std::unique_ptr<ProcessExecutor> e(new ProcessExecutor(o));
   e->sandbox_dir_ = o.sandbox_root + "/" + instance;
+  e->instance_ = instance;
+  if (o.limits && root) {
+    auto cg = Cgroups::Detect(instance);
+    if (cg.ok()) {
+      e->cgroups_ = *cg;
+    } else {
+      spdlog::warn("agent: tasks' limits are not enforced: {}", cg.status().message());
+    }
+  }
+  if (!o.runtimes.empty() && !e->cgroups_) {
+    return FailedPrecondition("container executors need cgroup v1 limits (run the agent as root on a cgroup v1 host)");
+  }
   {
     // Agents sharing the root set up one at a time, so none removes another's
     // directory between its creation and its lock.
@@ -214,6 +228,91 @@ StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecut
 
 std::string ProcessExecutor::TaskDir(const std::string& key) const { return options_.state_dir + "/tasks/" + key; }
 
+std::vector<std::string> ProcessExecutor::Runtimes() const {
+  std::vector<std::string> out = {"process"};
+  for (const auto& [name, r] : options_.runtimes) out.push_back(name);
+  return out;
+}
+
+std::map<int, DeviceNode> ProcessExecutor::GpuDevices() const {
+  std::map<int, DeviceNode> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.gpu_device_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= 6 || name.compare(0, 6, "nvidia") != 0 ||
+        name.find_first_not_of("0123456789", 6) != std::string::npos) {
+      continue;
+    }
+    struct stat st {};
+    if (stat(entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+    const int index = std::atoi(name.c_str() + 6);
+    out[index] = DeviceNode{entry.path().string(), "/dev/" + name, static_cast<int>(major(st.st_rdev)),
+                            static_cast<int>(minor(st.st_rdev))};
+  }
+  return out;
+}
+
+Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, ShimSpec* spec) {
+  auto it = options_.runtimes.find(launch.runtime);
+  if (it == options_.runtimes.end()) return InvalidArgument("this node has no " + launch.runtime + " executor");
+  ContainerTask t;
+  t.key = launch.key;
+  t.id = "rm-" + instance_ + "-" + launch.key;
+  t.task_dir = TaskDir(launch.key);
+  t.launch = &launch;
+  // The image's environment, then the task's (which wins), with the
+  // platform's tools first on the image's search paths.
+  t.env = launch.image.env;
+  for (const auto& [k, v] : spec->env) {
+    if (k != "PATH" && k != "PYTHONPATH") t.env[k] = v;
+  }
+  if (!t.env.count("PATH")) t.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // The job's own search paths (the agent passes a container task no host ones).
+  if (auto p = launch.env.find("PATH"); p != launch.env.end()) t.env["PATH"] = p->second;
+  if (auto p = launch.env.find("PYTHONPATH"); p != launch.env.end()) t.env["PYTHONPATH"] = Prepend(p->second, t.env["PYTHONPATH"]);
+  if (!runtime_.bin_dir.empty()) t.env["PATH"] = Prepend(runtime_.bin_dir, t.env["PATH"]);
+  if (!runtime_.python_dir.empty()) t.env["PYTHONPATH"] = Prepend(runtime_.python_dir, t.env["PYTHONPATH"]);
+  if (t.env["PYTHONPATH"].empty()) t.env.erase("PYTHONPATH");
+  t.cwd = spec->working_dir;
+  t.binds.push_back({sandbox, false});
+  const std::string tools = sandbox_dir_ + "/" + kRuntimeDir;
+  if (!runtime_.bin_dir.empty() || !runtime_.python_dir.empty()) t.binds.push_back({tools, true});
+  const auto gpus = GpuDevices();
+  for (int g : launch.gpus) {
+    auto d = gpus.find(g);
+    if (d == gpus.end()) return FailedPrecondition(fmt::format("GPU {} has no device node in {}", g, options_.gpu_device_dir));
+    t.devices.push_back(d->second);
+  }
+  if (!launch.gpus.empty()) {
+    for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+      const std::string path = options_.gpu_device_dir + "/" + name;
+      struct stat st {};
+      if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+        t.devices.push_back({path, std::string("/dev/") + name, static_cast<int>(major(st.st_rdev)),
+                             static_cast<int>(minor(st.st_rdev))});
+      }
+    }
+  }
+  t.cgroup_parent = cgroups_->PathOf(launch.key);
+  t.labels = {{"ringmaster.agent", instance_}, {"ringmaster.key", launch.key}};
+  for (const char* k : {"RINGMASTER_JOB_ID", "RINGMASTER_TASK_ID", "RINGMASTER_ATTEMPT", "RINGMASTER_RANK"}) {
+    if (auto v = launch.env.find(k); v != launch.env.end()) {
+      std::string label = "ringmaster." + std::string(k + 11);  // RINGMASTER_JOB_ID -> ringmaster.job_id
+      for (char& c : label) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      t.labels[label] = v->second;
+    }
+  }
+  spec->env = t.env;
+  RM_ASSIGN_OR_RETURN(ContainerRuntime::Command cmd, it->second->Prepare(t));
+  spec->argv = cmd.argv;
+  spec->cleanup = cmd.cleanup;
+  spec->as_root = true;
+  spec->runtime = launch.runtime;
+  spec->container_id = t.id;
+  spec->make_dirs.clear();  // made in the sandbox by Start, as the task's user
+  return Status::Ok();
+}
+
 Status ProcessExecutor::Start(const TaskLaunch& launch) {
   const TaskIdentity& who = launch.identity;
   if (geteuid() == 0 && (!who.switch_user || who.uid == 0 || who.gid == 0)) {
@@ -236,8 +335,20 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     RM_RETURN_IF_ERROR(MakeOwnedDir(box.get(), "work", who.uid, who.gid, 0700).Annotate("sandbox " + sandbox));
     RM_ASSIGN_OR_RETURN(UniqueFd work, OpenOwnedDir(box.get(), "work", who.uid));
     if (launch.prepare) RM_RETURN_IF_ERROR(launch.prepare(work.get()));
+    if (launch.runtime != "process") {
+      // A container's shim never becomes the task's user: its dirs are made here.
+      for (const char* d : {"checkpoints", "outputs"}) {
+        Status st = MakeOwnedDir(work.get(), d, who.uid, who.gid, 0700);
+        if (!st.ok() && st.code() != StatusCode::kAlreadyExists) return st.Annotate("sandbox " + sandbox);
+      }
+    }
     return Status::Ok();
   };
+  if (launch.runtime != "process" && !options_.runtimes.count(launch.runtime)) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return InvalidArgument("this node has no " + launch.runtime + " executor");
+  }
   if (Status st = prepare(); !st.ok()) {
     if (auto parent = OpenTrustedDir(sandbox_dir_); parent.ok()) (void)RemoveTree(parent->get(), launch.key);
     std::error_code ec;
@@ -271,11 +382,46 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   // The platform's own tools come first, whatever the agent's PATH holds.
   if (!runtime_.bin_dir.empty()) env["PATH"] = Prepend(runtime_.bin_dir, env["PATH"]);
   if (!runtime_.python_dir.empty()) env["PYTHONPATH"] = Prepend(runtime_.python_dir, env["PYTHONPATH"]);
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
+  // The GPUs it holds, by the node's indices; the others are denied to it
+  // in its cgroup (and not in its container at all).
+  const auto gpus = GpuDevices();
+  TaskLimits limits = launch.limits;
+  if (!launch.gpus.empty() || !gpus.empty()) {
+    std::string visible;
+    for (int g : launch.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
+    env["CUDA_VISIBLE_DEVICES"] = visible;
+    env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "void" : visible;
+    // A container's runtime allows its devices itself (the defaults and its
+    // GPUs, nothing else); a parent that denied some would refuse that.
+    for (const auto& [index, d] : gpus) {
+      if (launch.runtime == "process" && std::find(launch.gpus.begin(), launch.gpus.end(), index) == launch.gpus.end()) {
+        limits.deny_devices.push_back({d.major, d.minor});
+      }
+    }
+  }
+  auto fail = [&](Status st) {
+    Release(launch.key);
+    return st;
+  };
   {
     std::lock_guard<std::mutex> l(mu_);
     sandboxes_[launch.key] = TaskSandbox{sandbox, who.uid, who.gid};
   }
+  if (cgroups_) {
+    if (Status st = cgroups_->Create(launch.key, limits); !st.ok()) return fail(st);
+    spec.cgroup_memory_dir = cgroups_->DirOf("memory", launch.key);
+    spec.cgroup_cpu_dir = cgroups_->DirOf("cpu", launch.key);
+    spec.memory_limit = limits.memory_bytes;
+    if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
+  }
+  if (launch.runtime != "process") {
+    // Written first, so Release finds the container whatever happens next.
+    spec.runtime = launch.runtime;
+    spec.container_id = "rm-" + instance_ + "-" + launch.key;
+    RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
+    if (Status st = PrepareContainer(launch, sandbox, &spec); !st.ok()) return fail(st);
+  }
+  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -419,10 +565,23 @@ std::map<std::string, std::string> ProcessExecutor::Recover() {
     } catch (...) {
     }
   }
+  std::set<std::string> keys;
+  for (const auto& [key, meta] : out) keys.insert(key);
+  for (const auto& [name, runtime] : options_.runtimes) runtime->RemoveOrphans(instance_, keys);
   return out;
 }
 
 void ProcessExecutor::Release(const std::string& key) {
+  if (auto text = ReadFile(TaskDir(key) + "/" + kSpecFile); text.ok()) {
+    try {
+      const ShimSpec spec = ShimSpec::FromJson(nlohmann::json::parse(*text));
+      auto it = options_.runtimes.find(spec.runtime);
+      if (it != options_.runtimes.end()) it->second->Release(key, spec.container_id, TaskDir(key));
+    } catch (const std::exception& e) {
+      spdlog::warn("agent: task {}: unreadable spec: {}", key, e.what());
+    }
+  }
+  if (cgroups_) cgroups_->Remove(key);
   auto sandbox = SandboxOf(key);
   if (sandbox.ok()) {
     auto parent = OpenTrustedDir(Parent(sandbox->dir));

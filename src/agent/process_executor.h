@@ -17,10 +17,14 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 
+#include "agent/cgroups.h"
+#include "agent/container_runtime.h"
 #include "agent/executor.h"
 #include "agent/runtime.h"
 #include "agent/safe_fs.h"
+#include "agent/shim.h"
 
 namespace ringmaster::agent {
 
@@ -37,6 +41,14 @@ struct ProcessExecutorOptions {
   std::string runtime_from;
   int64_t max_log_bytes = int64_t{64} << 20;  // per task attempt; 0 = no cap
   int64_t max_procs = 4096;                   // RLIMIT_NPROC of each task uid; 0 = unchanged
+  // Container runtimes by name ("runc", "docker"), beside "process".
+  std::map<std::string, std::shared_ptr<ContainerRuntime>> runtimes;
+  // Enforce tasks' limits with cgroups (cgroups.h). Required for container
+  // runtimes; without root, or with `false`, process tasks run unlimited.
+  bool limits = true;
+  // Where the node's GPU device nodes are (nvidia0, nvidia1, ..., nvidiactl,
+  // nvidia-uvm): /dev on a GPU host, a directory of mknod'ed fakes in tests.
+  std::string gpu_device_dir = "/dev";
 };
 
 class ProcessExecutor final : public Executor {
@@ -60,6 +72,11 @@ class ProcessExecutor final : public Executor {
   // This agent's directory of sandboxes: <sandbox_root>/<instance>.
   const std::string& sandbox_dir() const { return sandbox_dir_; }
   const StagedRuntime& runtime() const { return runtime_; }
+  // "process" and the container runtimes: what the agent offers the server.
+  std::vector<std::string> Runtimes() const override;
+  // The task cgroups' layout; nullopt when limits are not enforced.
+  const std::optional<Cgroups>& cgroups() const { return cgroups_; }
+  const std::string& instance() const { return instance_; }
   // The control directory of a task: spec.json, pids, exit.json, output.log.
   std::string TaskDir(const std::string& key) const;
 
@@ -75,7 +92,14 @@ class ProcessExecutor final : public Executor {
   void SignalLocked(const std::string& key, Stopping& s);
 
   const ProcessExecutorOptions options_;
+  // The container-specific part of Start: the container, and what the shim runs.
+  Status PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, ShimSpec* spec);
+  // The node's GPU device nodes by index (nvidiaN), from gpu_device_dir.
+  std::map<int, DeviceNode> GpuDevices() const;
+
   std::string sandbox_dir_;
+  std::string instance_;
+  std::optional<Cgroups> cgroups_;
   UniqueFd instance_lock_;  // flock on <sandbox_dir>/agent.lock while this agent runs
   StagedRuntime runtime_;
   std::mutex mu_;

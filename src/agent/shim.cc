@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/cgroups.h"
 #include "common/files.h"
 #include "common/units.h"
 
@@ -50,9 +51,41 @@ void CloseFrom(int first, bool on_exec) {
   for (int fd : fds) on_exec ? fcntl(fd, F_SETFD, FD_CLOEXEC) : close(fd);
 }
 
-void WriteExit(const std::string& dir, int exit_code, int signal, const std::string& message) {
+void WriteExit(const std::string& dir, int exit_code, int signal, const std::string& message,
+               const nlohmann::json& usage = nullptr) {
   nlohmann::json j = {{"exit_code", exit_code}, {"signal", signal}, {"message", message}};
+  if (!usage.is_null()) j["usage"] = usage;
   (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
+}
+
+// Runs a container runtime's cleanup (as root) to its end, within two minutes.
+void RunCleanup(const std::vector<std::string>& argv, const std::string& dir) {
+  if (argv.empty()) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int log = open((dir + "/cleanup.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    if (log >= 0) {
+      dup2(log, 1);
+      dup2(log, 2);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  if (pid < 0) return;
+  for (int i = 0; i < 2400; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return;
+    usleep(50'000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
 }
 
 
@@ -184,6 +217,18 @@ std::string MakeDirsAsUser(const std::string& path, const TaskIdentity& who) {
 
 // The task's child from fork to exec. Returns only on failure, with why.
 std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vector<char*>& envp) {
+  // The task's cgroup first, while still root: its limits hold from exec on.
+  if (!spec.cgroup_procs.empty()) {
+    if (std::string e = JoinCgroup(spec.cgroup_procs); !e.empty()) return e;
+  }
+  if (spec.as_root) {
+    // A container runtime: it makes the container, which drops to the
+    // task's uid; it must not be in the task's cgroup (its memory would count).
+    CloseFrom(3, /*on_exec=*/true);
+    environ = envp.data();
+    execvp(argv[0], argv.data());
+    return fmt::format("cannot run the container runtime \"{}\": {}", spec.argv[0], std::strerror(errno));
+  }
   if (std::string e = DropPrivileges(spec); !e.empty()) return e;
   // No setuid binary or file capability can give the task back what it dropped.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fmt::format("PR_SET_NO_NEW_PRIVS: {}", std::strerror(errno));
@@ -220,11 +265,27 @@ nlohmann::json ShimSpec::ToJson() const {
             {"switch_user", identity.switch_user}}},
           {"sandbox", sandbox},
           {"max_log_bytes", max_log_bytes},
-          {"max_procs", max_procs}};
+          {"max_procs", max_procs},
+          {"as_root", as_root},
+          {"cleanup", cleanup},
+          {"runtime", runtime},
+          {"container_id", container_id},
+          {"cgroup_procs", cgroup_procs},
+          {"cgroup_memory_dir", cgroup_memory_dir},
+          {"cgroup_cpu_dir", cgroup_cpu_dir},
+          {"memory_limit", memory_limit}};
 }
 
 ShimSpec ShimSpec::FromJson(const nlohmann::json& j) {
   ShimSpec s;
+  s.as_root = j.value("as_root", false);
+  s.cleanup = j.value("cleanup", std::vector<std::string>{});
+  s.runtime = j.value("runtime", "process");
+  s.container_id = j.value("container_id", "");
+  s.cgroup_procs = j.value("cgroup_procs", std::vector<std::string>{});
+  s.cgroup_memory_dir = j.value("cgroup_memory_dir", "");
+  s.cgroup_cpu_dir = j.value("cgroup_cpu_dir", "");
+  s.memory_limit = j.value("memory_limit", int64_t{0});
   s.argv = j.at("argv").get<std::vector<std::string>>();
   s.env = j.at("env").get<std::map<std::string, std::string>>();
   s.working_dir = j.at("working_dir").get<std::string>();
@@ -409,11 +470,22 @@ int RunShim(const std::string& dir) {
     }
   }
   close(log);
+  // The container is gone once its runtime's cleanup has run.
+  RunCleanup(spec.cleanup, dir);
   int exit_code = -1, sig = 0;
   if (WIFEXITED(status)) exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) sig = WTERMSIG(status);
   if (!start_error.empty()) exit_code = -1;
-  WriteExit(dir, exit_code, sig, start_error);
+  nlohmann::json usage_json;
+  std::string message = start_error;
+  if (!spec.cgroup_memory_dir.empty()) {
+    const CgroupUsage u = ReadCgroupUsage(spec.cgroup_memory_dir, spec.cgroup_cpu_dir);
+    usage_json = {{"oom_kills", u.oom_kills},         {"memory_failcnt", u.memory_failcnt},
+                  {"memory_max_bytes", u.memory_max_bytes}, {"cpu_periods", u.cpu_periods},
+                  {"cpu_throttled", u.cpu_throttled}, {"cpu_throttled_ns", u.cpu_throttled_ns}};
+    if (message.empty()) message = OutOfMemoryReason(u, exit_code, sig, spec.memory_limit);
+  }
+  WriteExit(dir, exit_code, sig, message, usage_json);
   return 0;
 }
 

@@ -37,6 +37,18 @@ struct ShimSpec {
   std::string sandbox;                 // the task's own directory (HOME by default)
   int64_t max_log_bytes = 0;           // 0 = no cap
   int64_t max_procs = 0;               // RLIMIT_NPROC for the task's uid; 0 = unchanged
+  // A container runtime's command (runc run, docker-attach): run as root; the
+  // container drops to the task's uid. Else argv runs as `identity`.
+  bool as_root = false;
+  std::vector<std::string> cleanup;     // run as root once the task ended (removes the container)
+  std::string runtime = "process";      // process | runc | docker
+  std::string container_id;             // the runtime's name for the task's container
+  // The task's cgroup: the files the task's process writes its pid to (the
+  // process runtime; a container runtime puts the container below it), and
+  // the memory and cpu directories whose counters exit.json reports.
+  std::vector<std::string> cgroup_procs;
+  std::string cgroup_memory_dir, cgroup_cpu_dir;
+  int64_t memory_limit = 0;             // for the out-of-memory reason
 
   nlohmann::json ToJson() const;
   // Throws nlohmann::json::exception on a malformed spec.

@@ -29,10 +29,12 @@ std::string ReadSpec(const std::string& file) {
 }
 
 // Like sbatch: a job without working_dir runs where it was submitted from.
+// Not one with an image: this host's directory is not in its container (it
+// runs in its work directory, where its inputs are staged).
 std::string WithWorkingDir(const std::string& text) {
   try {
     YAML::Node root = YAML::Load(text);
-    if (!root.IsMap() || root["working_dir"]) return text;
+    if (!root.IsMap() || root["working_dir"] || (root["image"] && !root["image"].IsNull())) return text;
     root["working_dir"] = std::filesystem::current_path().string();
     YAML::Emitter out;
     out << root;

@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/docker_runtime.h"
 #include "agent/process_executor.h"
+#include "agent/runc_runtime.h"
 #include "cli/connect.h"
 #include "common/files.h"
 #include "common/units.h"
@@ -87,6 +89,26 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   e.max_log_bytes = *cap;
   if (f.task_max_procs < 0) Die("--task-max-procs: must be >= 0 (0 = no limit)");
   e.max_procs = f.task_max_procs;
+  e.limits = !f.no_limits;
+  e.gpu_device_dir = f.gpu_devices;
+  o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
+  std::stringstream list(f.executors);
+  bool process = false;
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name == "process") {
+      process = true;
+    } else if (name == "runc") {
+      if (Status st = agent::RuncRuntime::Check(f.runc); !st.ok()) Die("--executors: " + st.message());
+      e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(f.runc, data + "/runc");
+    } else if (name == "docker") {
+      auto d = std::make_shared<agent::DockerRuntime>(f.docker_socket, e.shim_binary);
+      if (Status st = d->Check(); !st.ok()) Die("--executors: " + st.message() + " (--docker-socket " + f.docker_socket + ")");
+      e.runtimes["docker"] = d;
+    } else {
+      Die("--executors: \"" + name + "\" is not an executor (process, runc, docker)");
+    }
+  }
+  if (!process) Die("--executors: must include process (tasks without an image run as processes)");
   return setup;
 }
 

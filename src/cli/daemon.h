@@ -23,6 +23,13 @@ struct NodeFlags {
   std::string sandbox_root;               // "" = /var/lib/ringmaster/sandboxes when root
   std::string max_log_size = "64Mi";
   std::string input_cache = "20Gi";       // the node's cache of staged inputs
+  // How tasks run here (docs/containers.md): process, runc, docker.
+  std::string executors = "process";
+  std::string docker_socket = "/var/run/docker.sock";
+  std::string runc = "runc";
+  std::string image_cache;                // "" = <data>/images
+  std::string gpu_devices = "/dev";       // where nvidiaN, nvidiactl, nvidia-uvm are
+  bool no_limits = false;                 // tasks' cgroup limits off (not recommended)
 };
 
 // Flags of `up` and `server` beyond the scheduler's.

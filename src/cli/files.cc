@@ -36,7 +36,7 @@ constexpr int kAttempts = 4;
 std::string Remote(client::ApiClient& api, const std::string& path) {
   std::string p = path;
   while (!p.empty() && p.front() == '/') p.erase(0, 1);
-  for (const char* ns : {"users/", "datasets/", "jobs/"}) {
+  for (const char* ns : {"users/", "datasets/", "images/", "jobs/"}) {
     if (p.rfind(ns, 0) == 0 || p + "/" == ns) return p;
   }
   static std::string me;
@@ -108,17 +108,6 @@ auto Retry(const std::string& what, Fn fn) {
   }
 }
 
-std::string HashFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) Die(fmt::format("{}: {}", path, std::strerror(errno)));
-  files::Sha256 h;
-  std::string buf(1 << 20, '\0');
-  ssize_t n;
-  while ((n = read(fd, buf.data(), buf.size())) > 0) h.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
-  close(fd);
-  if (n < 0) Die(fmt::format("{}: {}", path, std::strerror(errno)));
-  return h.FinishHex();
-}
 
 void PutFile(client::ApiClient& api, const std::string& local, const std::string& remote) {
   struct stat st {};
@@ -209,6 +198,18 @@ void GetFile(client::ApiClient& api, const std::string& remote, const std::strin
 }
 
 }  // namespace
+
+std::string HashFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Die(fmt::format("{}: {}", path, std::strerror(errno)));
+  files::Sha256 h;
+  std::string buf(1 << 20, '\0');
+  ssize_t n;
+  while ((n = read(fd, buf.data(), buf.size())) > 0) h.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+  close(fd);
+  if (n < 0) Die(fmt::format("{}: {}", path, std::strerror(errno)));
+  return h.FinishHex();
+}
 
 int FilesPut(const Connection& c, const std::string& local, const std::string& remote_in) {
   auto api = Connect(c);

@@ -16,6 +16,8 @@ int FilesCat(const Connection& c, const std::string& remote);
 int FilesRm(const Connection& c, const std::string& remote, bool recursive);
 // Bytes and files under a prefix.
 int FilesDu(const Connection& c, const std::string& prefix);
+// A local file's SHA-256 (hex); dies with one line if it cannot be read.
+std::string HashFile(const std::string& path);
 // Admin: recounts every user's file usage from the store.
 int FilesReconcile(const Connection& c);
 

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/docker_runtime.h"
 #include "agent/shim.h"
 #include "cli/commands.h"
 #include "cli/files.h"
+#include "cli/images.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
 #include "common/log.h"
@@ -20,6 +22,7 @@ namespace ringmaster::cli {
 
 int Main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "shim") return agent::RunShim(argv[2]);
+  if (argc >= 2 && std::string(argv[1]) == "docker-attach") return agent::RunDockerAttach(argc, argv);
 
   CLI::App app{"ringmaster: a distributed deep-learning platform"};
   app.require_subcommand(1);
@@ -78,6 +81,16 @@ int Main(int argc, char** argv) {
         ->capture_default_str();
     cmd->add_option("--max-log-size", node.max_log_size, "cap on each task's log; later output is dropped (0 = no cap)")
         ->capture_default_str();
+    cmd->add_option("--executors", node.executors,
+                    "how tasks run here, comma-separated: process, runc, docker (jobs with an image need runc or docker)")
+        ->capture_default_str();
+    cmd->add_option("--docker-socket", node.docker_socket, "the Docker daemon's socket (docker executor)")
+        ->capture_default_str();
+    cmd->add_option("--runc", node.runc, "the runc binary (runc executor)")->capture_default_str();
+    cmd->add_option("--image-cache", node.image_cache, "where pulled images are kept (default <data>/images)");
+    cmd->add_option("--gpu-devices", node.gpu_devices, "where the GPUs' device nodes are (nvidiaN, nvidiactl)")
+        ->capture_default_str();
+    cmd->add_flag("--no-limits", node.no_limits, "do not enforce tasks' cpu/memory/pids limits with cgroups");
   };
   SchedulerFlags sched;
   auto add_scheduler_flags = [&](CLI::App* cmd) {
@@ -203,6 +216,17 @@ int Main(int argc, char** argv) {
   auto* tokens_revoke = tokens->add_subcommand("revoke", "revoke a token (yours; admins: anyone's)");
   int64_t token_id = 0;
   tokens_revoke->add_option("id", token_id, "token id")->required();
+  auto* images = app.add_subcommand("images", "tasks' images, built from Debian packages and kept in the files "
+                                              "service (no registry): build, push, ls");
+  images->require_subcommand(1);
+  std::string image_name, image_dir = "images";
+  auto* images_build = images->add_subcommand("build", "build base, torch or tfjs with mmdebstrap into --out (as root)");
+  images_build->add_option("name", image_name, "base, torch or tfjs")->required();
+  images_build->add_option("--out", image_dir, "where NAME.tar and NAME.json go")->capture_default_str();
+  auto* images_push = images->add_subcommand("push", "store a built image in the files service as images/NAME/ (admins)");
+  images_push->add_option("name", image_name, "image name")->required();
+  images_push->add_option("--from", image_dir, "where NAME.tar and NAME.json are")->capture_default_str();
+  auto* images_ls = images->add_subcommand("ls", "the images jobs can name");
   auto* login = app.add_subcommand("login", "exchange a user's password (on stdin) for a token");
   login->add_option("user", user_name, "user name")->required();
   auto* audit = app.add_subcommand("audit", "the audit log: logins, token and user changes, admin actions (admins)");
@@ -233,6 +257,9 @@ int Main(int argc, char** argv) {
     return RunAgent(server, token_file, ca, conn.data, node);
   }
   if (*submit) return Submit(conn, spec_file, no_workdir);
+  if (*images_build) return ImagesBuild(image_name, image_dir);
+  if (*images_push) return ImagesPush(conn, image_name, image_dir);
+  if (*images_ls) return ImagesLs(conn);
   if (*files_put) return FilesPut(conn, file_a, file_b);
   if (*files_get) return FilesGet(conn, file_a, file_b);
   if (*files_ls) return FilesLs(conn, file_a, as_json);

@@ -127,7 +127,7 @@ void PrintJob(const json& j) {
 }
 
 void PrintNodes(const json& nodes) {
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "LABELS"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "EXECUTORS", "LABELS"}};
   for (const auto& n : nodes) {
     const json& a = n["allocated"];
     const json& u = n["usage"];
@@ -142,7 +142,8 @@ void PrintNodes(const json& nodes) {
                     fmt::format("{} cpu, {}, {} gpu, {} tasks", Str(a, "cpu"), FormatBytes(a.value("memory_bytes", int64_t{0})),
                                 Str(a, "gpus"), Str(a, "tasks")),
                     fmt::format("{:.0f}%", 100 * u.value("cpu_util", 0.0)), FormatBytes(u.value("memory_used_bytes", int64_t{0})),
-                    FormatDuration(n.value("last_heartbeat_age_ms", int64_t{0})) + " ago", labels});
+                    FormatDuration(n.value("last_heartbeat_age_ms", int64_t{0})) + " ago", n.value("executors", "process"),
+                    labels});
   }
   PrintTable(rows);
 }

@@ -65,6 +65,32 @@ class LabelsFilter final : public FilterPlugin {
   }
 };
 
+// Can the node's agent run the job's tasks: an image needs a container
+// executor (runc or docker), a bare command the process executor, and a job
+// may pin one (`executor:`).
+class ExecutorFilter final : public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "executor"; }
+  bool Static() const override { return true; }
+  bool Pass(const NodeState& node, const JobRequest& job) const override {
+    if (job.executors.empty()) return true;
+    const std::vector<std::string>& offered = Offered(node);
+    return std::any_of(job.executors.begin(), job.executors.end(), [&](const std::string& e) {
+      return std::find(offered.begin(), offered.end(), e) != offered.end();
+    });
+  }
+  std::string Reject(const NodeState& node, const JobRequest& job) const override {
+    return fmt::format("node {} runs tasks with {}, the job needs {}", node.name, fmt::join(Offered(node), ", "),
+                       fmt::join(job.executors, " or "));
+  }
+
+ private:
+  static const std::vector<std::string>& Offered(const NodeState& node) {
+    static const std::vector<std::string> kProcessOnly = {"process"};
+    return node.executors.empty() ? kProcessOnly : node.executors;
+  }
+};
+
 class ResourcesFilter final : public FilterPlugin {
  public:
   std::string_view Name() const override { return "resources"; }
@@ -170,6 +196,7 @@ Registry<FilterPlugin>& Filters() {
       {"health", [] { return std::make_unique<HealthFilter>(); }},
       {"gpu-type", [] { return std::make_unique<GpuTypeFilter>(); }},
       {"labels", [] { return std::make_unique<LabelsFilter>(); }},
+      {"executor", [] { return std::make_unique<ExecutorFilter>(); }},
       {"resources", [] { return std::make_unique<ResourcesFilter>(); }},
   }};
   return *r;

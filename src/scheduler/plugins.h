@@ -2,7 +2,7 @@
 // name (like the Kubernetes scheduler framework's Filter and Score plugins):
 //
 //   Filter  may one replica of a job go on this node? If not, why, in words.
-//           Built in: health, gpu-type, labels, resources.
+//           Built in: health, gpu-type, labels, executor, resources.
 //   Score   how good is this node for the next replica, in [0, 1]; a
 //           profile weighs several. Built in: binpack, spread, load-aware
 //           (low measured CPU/GPU/memory use first: the first thesis'

@@ -102,7 +102,7 @@ class Scheduler::Pass {
     }
   }
 
-  // Which nodes the job's static filters (health, GPU type, labels) allow.
+  // Which nodes the job's static filters (health, GPU type, labels, executor) allow.
   const std::vector<char>& Mask(const JobRequest& job, const std::string& only_type = "") {
     // The constraint as a key (case kept: "V100" and "v100" only cache twice).
     key_.clear();
@@ -111,6 +111,8 @@ class Scheduler::Pass {
     for (const auto& t : job.gpu_types) (key_ += t) += '\x1e';
     key_ += '\x1f';
     for (const auto& [k, v] : job.node_selector) (((key_ += k) += '=') += v) += '\x1e';
+    key_ += '\x1f';
+    for (const auto& e : job.executors) (key_ += e) += '\x1e';
     const std::string& key = key_;
     auto it = masks_.find(key);
     if (it != masks_.end()) return it->second;

@@ -39,6 +39,8 @@ struct NodeState {
   Resources allocated;         // held by tasks already placed there
   std::string gpu_model;       // e.g. "NVIDIA H200"; "" when the node has no GPUs
   std::map<std::string, std::string> labels;
+  // What its agent runs tasks with ("process", "runc", "docker"); empty = {"process"}.
+  std::vector<std::string> executors;
   // Measured use (heartbeats), 0..1: what the load-aware score looks at.
   double cpu_util = 0;
   double memory_util = 0;
@@ -53,6 +55,9 @@ struct JobRequest {
   // node's gpu_model. Empty: any node.
   std::vector<std::string> gpu_types;
   std::map<std::string, std::string> node_selector;  // labels the node must have
+  // Executors that may run it, any of them (a job with an image: runc or
+  // docker; without: process; or the one its spec pins). Empty: any node.
+  std::vector<std::string> executors;
   std::string user;
   int priority = 0;
   int64_t submit_ms = 0;
@@ -85,7 +90,7 @@ struct Quota {
 
 struct SchedulerConfig {
   std::string policy = "priority";  // fifo | priority | backfill | las
-  std::vector<std::string> filters = {"health", "gpu-type", "labels", "resources"};
+  std::vector<std::string> filters = {"health", "gpu-type", "labels", "executor", "resources"};
   std::vector<std::pair<std::string, double>> scores = {{"binpack", 1}, {"locality", 1}, {"load-aware", 0.5}};
   bool preemption = true;
   bool heterogeneity_aware = false;

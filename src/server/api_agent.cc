@@ -2,7 +2,10 @@
 // node: a token made for node gpu-1 can register as gpu-1, heartbeat and
 // long-poll as gpu-1, and report on and ship logs of tasks placed on gpu-1.
 // These routes run on the agent pool, which user traffic never occupies.
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "server/api.h"
 
@@ -97,6 +100,19 @@ void AddAgentRoutes(Api& api) {
       }
     }
     n.labels_json = Dump(labels);
+    // What the agent runs tasks with; an agent from before executors existed runs processes.
+    json executors = b.value("executors", json::array({"process"}));
+    if (!executors.is_array() || executors.empty() || executors.size() > 8) {
+      return InvalidArgument("executors: must be a non-empty list of process, runc, docker");
+    }
+    std::vector<std::string> names;
+    for (const auto& e : executors) {
+      if (!e.is_string() || (e != "process" && e != "runc" && e != "docker")) {
+        return InvalidArgument("executors: each must be one of process, runc, docker");
+      }
+      if (std::find(names.begin(), names.end(), e.get<std::string>()) == names.end()) names.push_back(e);
+    }
+    n.executors = fmt::format("{}", fmt::join(names, ","));
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n));
     api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);
     return Reply{200, {{"node_id", id}}};

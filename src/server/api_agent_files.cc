@@ -214,6 +214,38 @@ Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
   return Status::Ok();
 }
 
+Status ResolveJobImage(Api& api, JobSpec* spec) {
+  if (spec->image.empty()) return Status::Ok();
+  auto [name, hex] = SplitImageRef(spec->image);
+  if (hex.empty()) {
+    auto reader = api.files->Open(fmt::format("images/{}/latest", name), {});
+    if (!reader.ok()) {
+      if (reader.status().code() == StatusCode::kNotFound) {
+        return InvalidArgument(fmt::format("image: no image \"{}\" in the files service (an admin pushes one with "
+                                           "`ringmaster images push {}`)", name, name));
+      }
+      return reader.status().Annotate("image");
+    }
+    char buf[128];
+    RM_ASSIGN_OR_RETURN(size_t n, (*reader)->Read(buf, sizeof buf));
+    hex.assign(buf, n);
+    while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
+    if (hex.rfind("sha256:", 0) == 0) hex = hex.substr(7);
+    if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return Internal(fmt::format("image: images/{}/latest does not name a digest", name));
+    }
+  }
+  auto head = api.files->Head(fmt::format("images/{}/{}.tar", name, hex));
+  if (!head.ok()) {
+    if (head.status().code() == StatusCode::kNotFound) {
+      return InvalidArgument(fmt::format("image: {}@sha256:{} is not in the files service", name, hex));
+    }
+    return head.status().Annotate("image");
+  }
+  spec->image = fmt::format("{}@sha256:{}", name, hex);
+  return Status::Ok();
+}
+
 void AddAgentFileRoutes(Api& api) {
   http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
   http::RouteOptions upload{api.limits.max_file_bytes, http::Pool::kAgent, true, access::kAgent, true};
@@ -240,6 +272,19 @@ void AddAgentFileRoutes(Api& api) {
                     }
                     files_api::Get(api, req, std::move(respond), false, f.owner, key);
                   });
+  // Tasks' images (`images/<name>/<hex>.{tar,json}`), which every user may read anyway.
+  api.http->Route("GET", "/api/v1/agent/images/{name}/{file}", agent, [&api](http::Request& req, http::Responder respond) {
+    const std::string name = req.matches.at(0), file = req.matches.at(1);
+    if (!IsImageRef(name) || name.find('@') != std::string::npos) {
+      return respond(ErrorFor(req, InvalidArgument("name: not an image name")));
+    }
+    const bool ok = (file.size() == 68 && file.compare(64, 4, ".tar") == 0) ||
+                    (file.size() == 69 && file.compare(64, 5, ".json") == 0);
+    if (!ok || file.find_first_not_of("0123456789abcdef") < 64) {
+      return respond(ErrorFor(req, InvalidArgument("file: must be <sha256 hex>.tar or <sha256 hex>.json")));
+    }
+    files_api::Get(api, req, std::move(respond), false, CallerOf(req), fmt::format("images/{}/{}", name, file));
+  });
   // Writes of the job's outputs and checkpoints, as (and counted against) the job's owner.
   api.http->Route("PUT", "/api/v1/agent/tasks/{id}/files/{path...}", upload,
                   [&api](http::Request& req, http::Responder respond) {

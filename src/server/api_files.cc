@@ -3,6 +3,7 @@
 // ranges, HEAD, DELETE and paginated listing, in three namespaces:
 //   users/<name>/...   that user's (admins may read);
 //   datasets/...       everyone reads, admins write;
+//   images/<name>/...  tasks' images (`ringmaster images push`): the same;
 //   jobs/<id>/{inputs,outputs,checkpoints,logs}/...   the job owner's (admins may read).
 // Reads of what a caller may not see answer 404 (others' files are not even
 // confirmed to exist); writes there answer 403. Files under users/<name>/ and
@@ -61,9 +62,9 @@ Status CheckAccess(Api& api, const Caller& c, const std::string& key, Op op) {
     return PermissionDenied(fmt::format("path: users/{}/ is not yours; write under users/{}/",
                                         Printable(seg[1]), c.user.name));
   }
-  if (seg[0] == "datasets" && seg.size() >= 2) {
+  if ((seg[0] == "datasets" || seg[0] == "images") && seg.size() >= 2) {
     if (op == Op::kRead || c.admin()) return Status::Ok();
-    return PermissionDenied("path: datasets/ is writable by admins only");
+    return PermissionDenied(fmt::format("path: {}/ is writable by admins only", seg[0]));
   }
   static const std::set<std::string_view> kJobDirs = {"inputs", "outputs", "checkpoints", "logs"};
   if (seg[0] == "jobs" && seg.size() >= 4 && JobId(seg[1]) && kJobDirs.count(seg[2])) {
@@ -78,14 +79,16 @@ Status CheckAccess(Api& api, const Caller& c, const std::string& key, Op op) {
     return PermissionDenied(fmt::format("path: jobs/{}/ is not one of your jobs", id));
   }
   return InvalidArgument(fmt::format(
-      "path: must start with users/{}/, datasets/ or jobs/<job id>/{{inputs,outputs,checkpoints,logs}}/", c.user.name));
+      "path: must start with users/{}/, datasets/, images/ or jobs/<job id>/{{inputs,outputs,checkpoints,logs}}/", c.user.name));
 }
 
 // Whether a non-admin may list `prefix`: only inside what they may read.
 Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
   if (c.admin()) return Status::Ok();
   const std::string mine = "users/" + c.user.name + "/";
-  if (prefix.rfind(mine, 0) == 0 || prefix.rfind("datasets/", 0) == 0) return Status::Ok();
+  if (prefix.rfind(mine, 0) == 0 || prefix.rfind("datasets/", 0) == 0 || prefix.rfind("images/", 0) == 0) {
+    return Status::Ok();
+  }
   const auto seg = Segments(prefix);
   if (seg.size() >= 3 && seg[0] == "jobs" && JobId(seg[1])) {
     auto job = VisibleJob(api, std::stoll(std::string(seg[1])), c);
@@ -93,7 +96,7 @@ Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
     return Status::Ok();
   }
   return InvalidArgument(
-      fmt::format("prefix: list under users/{}/, datasets/ or jobs/<job id>/ (got \"{}\")", c.user.name, Printable(prefix)));
+      fmt::format("prefix: list under users/{}/, datasets/, images/ or jobs/<job id>/ (got \"{}\")", c.user.name, Printable(prefix)));
 }
 
 StatusOr<std::string> KeyOf(const http::Request& req, size_t match) {
@@ -274,8 +277,10 @@ class Upload : public std::enable_shared_from_this<Upload> {
 
 // Whose quota a file counts against: the user for users/<name>/, the job's
 // owner for jobs/<id>/ (both are the writer: nobody else may write there),
-// nobody for datasets/.
-int64_t Owner(const Caller& c, const std::string& key) { return key.rfind("datasets/", 0) == 0 ? 0 : c.user.id; }
+// nobody for datasets/ and images/.
+int64_t Owner(const Caller& c, const std::string& key) {
+  return key.rfind("datasets/", 0) == 0 || key.rfind("images/", 0) == 0 ? 0 : c.user.id;
+}
 
 // An upload of `key` by `c` (a user, or the job owner an agent writes for).
 void Put(Api& api, http::Request& req, http::Responder respond, const Caller& c, const StatusOr<std::string>& key) {

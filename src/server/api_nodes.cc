@@ -44,6 +44,7 @@ void AddNodeRoutes(Api& api) {
                      {"agent_version", n.agent_version},
                      {"address", n.address},
                      {"labels", stored(n.labels_json)},
+                     {"executors", n.executors},
                      {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""}});
     }
     return Reply{200, {{"nodes", out}}};

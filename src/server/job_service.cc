@@ -25,10 +25,35 @@ using store::Task;
 
 namespace {
 
+// "process,runc" -> {"process", "runc"}
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> GpuIndices(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& g : SplitList(text)) out.push_back(std::atoi(g.c_str()));
+  return out;
+}
+
 std::string ExitReason(const TaskReport& r) {
   if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
   // What the agent adds (e.g. outputs it could not upload) follows the exit.
   const std::string more = r.message.empty() ? "" : "; " + r.message;
+  // Killed for its memory: that first, then how it ended.
+  if (r.message.rfind("out of memory", 0) == 0) {
+    const char* name = r.signal ? sigabbrev_np(r.signal) : nullptr;
+    return r.signal ? fmt::format("{}: killed by signal {}{}", r.message, r.signal, name ? fmt::format(" (SIG{})", name) : "")
+                    : fmt::format("{}: exit code {}", r.message, r.exit_code);
+  }
   if (r.signal != 0) {
     const char* name = sigabbrev_np(r.signal);
     return fmt::format("killed by signal {}{}{}", r.signal, name ? fmt::format(" (SIG{})", name) : "", more);
@@ -367,6 +392,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   for (Task& t : tasks) {
     t.node_id = 0;
     t.port = 0;
+    t.gpu_indices.clear();
     t.desired = Desired::kRun;
     t.exit_code.reset();
     t.started_ms = t.finished_ms = 0;  // this run's times are banked; the next run sets its own
@@ -435,6 +461,11 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"argv", spec.command},
                      {"env", env},
                      {"working_dir", spec.working_dir},
+                     {"image", spec.image},
+                     {"executor", spec.executor},
+                     {"network", spec.network},
+                     {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids}}},
+                     {"gpus", GpuIndices(t.gpu_indices)},
                      {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
   }
   return nlohmann::json{{"index", index}, {"tasks", tasks}};
@@ -687,6 +718,13 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
   r.gpu_types = spec.gpu_types;
   r.throughput = spec.gpu_throughput;
   r.node_selector = spec.node_selector;
+  if (!spec.executor.empty()) {
+    r.executors = {spec.executor};
+  } else if (!spec.image.empty()) {
+    r.executors = {"runc", "docker"};
+  } else {
+    r.executors = {"process"};
+  }
   r.user = user;
   r.priority = j.priority;
   r.submit_ms = j.created_ms;
@@ -736,6 +774,7 @@ Status JobService::ScheduleOnce() {
       }
     }
     s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
+    s.executors = SplitList(n.executors);
     for (const Task& t : placed) {
       if (t.node_id != n.id) continue;
       s.allocated.cpu_milli += t.cpu_milli;
@@ -821,6 +860,20 @@ Status JobService::ScheduleOnce() {
   }
   std::map<int64_t, const store::Node*> node_by_id;
   for (const auto& n : nodes) node_by_id[n.id] = &n;
+  // And the GPUs it holds, by index: the lowest ones no placed task on that
+  // node holds, so two tasks never share a GPU.
+  std::map<int64_t, std::set<int>> used_gpus;
+  for (const Task& t : placed) {
+    for (const std::string& g : SplitList(t.gpu_indices)) used_gpus[t.node_id].insert(std::atoi(g.c_str()));
+  }
+  auto take_gpus = [&](int64_t node_id, int count) -> std::string {
+    std::vector<std::string> got;
+    const store::Node* n = node_by_id[node_id];
+    for (int g = 0; g < n->gpu_count && static_cast<int>(got.size()) < count; ++g) {
+      if (used_gpus[node_id].insert(g).second) got.push_back(std::to_string(g));
+    }
+    return fmt::format("{}", fmt::join(got, ","));
+  };
   auto take_port = [&](int64_t node_id) -> int {
     const store::Node* n = node_by_id[node_id];
     for (int port = n->port_lo; port <= n->port_hi; ++port) {
@@ -856,6 +909,7 @@ Status JobService::ScheduleOnce() {
         t.attempt += 1;
         t.desired = Desired::kRun;
         t.port = ports[i];
+        t.gpu_indices = t.gpus > 0 ? take_gpus(t.node_id, t.gpus) : "";
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
       }

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <new>
@@ -352,7 +353,10 @@ Status SpecReader::CheckKeys(const YAML::Node& map, const std::string& prefix,
 
 Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
   if (!r.IsMap()) return InvalidArgument("resources: must be a mapping, got " + Quote(r));
-  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput"}));
+  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput", "pids"}));
+  if (r["pids"]) {
+    RM_ASSIGN_OR_RETURN(spec->pids, GetInt(r["pids"], "resources.pids", 16, kMaxPids));
+  }
   if (r["cpu"]) {
     const YAML::Node& c = r["cpu"];
     if (!c.IsScalar()) return InvalidArgument("resources.cpu: must be a number, got " + Quote(c));
@@ -430,7 +434,7 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
                                           "max_restarts", "priority", "time_limit", "node_selector", "working_dir", "keep_checkpoints",
-                                          "inputs", "outputs"}));
+                                          "inputs", "outputs", "executor", "network"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -495,6 +499,30 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   }
   if (root["image"]) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
+    if (!spec.image.empty() && !IsImageRef(spec.image)) {
+      return InvalidArgument(fmt::format("image: \"{}\" is not an image name (e.g. torch, or torch@sha256:<64 hex>; "
+                                         "see `ringmaster images ls`)", Printable(spec.image, 80)));
+    }
+  }
+  if (root["executor"]) {
+    RM_ASSIGN_OR_RETURN(spec.executor, GetString(root["executor"], "executor"));
+    if (spec.executor != "" && spec.executor != "process" && spec.executor != "runc" && spec.executor != "docker") {
+      return InvalidArgument(fmt::format("executor: \"{}\" is not an executor (expected process, runc or docker)",
+                                         Printable(spec.executor, 40)));
+    }
+  }
+  if (spec.executor == "process" && !spec.image.empty()) {
+    return InvalidArgument("executor: process runs no image; drop image: or choose runc or docker");
+  }
+  if ((spec.executor == "runc" || spec.executor == "docker") && spec.image.empty()) {
+    return InvalidArgument(fmt::format("image: required with executor: {} (e.g. image: base)", spec.executor));
+  }
+  if (root["network"]) {
+    RM_ASSIGN_OR_RETURN(spec.network, GetString(root["network"], "network"));
+    if (spec.network != "host" && spec.network != "none") {
+      return InvalidArgument(fmt::format("network: \"{}\" is not a network mode (expected host or none)",
+                                         Printable(spec.network, 40)));
+    }
   }
   if (root["resources"]) RM_RETURN_IF_ERROR(ReadResources(root["resources"], &spec));
   if (root["replicas"] && root["replicas"].IsMap()) {
@@ -693,6 +721,25 @@ StatusOr<JobSpec> Parse(const std::string& text) {
 }
 
 }  // namespace
+
+bool IsImageRef(const std::string& ref) {
+  const size_t at = ref.find('@');
+  const std::string name = ref.substr(0, at);
+  if (name.empty() || name.size() > 63 || !(std::islower(static_cast<unsigned char>(name[0])) || std::isdigit(static_cast<unsigned char>(name[0])))) return false;
+  for (char c : name) {
+    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  if (at == std::string::npos) return true;
+  const std::string digest = ref.substr(at + 1);
+  if (digest.size() != 7 + 64 || digest.compare(0, 7, "sha256:") != 0) return false;
+  return digest.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+}
+
+std::pair<std::string, std::string> SplitImageRef(const std::string& ref) {
+  const size_t at = ref.find('@');
+  if (at == std::string::npos) return {ref, ""};
+  return {ref.substr(0, at), ref.substr(at + 8)};
+}
 
 StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   StatusOr<JobSpec> spec = [&]() -> StatusOr<JobSpec> {

@@ -31,9 +31,20 @@ struct JobSpec {
   std::string kind = "train";         // dev | train | distributed
   std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}
   std::map<std::string, std::string> env;
-  std::string image;                  // for container executors; unused by the process executor
+  // The image a container executor runs the task in: `torch`, or pinned
+  // `torch@sha256:<64 hex>`. The server pins a name to its digest at submit
+  // (images/<name>/latest in the files service), so every task and every
+  // restart of a job runs the same image. "" = no image (the process executor).
+  std::string image;
+  // What runs the task: "" = any executor that fits (an image needs runc or
+  // docker, no image the process executor), or one of process | runc | docker.
+  std::string executor;
+  // A container's network: "host" (the node's, where ring all-reduce ports
+  // are) or "none" (loopback only; for tasks that need no peers).
+  std::string network = "host";
   int64_t cpu_milli = 1000;
   int64_t memory_bytes = 512LL << 20;
+  int64_t pids = 4096;  // processes and threads the task may have at once (its cgroup's pids.max)
   int gpus = 0;
   // Accepted GPU types, any of them (`gpu_type: a100` or `gpu_type: [v100, a100]`);
   // each a case-insensitive substring of a node's GPU model.
@@ -70,6 +81,13 @@ struct JobSpec {
 constexpr int kMaxReplicas = 1024;
 constexpr int kMaxRestarts = 100;
 constexpr int kMaxPriority = 1000;
+constexpr int64_t kMaxPids = 1 << 22;
+
+// "torch" or "torch@sha256:<hex>": an image name (lower-case letters, digits,
+// '.', '_', '-'; at most 63, starting with a letter or digit), optionally pinned.
+bool IsImageRef(const std::string& ref);
+// Splits a valid image reference into its name and digest hex ("" if unpinned).
+std::pair<std::string, std::string> SplitImageRef(const std::string& ref);
 
 // Limits on untrusted spec text (docs/jobspec.md#limits).
 constexpr size_t kMaxSpecBytes = 1 << 20;          // the text, as the server caps request bodies

@@ -42,12 +42,15 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
                               {"gpu", s.gpus}};
   if (!s.gpu_types.empty()) resources["gpu_type"] = s.gpu_types;
   if (!s.gpu_throughput.empty()) resources["gpu_throughput"] = s.gpu_throughput;
+  resources["pids"] = s.pids;
   nlohmann::json j = {{"name", s.name},           {"kind", s.kind},
                       {"command", s.command},     {"env", s.env},
                       {"resources", resources},   {"replicas", s.replicas},
                       {"max_restarts", s.max_restarts}, {"priority", s.priority},
                       {"keep_checkpoints", s.keep_checkpoints}};
   if (!s.image.empty()) j["image"] = s.image;
+  if (!s.executor.empty()) j["executor"] = s.executor;
+  j["network"] = s.network;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
   if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
@@ -73,10 +76,13 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
     s.command = j.value("command", std::vector<std::string>{});
     s.env = j.value("env", std::map<std::string, std::string>{});
     s.image = j.value("image", "");
+    s.executor = j.value("executor", "");
+    s.network = j.value("network", "host");
     const auto& r = j.at("resources");
     s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
     s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);
     s.gpus = StoredInt<int>(r, "gpu", 0);
+    s.pids = StoredInt<int64_t>(r, "pids", 4096);
     if (r.contains("gpu_type")) {
       const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
       if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());

@@ -66,6 +66,7 @@ struct Node {
   int port_lo = 0;      // ports the platform may hand to tasks here: [port_lo, port_hi]
   int port_hi = -1;
   std::string labels_json = "{}";  // {"rack": "r1", ...}: what node selectors match
+  std::string executors = "process";  // what its agent runs tasks with: "process,runc,docker"
 };
 
 struct Job {
@@ -109,6 +110,7 @@ struct Task {
   int64_t memory_bytes = 0;
   int gpus = 0;
   int port = 0;  // from its node's range while placed; 0 = none
+  std::string gpu_indices;  // the node's GPUs it holds while placed, e.g. "0,1"; "" = none
   int64_t created_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;

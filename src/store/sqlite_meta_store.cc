@@ -67,13 +67,13 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, di
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
-    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port";
+    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices";
 constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
 
 User ReadUser(const Stmt& s) {
@@ -115,6 +115,7 @@ Node ReadNode(const Stmt& s) {
   n.port_lo = static_cast<int>(s.Int(13));
   n.port_hi = static_cast<int>(s.Int(14));
   n.labels_json = s.Text(15);
+  n.executors = s.Text(16);
   return n;
 }
 
@@ -161,6 +162,7 @@ Task ReadTask(const Stmt& s) {
   t.started_ms = s.Int(13);
   t.finished_ms = s.Int(14);
   t.port = static_cast<int>(s.Int(15));
+  t.gpu_indices = s.Text(16);
   return t;
 }
 
@@ -349,17 +351,18 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
-           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
            "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
            "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
            "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
            "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
            "agent_version=excluded.agent_version, address=excluded.address, "
-           "port_lo=excluded.port_lo, port_hi=excluded.port_hi, labels_json=excluded.labels_json RETURNING id");
+           "port_lo=excluded.port_lo, port_hi=excluded.port_hi, labels_json=excluded.labels_json, "
+           "executors=excluded.executors RETURNING id");
     s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
         .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
-        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json);
+        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json).Bind(n.executors);
     if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
     return s.Int(0);
   }
@@ -477,7 +480,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE tasks SET job_id=?, rank=?, state=?, reason=?, node_id=?, attempt=?, desired=?, "
            "exit_code=?, cpu_milli=?, memory_bytes=?, gpus=?, created_ms=?, started_ms=?, "
-           "finished_ms=?, port=? WHERE id=?");
+           "finished_ms=?, port=?, gpu_indices=? WHERE id=?");
     BindTaskBody(s, t);
     s.Bind(t.id);
     return StepOne(s, "task " + std::to_string(t.id));
@@ -530,8 +533,8 @@ class SqliteMetaStore final : public MetaStore {
       t.rank = r;
       Stmt ts(db_,
               "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
-              "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port) "
-              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+              "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindTaskBody(ts, t);
       RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
     }
@@ -550,7 +553,7 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(t.job_id).Bind(t.rank).Bind(StateName(t.state)).Bind(t.reason).Bind(t.node_id)
         .Bind(t.attempt).Bind(t.desired == Desired::kStop ? "stop" : "run").Bind(t.exit_code)
         .Bind(t.cpu_milli).Bind(t.memory_bytes).Bind(t.gpus).Bind(t.created_ms).Bind(t.started_ms)
-        .Bind(t.finished_ms).Bind(t.port);
+        .Bind(t.finished_ms).Bind(t.port).Bind(t.gpu_indices);
   }
 
   // Steps a write that must touch a row: NotFound("<what> not found") if it touched none.

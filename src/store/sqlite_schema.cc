@@ -235,6 +235,12 @@ CREATE INDEX audit_by_user ON audit(user, id);
 ALTER TABLE users ADD COLUMN file_quota_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE users ADD COLUMN file_bytes INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 8: tasks in containers: the executors a node's agent offers, and the
+    // GPU indices each placed task holds on its node.
+    R"sql(
+ALTER TABLE nodes ADD COLUMN executors TEXT NOT NULL DEFAULT 'process';
+ALTER TABLE tasks ADD COLUMN gpu_indices TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

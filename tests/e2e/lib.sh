@@ -86,12 +86,12 @@ start_server() {
   done
   URL=$(jq -r .url "$DATA/server.json")
 }
-# start_agent NAME PORTS SANDBOX_ROOT: 2 cpus, 4Gi, label zone=<NAME without node->, and
-# a token that acts only as that node's agent; its data dir is $DATA/agent-NAME.
+# start_agent NAME PORTS SANDBOX_ROOT [FLAG...]: 2 cpus, 4Gi, label zone=<NAME without node->,
+# and a token that acts only as that node's agent; its data dir is $DATA/agent-NAME.
 start_agent() {
   [ -f "$DATA/$1.token" ] || rmc tokens create --scope agent --node "$1" --name "agent $1" > "$DATA/$1.token"
   "$RM" agent --server "$URL" --token-file "$DATA/$1.token" --data "$DATA/agent-$1" --node-name "$1" \
-    --sandbox-root "$3" --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" >> "$DATA/agent-$1.log" 2>&1 &
+    --sandbox-root "$3" --cpus 2 --memory 4Gi --ports "$2" --label "zone=${1#node-}" "${@:4}" >> "$DATA/agent-$1.log" 2>&1 &
   AGENT_PID[$1]=$!
 }
 # await_nodes N: until N nodes are ready.

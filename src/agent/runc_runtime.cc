@@ -1,0 +1,194 @@
+#include "agent/runc_runtime.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "common/log.h"
+
+namespace ringmaster::agent {
+namespace fs = std::filesystem;
+namespace {
+
+// Runs a command to its end (a runc control call: list, delete); its stdout, or an error.
+StatusOr<std::string> RunCapture(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", std::strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    dup2(out[1], 1);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0 && text.size() < (1 << 20)) text.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Internal(fmt::format("{} failed (status {})", argv[0], status));
+  }
+  return text;
+}
+
+std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
+
+}  // namespace
+
+Status RuncRuntime::Check(const std::string& runc_binary) {
+  auto v = RunCapture({runc_binary, "--version"});
+  if (!v.ok()) return FailedPrecondition(fmt::format("runc executor: {} --version: {}", runc_binary, v.status().message()));
+  return Status::Ok();
+}
+
+nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& rootfs) {
+  using nlohmann::json;
+  const TaskLaunch& l = *t.launch;
+  json env = json::array();
+  for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
+  json groups = json::array();
+  for (gid_t g : l.identity.groups) groups.push_back(g);
+  const json no_caps = json::array();
+  json mounts = json::array({
+      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+      {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
+       {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+      {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"},
+       {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=1g"}}},
+      {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"}, {"options", {"nosuid", "noexec", "nodev"}}},
+  });
+  const bool own_net = l.network == "none";
+  // A fresh sysfs needs a network namespace of the container's own; with the
+  // host's network, the host's sysfs read-only (as Docker does).
+  if (own_net) {
+    mounts.push_back({{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}});
+  } else {
+    mounts.push_back({{"destination", "/sys"}, {"type", "bind"}, {"source", "/sys"}, {"options", {"rbind", "nosuid", "noexec", "nodev", "ro"}}});
+  }
+  mounts.push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup"}, {"source", "cgroup"},
+                    {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}});
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
+    if (access(f, R_OK) == 0) mounts.push_back({{"destination", f}, {"type", "bind"}, {"source", f}, {"options", {"rbind", "ro"}}});
+  }
+  for (const auto& [path, ro] : t.binds) {
+    mounts.push_back({{"destination", path}, {"type", "bind"}, {"source", path},
+                      {"options", {"rbind", "nosuid", "nodev", ro ? "ro" : "rw"}}});
+  }
+  json namespaces = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
+  if (own_net) namespaces.push_back({{"type", "network"}});
+  json devices = json::array(), rules = json::array({{{"allow", false}, {"access", "rwm"}}});
+  for (const DeviceNode& d : t.devices) {
+    devices.push_back({{"path", d.container_path}, {"type", "c"}, {"major", d.major}, {"minor", d.minor},
+                       {"fileMode", 0666}, {"uid", 0}, {"gid", 0}});
+    rules.push_back({{"allow", true}, {"type", "c"}, {"major", d.major}, {"minor", d.minor}, {"access", "rw"}});
+  }
+  std::string host = "task-" + t.key;
+  for (char& c : host) c = c == '.' ? '-' : c;
+  // Open files: 65536, or what this host lets root raise it to.
+  rlimit lim{};
+  uint64_t nofile = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY) nofile = std::min<uint64_t>(nofile, lim.rlim_max);
+  return json{
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", {{"uid", l.identity.uid}, {"gid", l.identity.gid}, {"additionalGids", groups}}},
+        {"args", l.argv},
+        {"env", env},
+        {"cwd", t.cwd},
+        {"capabilities", {{"bounding", no_caps}, {"effective", no_caps}, {"inheritable", no_caps},
+                          {"permitted", no_caps}, {"ambient", no_caps}}},
+        {"rlimits", {{{"type", "RLIMIT_NOFILE"}, {"hard", nofile}, {"soft", nofile}}}},
+        {"noNewPrivileges", true}}},
+      {"root", {{"path", rootfs}, {"readonly", false}}},
+      {"hostname", host},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces", namespaces},
+        // The container's cgroup sits below the task's, which holds the limits.
+        {"cgroupsPath", t.cgroup_parent + "/task"},
+        {"resources", {{"devices", rules}}},
+        {"devices", devices},
+        {"maskedPaths", {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                         "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+                         "/proc/scsi"}},
+        {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}}};
+}
+
+StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {
+  const TaskLaunch& l = *t.launch;
+  if (l.image.rootfs.empty()) return FailedPrecondition("runc: the task's image has no unpacked rootfs on this node");
+  const std::string base = t.task_dir + "/rootfs";
+  for (const char* d : {"upper", "work", "merged"}) RM_RETURN_IF_ERROR(MakeDirs(base + "/" + d, 0755));
+  // The image stays as it is (the lower dir, shared by every task of it);
+  // what the task writes outside its sandbox lands in its upper dir, gone with it.
+  const std::string options =
+      fmt::format("lowerdir={},upperdir={}/upper,workdir={}/work", l.image.rootfs, base, base);
+  if (mount("overlay", Rootfs(t.task_dir).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return Internal(fmt::format("runc: mounting the task's root (overlay on {}): {}", l.image.rootfs, std::strerror(errno)));
+  }
+  // Mount points for what is bound in must exist in the root; made in the
+  // upper dir (root's, 0755), never in the shared image.
+  for (const auto& [path, ro] : t.binds) {
+    RM_RETURN_IF_ERROR(MakeDirs(Rootfs(t.task_dir) + path, 0755).Annotate("runc: mount point " + path));
+  }
+  RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));
+  RM_RETURN_IF_ERROR(WriteFileAtomic(t.task_dir + "/bundle/config.json", Config(t, Rootfs(t.task_dir)).dump(2), 0600));
+  Command c;
+  c.argv = {runc_, "--root", state_root_, "run", "--bundle", t.task_dir + "/bundle", t.id};
+  c.cleanup = {runc_, "--root", state_root_, "delete", "--force", t.id};
+  return c;
+}
+
+void RuncRuntime::Release(const std::string& key, const std::string& id, const std::string& task_dir) {
+  (void)key;
+  (void)RunCapture({runc_, "--root", state_root_, "delete", "--force", id});
+  const std::string merged = Rootfs(task_dir);
+  if (umount2(merged.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    spdlog::warn("agent: unmounting {}: {}", merged, std::strerror(errno));
+  }
+}
+
+void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std::string>& keys) {
+  auto list = RunCapture({runc_, "--root", state_root_, "list", "-q"});
+  if (!list.ok()) return;
+  const std::string prefix = "rm-" + instance + "-";
+  size_t start = 0;
+  while (start < list->size()) {
+    size_t nl = list->find('\n', start);
+    if (nl == std::string::npos) nl = list->size();
+    const std::string id = list->substr(start, nl - start);
+    start = nl + 1;
+    if (id.rfind(prefix, 0) != 0 || keys.count(id.substr(prefix.size()))) continue;
+    spdlog::info("agent: removing container {}, of no task of this agent", id);
+    (void)RunCapture({runc_, "--root", state_root_, "delete", "--force", id});
+  }
+}
+
+}  // namespace ringmaster::agent

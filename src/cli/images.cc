@@ -1,0 +1,128 @@
+// `ringmaster images build|push|ls`: tasks' images without a registry
+// (docs/containers.md). `build` runs scripts/images/build.sh, which makes a
+// rootfs from Debian packages with mmdebstrap and writes NAME.tar and its
+// manifest NAME.json; `push` stores both in the files service as
+// images/NAME/<sha256>.{tar,json} and then points images/NAME/latest at the
+// digest, so a job's `image: NAME` resolves to it from then on (and a job
+// already submitted keeps the digest it was pinned to).
+#include "cli/images.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cli/files.h"
+#include "common/files.h"
+
+namespace ringmaster::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool IsImageName(const std::string& n) {
+  if (n.empty() || n.size() > 63 || !(std::islower(static_cast<unsigned char>(n[0])) || std::isdigit(static_cast<unsigned char>(n[0])))) {
+    return false;
+  }
+  return n.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+}
+
+
+// scripts/images/build.sh beside this binary: in a build tree
+// <repo>/build/src/cli/ringmaster -> <repo>/scripts; installed, <prefix>/lib/ringmaster/scripts.
+std::string BuildScript() {
+  if (const char* env = getenv("RINGMASTER_SCRIPTS")) return std::string(env) + "/images/build.sh";
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  for (const fs::path& p : {exe.parent_path() / "../../../scripts/images/build.sh",
+                            exe.parent_path() / "../lib/ringmaster/scripts/images/build.sh"}) {
+    std::error_code ec;
+    if (fs::exists(p, ec)) return fs::weakly_canonical(p).string();
+  }
+  Die("images build: scripts/images/build.sh not found beside this ringmaster (set RINGMASTER_SCRIPTS)");
+}
+
+}  // namespace
+
+int ImagesBuild(const std::string& name, const std::string& out_dir) {
+  if (name != "base" && name != "torch" && name != "tfjs") Die("images build: \"" + name + "\" is not one of base, torch, tfjs");
+  const std::string script = BuildScript();
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  std::cerr << fmt::format("images: building {} into {} (mmdebstrap from this host's apt sources)\n", name, out_dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/bash", "bash", script.c_str(), name.c_str(), out_dir.c_str(), nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::cerr << fmt::format("images build: {} failed (exit {})\n", name, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 1;
+  }
+  std::cout << fmt::format("{}  {}/{}.tar\n", name, out_dir, name);
+  return 0;
+}
+
+int ImagesPush(const Connection& c, const std::string& name, const std::string& from_dir) {
+  if (!IsImageName(name)) Die("images push: \"" + name + "\" is not an image name (lower-case letters, digits, . _ -)");
+  const std::string tar = from_dir + "/" + name + ".tar", manifest = from_dir + "/" + name + ".json";
+  struct stat st {};
+  if (stat(tar.c_str(), &st) != 0) Die(fmt::format("images push: {}: {} (build it: ringmaster images build {})", tar, std::strerror(errno), name));
+  if (stat(manifest.c_str(), &st) != 0) Die(fmt::format("images push: {}: {}", manifest, std::strerror(errno)));
+  std::cerr << fmt::format("images: hashing {}\n", tar);
+  const std::string hex = HashFile(tar);
+  const std::string prefix = fmt::format("images/{}/{}", name, hex);
+  if (int rc = FilesPut(c, tar, prefix + ".tar"); rc != 0) return rc;
+  if (int rc = FilesPut(c, manifest, prefix + ".json"); rc != 0) return rc;
+  // `latest` last: a job never resolves to an image whose files are not all there.
+  const std::string latest = fmt::format("{}/.{}.latest", from_dir, name);
+  if (Status s = WriteFileAtomic(latest, hex + "\n", 0644); !s.ok()) Die(s.message());
+  int rc = FilesPut(c, latest, fmt::format("images/{}/latest", name));
+  unlink(latest.c_str());
+  if (rc == 0) std::cout << fmt::format("{}@sha256:{}\n", name, hex);
+  return rc;
+}
+
+int ImagesLs(const Connection& c) {
+  // images/<name>/latest of each image, and its size.
+  client::ApiClient api = Connect(c);
+  json page = Must(api.Get("/api/v1/files?prefix=images/&limit=1000"));
+  std::set<std::string> images;
+  std::map<std::string, int64_t> sizes;
+  for (const auto& f : page.value("files", json::array())) {
+    const std::string path = f.value("path", "");
+    const auto parts = fs::path(path);
+    std::vector<std::string> seg;
+    for (const auto& p : parts) seg.push_back(p.string());
+    if (seg.size() != 3) continue;
+    if (seg[2].size() == 68 && seg[2].ends_with(".tar")) sizes[seg[1] + "/" + seg[2].substr(0, 64)] = f.value("size", int64_t{0});
+    if (seg[2] == "latest") images.insert(seg[1]);
+  }
+  std::cout << fmt::format("{:<16} {:<20} {:>10}\n", "NAME", "DIGEST", "SIZE");
+  for (const std::string& name : images) {
+    std::string digest;
+    // The files API answers the bytes, not JSON: read them with a stream.
+    (void)api.Stream("/api/v1/files/images/" + name + "/latest", [&digest](const char* p, size_t n) {
+      digest.append(p, std::min<size_t>(n, 128));
+      return digest.size() < 128;
+    });
+    while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();
+    const int64_t size = sizes.count(name + "/" + digest) ? sizes[name + "/" + digest] : 0;
+    std::cout << fmt::format("{:<16} sha256:{:<13} {:>10}\n", name, digest.substr(0, 12),
+                             fmt::format("{:.0f}MiB", static_cast<double>(size) / (1 << 20)));
+  }
+  return 0;
+}
+
+}  // namespace ringmaster::cli
