@@ -401,6 +401,8 @@ void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<b
     }
     it->second.launched = true;
     if (it->second.stop_sent) (void)executor_->Stop(key, it->second.stop_grace);
+    kick_ = true;  // report it running now, not a tick later
+    cv_.notify_all();
     t = it->second;
   }
   if (t.job_id == 0) {  // adopted from an agent that kept no job id: nothing to upload

@@ -57,6 +57,22 @@ StatusOr<std::string> RunCapture(const std::vector<std::string>& argv) {
 
 std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
 
+// mkdir -p of `path` under `root`: each directory it makes 0755 whatever the
+// umask (the task's uid passes through them to its bind mount), and none of
+// the image's own touched.
+Status MakeMountPoint(const std::string& root, const std::string& path) {
+  std::string at = root;
+  for (const auto& part : fs::path(path).relative_path()) {
+    at += "/" + part.string();
+    if (mkdir(at.c_str(), 0755) == 0) {
+      if (chmod(at.c_str(), 0755) != 0) return Internal(fmt::format("runc: chmod {}: {}", at, std::strerror(errno)));
+    } else if (errno != EEXIST) {
+      return Internal(fmt::format("runc: mount point {}: {}", at, std::strerror(errno)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RuncRuntime::Check(const std::string& runc_binary) {
@@ -155,9 +171,7 @@ StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t)
   }
   // Mount points for what is bound in must exist in the root; made in the
   // upper dir (root's, 0755), never in the shared image.
-  for (const auto& [path, ro] : t.binds) {
-    RM_RETURN_IF_ERROR(MakeDirs(Rootfs(t.task_dir) + path, 0755).Annotate("runc: mount point " + path));
-  }
+  for (const auto& [path, ro] : t.binds) RM_RETURN_IF_ERROR(MakeMountPoint(Rootfs(t.task_dir), path));
   RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));
   RM_RETURN_IF_ERROR(WriteFileAtomic(t.task_dir + "/bundle/config.json", Config(t, Rootfs(t.task_dir)).dump(2), 0600));
   Command c;

@@ -50,6 +50,13 @@ std::string Host() {
   return buf;
 }
 
+// This process's IPC namespace, e.g. "ipc:[4026531839]"; "" if unknown.
+std::string IpcNamespace() {
+  char buf[64] = {0};
+  const ssize_t n = readlink("/proc/self/ns/ipc", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 Status CheckBuffer(const char* op, const char* name, const void* p, size_t count) {
   if (count > 0 && p == nullptr) return InvalidArgument(fmt::format("{}: {} is null", op, name));
   if (count > 0 && IsDevicePointer(p)) {
@@ -73,7 +80,9 @@ StatusOr<PeerInfo> ParsePeer(const std::string& text) {
       !j["port"].is_number_integer() || !j["pid"].is_number_integer()) {
     return InvalidArgument("malformed rank record in the store");
   }
-  return PeerInfo{j["host"], j["addr"], j["shm"], j["port"], j["pid"]};
+  PeerInfo peer{j["host"], j["addr"], j["shm"], "", j["port"], j["pid"]};
+  if (j.contains("ipc") && j["ipc"].is_string()) peer.ipc = j["ipc"];
+  return peer;
 }
 
 }  // namespace
@@ -208,6 +217,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store* base_store, int rank, 
                        {"addr", options.address},
                        {"port", listener ? listener->port() : 0},
                        {"pid", getpid()},
+                       {"ipc", IpcNamespace()},
                        {"shm", my_seg ? my_seg->name() : std::string()}};
   RM_RETURN_IF_ERROR(store.Set(fmt::format("rank/{}", rank), me.dump(), left()));
   for (int p = 0; p < size; ++p) {
@@ -225,7 +235,11 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store* base_store, int rank, 
   std::vector<bool> use_shm(size, false), use_tcp(size, false);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    bool same_host = links.peers[p].host == host;
+    // Shared memory needs one host and one IPC namespace: two containers
+    // with the host's network (and name) each have their own /dev/shm.
+    const std::string my_ipc = IpcNamespace();
+    bool same_host = links.peers[p].host == host &&
+                     (links.peers[p].ipc.empty() || my_ipc.empty() || links.peers[p].ipc == my_ipc);
     if (options.transport == TransportKind::kShm) {
       if (!same_host) {
         return InvalidArgument(fmt::format("transport: shm needs every rank on one host, but {} is on {}", describe(p),
