@@ -122,6 +122,9 @@ Status Cgroups::Create(const std::string& key, const TaskLimits& limits) const {
     KillAndRemove(dir);  // an earlier attempt's, left by a crash
     RM_RETURN_IF_ERROR(MakeDirs(dir, 0755).Annotate("cgroup"));
   }
+  // Limits hold for the cgroups a runtime makes below this one only with
+  // hierarchical accounting (the default on recent kernels; set before any child exists).
+  (void)WriteValue(DirOf("memory", key) + "/memory.use_hierarchy", "1");
   if (limits.memory_bytes > 0) {
     RM_RETURN_IF_ERROR(WriteValue(DirOf("memory", key) + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
     // Swap would let a task run past its limit, only slower: none for tasks.
@@ -173,14 +176,12 @@ std::string JoinCgroup(const std::vector<std::string>& procs_files) {
   return "";
 }
 
-std::string OutOfMemoryReason(const CgroupUsage& usage, int exit_code, int signal, int64_t memory_limit) {
+std::string OutOfMemoryReason(const CgroupUsage& usage, bool oom_event, int exit_code, int signal, int64_t memory_limit) {
   if (memory_limit <= 0) return "";
-  // The OOM killer counts its kills in the cgroup the victim was in: the
-  // task's own (process executor) or a runtime's child of it (runc, Docker),
-  // which is gone by now; then the limit's hits say it, with the SIGKILL
-  // (or a container's 128+9).
-  const bool killed = signal == SIGKILL || exit_code == 128 + SIGKILL;
-  if ((killed && (usage.oom_kills > 0 || usage.memory_failcnt > 0)) || (usage.oom_kills > 0 && exit_code != 0)) {
+  // A task that ended well despite an OOM kill (of a helper it restarted)
+  // did not fail for it.
+  const bool failed = signal != 0 || exit_code != 0;
+  if (failed && (oom_event || usage.oom_kills > 0)) {
     return fmt::format("out of memory (limit {})", FormatBytes(memory_limit));
   }
   return "";

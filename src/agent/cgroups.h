@@ -78,8 +78,11 @@ CgroupUsage ReadCgroupUsage(const std::string& memory_dir, const std::string& cp
 // (open/write/close only).
 std::string JoinCgroup(const std::vector<std::string>& procs_files);
 
-// Why a task that ended this way was killed, if the cgroup says it was for
-// memory: "out of memory (limit 64Mi)"; else "".
-std::string OutOfMemoryReason(const CgroupUsage& usage, int exit_code, int signal, int64_t memory_limit);
+// Why a task that ended this way was killed, if it was for memory: "out of
+// memory (limit 64Mi)"; else "". `oom_event`: the cgroup's OOM notification
+// fired while it ran (the shim watches it); usage.oom_kills: the OOM killer
+// counted a kill in the task's own cgroup. The limit being hit (failcnt) is
+// no evidence: reclaiming page cache hits it too.
+std::string OutOfMemoryReason(const CgroupUsage& usage, bool oom_event, int exit_code, int signal, int64_t memory_limit);
 
 }  // namespace ringmaster::agent

@@ -64,7 +64,9 @@ json DockerRuntime::Config(const ContainerTask& t, const std::string& image_ref)
       {"SecurityOpt", json::array({"no-new-privileges"})},
       {"Privileged", false},
       {"AutoRemove", false},
-      {"Init", false},
+      // Docker's init (tini) as pid 1: it forwards stop signals to the task
+      // and reaps zombies, which a task as pid 1 would not.
+      {"Init", true},
       // The shim keeps the task's log (with its cap); Docker's copy stays small.
       {"LogConfig", {{"Type", "json-file"}, {"Config", {{"max-size", "64m"}, {"max-file", "1"}}}}},
   };

@@ -71,6 +71,10 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
     lock = slot;
   }
   std::lock_guard<std::mutex> l(*lock);
+  // The cache must be root's alone: root unpacks and deletes in it.
+  if (auto trusted = OpenTrustedDir(dir_, /*create=*/true, 0700); !trusted.ok()) {
+    return trusted.status().Annotate("--image-cache " + dir_);
+  }
   const std::string dir = dir_ + "/" + digest;
   RM_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   // Agents of one host may share the cache (--image-cache): one pulls, the others wait.

@@ -387,10 +387,18 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   const auto gpus = GpuDevices();
   TaskLimits limits = launch.limits;
   if (!launch.gpus.empty() || !gpus.empty()) {
-    std::string visible;
-    for (int g : launch.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
-    env["CUDA_VISIBLE_DEVICES"] = visible;
-    env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "void" : visible;
+    // The node's indices (RINGMASTER_GPUS, NVIDIA_VISIBLE_DEVICES). CUDA
+    // counts the devices it can see: all of the node's for a process (in
+    // PCI order, as nvidia-smi numbers them), only its own in a container.
+    std::string host, local;
+    for (size_t i = 0; i < launch.gpus.size(); ++i) {
+      host += (i ? "," : "") + std::to_string(launch.gpus[i]);
+      local += (i ? "," : "") + std::to_string(i);
+    }
+    env["RINGMASTER_GPUS"] = host;
+    env["NVIDIA_VISIBLE_DEVICES"] = host.empty() ? "void" : host;
+    env["CUDA_VISIBLE_DEVICES"] = launch.runtime == "process" ? host : local;
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
     // A container's runtime allows its devices itself (the defaults and its
     // GPUs, nothing else); a parent that denied some would refuse that.
     for (const auto& [index, d] : gpus) {
@@ -418,10 +426,10 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     // Written first, so Release finds the container whatever happens next.
     spec.runtime = launch.runtime;
     spec.container_id = "rm-" + instance_ + "-" + launch.key;
-    RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
+    if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
     if (Status st = PrepareContainer(launch, sandbox, &spec); !st.ok()) return fail(st);
   }
-  RM_RETURN_IF_ERROR(WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600));
+  if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -593,7 +601,8 @@ void ProcessExecutor::Release(const std::string& key) {
     stopping_.erase(key);
     sandboxes_.erase(key);
   }
-  // Only root writes here: a plain removal is safe.
+  // Only root writes here (a runc task's overlay is unmounted by now, its
+  // upper dir holds what the task wrote: removed without following links).
   std::error_code ec;
   fs::remove_all(TaskDir(key), ec);
 }

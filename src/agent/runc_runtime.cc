@@ -57,31 +57,69 @@ StatusOr<std::string> RunCapture(const std::vector<std::string>& argv) {
 
 std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
 
-// mkdir -p of `path` under `root`: each directory it makes 0755 whatever the
-// umask (the task's uid passes through them to its bind mount), and none of
-// the image's own touched.
-Status MakeMountPoint(const std::string& root, const std::string& path) {
-  std::string at = root;
-  for (const auto& part : fs::path(path).relative_path()) {
-    at += "/" + part.string();
-    if (mkdir(at.c_str(), 0755) == 0) {
-      if (chmod(at.c_str(), 0755) != 0) return Internal(fmt::format("runc: chmod {}: {}", at, std::strerror(errno)));
-    } else if (errno != EEXIST) {
-      return Internal(fmt::format("runc: mount point {}: {}", at, std::strerror(errno)));
-    }
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
-Status RuncRuntime::Check(const std::string& runc_binary) {
-  auto v = RunCapture({runc_binary, "--version"});
-  if (!v.ok()) return FailedPrecondition(fmt::format("runc executor: {} --version: {}", runc_binary, v.status().message()));
-  return Status::Ok();
+StatusOr<std::string> RuncRuntime::Find(const std::string& runc_binary) {
+  std::string path = runc_binary;
+  if (path.find('/') == std::string::npos) {
+    path.clear();
+    const char* env = getenv("PATH");
+    std::string dirs = env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size() && path.empty()) {
+      size_t colon = dirs.find(':', start);
+      if (colon == std::string::npos) colon = dirs.size();
+      const std::string candidate = dirs.substr(start, colon - start) + "/" + runc_binary;
+      if (candidate[0] == '/' && access(candidate.c_str(), X_OK) == 0) path = candidate;
+      start = colon + 1;
+    }
+    if (path.empty()) return FailedPrecondition(fmt::format("runc executor: {} is not on PATH (apt install runc)", runc_binary));
+  }
+  path = fs::absolute(path).lexically_normal().string();
+  auto v = RunCapture({path, "--version"});
+  if (!v.ok()) return FailedPrecondition(fmt::format("runc executor: {} --version: {}", path, v.status().message()));
+  return path;
 }
 
-nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& rootfs) {
+std::string RuncRuntime::DefaultInit() {
+  const char* tini = "/usr/bin/tini-static";
+  return access(tini, X_OK) == 0 ? tini : "";
+}
+
+// A denylist seccomp profile: the calls Docker's default profile refuses an
+// unprivileged container (namespaces, mounts, kernel keyrings, modules,
+// BPF, perf, userfaultfd, clocks, reboot, ...), refused with EPERM.
+// Everything else is allowed: tasks are already a non-root uid without
+// capabilities, this narrows the kernel surface they can reach.
+nlohmann::json SeccompProfile() {
+  using nlohmann::json;
+  const json denied = {"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module",
+                       "finit_module", "fsconfig", "fsmount", "fsopen", "fspick", "get_kernel_syms",
+                       "init_module", "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl",
+                       "lookup_dcookie", "mount", "mount_setattr", "move_mount", "name_to_handle_at",
+                       "nfsservctl", "open_by_handle_at", "open_tree", "perf_event_open", "pivot_root",
+                       "process_vm_readv", "process_vm_writev", "quotactl", "reboot", "request_key",
+                       "setns", "settimeofday", "stime", "swapoff", "swapon", "sysfs", "_sysctl", "umount", "umount2",
+                       "unshare", "uselib", "userfaultfd", "ustat", "vm86", "vm86old"};
+  json rules = json::array({{{"names", denied}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1}}});
+  // New namespaces through clone(2) too: one rule per flag (rules for one
+  // call are alternatives). clone3's flags are in memory a filter cannot
+  // read: ENOSYS makes libc fall back to clone.
+  for (uint64_t flag : {0x00020000ULL /*NEWNS*/, 0x02000000ULL /*NEWCGROUP*/, 0x04000000ULL /*NEWUTS*/,
+                        0x08000000ULL /*NEWIPC*/, 0x10000000ULL /*NEWUSER*/, 0x20000000ULL /*NEWPID*/,
+                        0x40000000ULL /*NEWNET*/}) {
+    rules.push_back({{"names", {"clone"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1},
+                     {"args", {{{"index", 0}, {"value", flag}, {"valueTwo", flag}, {"op", "SCMP_CMP_MASKED_EQ"}}}}});
+  }
+  rules.push_back({{"names", {"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 38}});
+  json profile = {{"defaultAction", "SCMP_ACT_ALLOW"},
+                  {"architectures", {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"}},
+                  {"syscalls", rules}};
+  return profile;
+}
+
+nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& rootfs, const std::string& init) {
   using nlohmann::json;
   const TaskLaunch& l = *t.launch;
   json env = json::array();
@@ -100,13 +138,9 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
       {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"}, {"options", {"nosuid", "noexec", "nodev"}}},
   });
   const bool own_net = l.network == "none";
-  // A fresh sysfs needs a network namespace of the container's own; with the
-  // host's network, the host's sysfs read-only (as Docker does).
-  if (own_net) {
-    mounts.push_back({{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}});
-  } else {
-    mounts.push_back({{"destination", "/sys"}, {"type", "bind"}, {"source", "/sys"}, {"options", {"rbind", "nosuid", "noexec", "nodev", "ro"}}});
-  }
+  // A fresh sysfs, read-only: never a bind of the host's (whose submounts,
+  // debugfs and tracefs among them, would come along).
+  mounts.push_back({{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}});
   mounts.push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup"}, {"source", "cgroup"},
                     {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}});
   for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
@@ -115,6 +149,12 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
   for (const auto& [path, ro] : t.binds) {
     mounts.push_back({{"destination", path}, {"type", "bind"}, {"source", path},
                       {"options", {"rbind", "nosuid", "nodev", ro ? "ro" : "rw"}}});
+  }
+  json args = l.argv;
+  if (!init.empty()) {
+    mounts.push_back({{"destination", "/dev/init"}, {"type", "bind"}, {"source", init}, {"options", {"bind", "ro", "nosuid", "nodev"}}});
+    args = json::array({"/dev/init", "--"});
+    for (const auto& a : l.argv) args.push_back(a);
   }
   json namespaces = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
   if (own_net) namespaces.push_back({{"type", "network"}});
@@ -135,7 +175,7 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
       {"process",
        {{"terminal", false},
         {"user", {{"uid", l.identity.uid}, {"gid", l.identity.gid}, {"additionalGids", groups}}},
-        {"args", l.argv},
+        {"args", args},
         {"env", env},
         {"cwd", t.cwd},
         {"capabilities", {{"bounding", no_caps}, {"effective", no_caps}, {"inheritable", no_caps},
@@ -153,8 +193,9 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
         {"devices", devices},
         {"maskedPaths", {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
                          "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
-                         "/proc/scsi"}},
-        {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}}};
+                         "/proc/scsi", "/sys/devices/virtual/powercap"}},
+        {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}},
+        {"seccomp", SeccompProfile()}}}};
 }
 
 StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {
@@ -169,11 +210,10 @@ StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t)
   if (mount("overlay", Rootfs(t.task_dir).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
     return Internal(fmt::format("runc: mounting the task's root (overlay on {}): {}", l.image.rootfs, std::strerror(errno)));
   }
-  // Mount points for what is bound in must exist in the root; made in the
-  // upper dir (root's, 0755), never in the shared image.
-  for (const auto& [path, ro] : t.binds) RM_RETURN_IF_ERROR(MakeMountPoint(Rootfs(t.task_dir), path));
+  // runc makes the mount points of what is bound in, inside the root (in
+  // the task's upper dir, never the shared image), resolving no symlink out of it.
   RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));
-  RM_RETURN_IF_ERROR(WriteFileAtomic(t.task_dir + "/bundle/config.json", Config(t, Rootfs(t.task_dir)).dump(2), 0600));
+  RM_RETURN_IF_ERROR(WriteFileAtomic(t.task_dir + "/bundle/config.json", Config(t, Rootfs(t.task_dir), init_).dump(2), 0600));
   Command c;
   c.argv = {runc_, "--root", state_root_, "run", "--bundle", t.task_dir + "/bundle", t.id};
   c.cleanup = {runc_, "--root", state_root_, "delete", "--force", t.id};

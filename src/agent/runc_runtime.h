@@ -20,11 +20,18 @@ namespace ringmaster::agent {
 class RuncRuntime final : public ContainerRuntime {
  public:
   // `state_root`: runc's --root, private to this agent.
-  RuncRuntime(std::string runc_binary, std::string state_root)
-      : runc_(std::move(runc_binary)), state_root_(std::move(state_root)) {}
+  // `init`: a static init for the container's pid 1 (tini), bound in
+  // read-only: it forwards stop signals to the task and reaps zombies, which a
+  // task as pid 1 would not do ("" = the task is pid 1).
+  RuncRuntime(std::string runc_binary, std::string state_root, std::string init = DefaultInit())
+      : runc_(std::move(runc_binary)), state_root_(std::move(state_root)), init_(std::move(init)) {}
 
-  // FailedPrecondition when runc is not there or does not run.
-  static Status Check(const std::string& runc_binary);
+  // /usr/bin/tini-static (Debian's tini, which docker.io depends on) if there.
+  static std::string DefaultInit();
+
+  // The absolute path of `runc_binary` (searched on this process's PATH when
+  // it has no slash), checked to run; FailedPrecondition otherwise.
+  static StatusOr<std::string> Find(const std::string& runc_binary);
 
   std::string_view Name() const override { return "runc"; }
   StatusOr<Command> Prepare(const ContainerTask& task) override;
@@ -32,11 +39,12 @@ class RuncRuntime final : public ContainerRuntime {
   void RemoveOrphans(const std::string& instance, const std::set<std::string>& keys) override;
 
   // The OCI runtime spec of a task's container (exposed for tests).
-  static nlohmann::json Config(const ContainerTask& task, const std::string& rootfs);
+  static nlohmann::json Config(const ContainerTask& task, const std::string& rootfs, const std::string& init = "");
 
  private:
   const std::string runc_;
   const std::string state_root_;
+  const std::string init_;
 };
 
 }  // namespace ringmaster::agent

@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -56,6 +57,27 @@ void WriteExit(const std::string& dir, int exit_code, int signal, const std::str
   nlohmann::json j = {{"exit_code", exit_code}, {"signal", signal}, {"message", message}};
   if (!usage.is_null()) j["usage"] = usage;
   (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
+}
+
+// An eventfd that counts OOM events of the memory cgroup `dir` (cgroup v1's
+// cgroup.event_control on memory.oom_control); -1 when there is none.
+int WatchOom(const std::string& dir) {
+  if (dir.empty()) return -1;
+  const int control = open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  const int events = open((dir + "/cgroup.event_control").c_str(), O_WRONLY | O_CLOEXEC);
+  bool ok = control >= 0 && efd >= 0 && events >= 0;
+  if (ok) {
+    const std::string line = fmt::format("{} {}", efd, control);
+    ok = write(events, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  }
+  if (events >= 0) close(events);
+  if (control >= 0) close(control);  // the registration holds its own reference
+  if (!ok && efd >= 0) {
+    close(efd);
+    return -1;
+  }
+  return efd;
 }
 
 // Runs a container runtime's cleanup (as root) to its end, within two minutes.
@@ -222,11 +244,20 @@ std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vect
     if (std::string e = JoinCgroup(spec.cgroup_procs); !e.empty()) return e;
   }
   if (spec.as_root) {
-    // A container runtime: it makes the container, which drops to the
-    // task's uid; it must not be in the task's cgroup (its memory would count).
+    // A container runtime (runc, docker-attach), as root: it makes the
+    // container, which drops to the task's uid; it is not in the task's
+    // cgroup (its memory would count). Nothing of the job's reaches it: its
+    // environment is a fixed one (the container's own is in its config),
+    // its program an absolute path, and the mount points it makes are 0755
+    // whatever the agent's umask.
+    static char path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    static char lang[] = "LANG=C.UTF-8";
+    static char* clean[] = {path, lang, nullptr};
+    if (argv[0] == nullptr || argv[0][0] != '/') return "a container runtime must be an absolute path";
+    umask(022);
     CloseFrom(3, /*on_exec=*/true);
-    environ = envp.data();
-    execvp(argv[0], argv.data());
+    environ = clean;
+    execv(argv[0], argv.data());
     return fmt::format("cannot run the container runtime \"{}\": {}", spec.argv[0], std::strerror(errno));
   }
   if (std::string e = DropPrivileges(spec); !e.empty()) return e;
@@ -429,9 +460,18 @@ int RunShim(const std::string& dir) {
   };
   int status = 0;
   bool exited = false;
-  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {sigfd, POLLIN, 0}};
+  // The kernel's OOM notification for the task's memory cgroup: it fires
+  // when anything below it (the task, a container in a runtime's child
+  // cgroup) hits the limit and the OOM killer runs. Counted, never missed.
+  const int oom_fd = WatchOom(spec.cgroup_memory_dir);
+  bool oom = false;
+  pollfd fds[4] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {sigfd, POLLIN, 0}, {oom_fd, POLLIN, 0}};
   while (!exited) {
-    if (poll(fds, 3, -1) < 0) {
+    if (fds[3].fd >= 0 && fds[3].revents) {
+      uint64_t n = 0;
+      if (read(fds[3].fd, &n, sizeof n) == sizeof n && n > 0) oom = true;
+    }
+    if (poll(fds, 4, -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -470,6 +510,10 @@ int RunShim(const std::string& dir) {
     }
   }
   close(log);
+  if (oom_fd >= 0) {
+    uint64_t n = 0;
+    if (fcntl(oom_fd, F_SETFL, O_NONBLOCK) == 0 && read(oom_fd, &n, sizeof n) == sizeof n && n > 0) oom = true;
+  }
   // The container is gone once its runtime's cleanup has run.
   RunCleanup(spec.cleanup, dir);
   int exit_code = -1, sig = 0;
@@ -483,7 +527,8 @@ int RunShim(const std::string& dir) {
     usage_json = {{"oom_kills", u.oom_kills},         {"memory_failcnt", u.memory_failcnt},
                   {"memory_max_bytes", u.memory_max_bytes}, {"cpu_periods", u.cpu_periods},
                   {"cpu_throttled", u.cpu_throttled}, {"cpu_throttled_ns", u.cpu_throttled_ns}};
-    if (message.empty()) message = OutOfMemoryReason(u, exit_code, sig, spec.memory_limit);
+    usage_json["oom_events"] = oom;
+    if (message.empty()) message = OutOfMemoryReason(u, oom, exit_code, sig, spec.memory_limit);
   }
   WriteExit(dir, exit_code, sig, message, usage_json);
   return 0;

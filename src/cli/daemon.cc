@@ -98,8 +98,9 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     if (name == "process") {
       process = true;
     } else if (name == "runc") {
-      if (Status st = agent::RuncRuntime::Check(f.runc); !st.ok()) Die("--executors: " + st.message());
-      e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(f.runc, data + "/runc");
+      auto runc = agent::RuncRuntime::Find(f.runc);
+      if (!runc.ok()) Die("--executors: " + runc.status().message());
+      e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(*runc, data + "/runc");
     } else if (name == "docker") {
       auto d = std::make_shared<agent::DockerRuntime>(f.docker_socket, e.shim_binary);
       if (Status st = d->Check(); !st.ok()) Die("--executors: " + st.message() + " (--docker-socket " + f.docker_socket + ")");

@@ -80,7 +80,7 @@ StatusOr<PeerInfo> ParsePeer(const std::string& text) {
       !j["port"].is_number_integer() || !j["pid"].is_number_integer()) {
     return InvalidArgument("malformed rank record in the store");
   }
-  PeerInfo peer{j["host"], j["addr"], j["shm"], "", j["port"], j["pid"]};
+  PeerInfo peer{j["host"], j["addr"], j["shm"], j["port"], j["pid"]};
   if (j.contains("ipc") && j["ipc"].is_string()) peer.ipc = j["ipc"];
   return peer;
 }

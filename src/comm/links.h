@@ -14,11 +14,11 @@ namespace ringmaster::comm {
 
 struct PeerInfo {
   std::string host, addr, shm;
+  int port = 0;
+  int pid = 0;
   // Its IPC namespace ("ipc:[4026531839]"): ranks on one host share memory
   // only within one (containers each have their own /dev/shm). "" = unknown.
   std::string ipc;
-  int port = 0;
-  int pid = 0;
 };
 
 struct Links {

@@ -899,6 +899,24 @@ Status JobService::ScheduleOnce() {
       plan.pending_reasons[job.id] = "waiting for ports: " + no_port;
       continue;
     }
+    // GPUs by index, likewise all or none (the scheduler counted them; a node
+    // that re-registered with fewer may still disagree).
+    std::vector<std::string> gpu_sets;
+    std::string no_gpu;
+    const int per_task_gpus = queue_by_id[job.id]->per_task.gpus;
+    for (int64_t node_id : p.node_ids) {
+      gpu_sets.push_back(per_task_gpus > 0 ? take_gpus(node_id, per_task_gpus) : "");
+      const size_t got = gpu_sets.back().empty() ? 0 : std::count(gpu_sets.back().begin(), gpu_sets.back().end(), ',') + 1;
+      if (static_cast<int>(got) < per_task_gpus) no_gpu = fmt::format("node {} has no {} free GPUs", node_by_id[node_id]->name, per_task_gpus);
+    }
+    if (!no_gpu.empty()) {
+      for (size_t i = 0; i < gpu_sets.size(); ++i) {
+        for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
+      }
+      for (size_t i = 0; i < ports.size(); ++i) used_ports[p.node_ids[i]].erase(ports[i]);
+      plan.pending_reasons[job.id] = "waiting for GPUs: " + no_gpu;
+      continue;
+    }
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
       RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job.id));
       std::set<int64_t> touched;
@@ -909,7 +927,7 @@ Status JobService::ScheduleOnce() {
         t.attempt += 1;
         t.desired = Desired::kRun;
         t.port = ports[i];
-        t.gpu_indices = t.gpus > 0 ? take_gpus(t.node_id, t.gpus) : "";
+        t.gpu_indices = gpu_sets[i];
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
       }

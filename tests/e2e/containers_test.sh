@@ -11,7 +11,8 @@
 #  2. (containers) kill -9 of the agent while a container task runs, then a
 #     new agent: the task is re-adopted (same attempt, no restart) and every
 #     line it printed is in its log exactly once.
-#  3. (containers) cancel leaves nothing: no container in `docker ps -a` or
+#  3. (containers) no new namespaces or mounts from inside (seccomp), and
+#     cancel leaves nothing: no container in `docker ps -a` or
 #     `runc list`, no overlay mount, no cgroup of the task.
 source "$(dirname "$0")/lib.sh"
 EXEC=${1:?usage: containers_test.sh process|runc|docker}
@@ -87,7 +88,8 @@ pass "$EXEC: cpu: 0.5 throttled $THROTTLED times in $KEY's cgroup; the cgroup is
 # or "absent" (no such device node where it runs).
 PROBE='import errno, os, time
 dev = os.environ["GPU_DIR"]
-print("visible", os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("NVIDIA_VISIBLE_DEVICES"))
+print("gpus", os.environ.get("RINGMASTER_GPUS"), os.environ.get("NVIDIA_VISIBLE_DEVICES"))
+print("cuda", os.environ.get("CUDA_VISIBLE_DEVICES"))
 for i in (0, 1):
     path = "%s/nvidia%d" % (dev, i)
     try:
@@ -107,8 +109,12 @@ wait_state "$B" RUNNING 60
 rmc wait "$A" --timeout 60 > /dev/null || { rmc logs "$A"; fail "gpu-a failed"; }
 rmc wait "$B" --timeout 60 > /dev/null || { rmc logs "$B"; fail "gpu-b failed"; }
 LA=$(rmc logs "$A"); LB=$(rmc logs "$B")
-GA=$(sed -n 's/^\[0\] visible \([01]\) \1$/\1/p' <<<"$LA"); GB=$(sed -n 's/^\[0\] visible \([01]\) \1$/\1/p' <<<"$LB")
+GA=$(sed -n 's/^\[0\] gpus \([01]\) \1$/\1/p' <<<"$LA"); GB=$(sed -n 's/^\[0\] gpus \([01]\) \1$/\1/p' <<<"$LB")
 [ -n "$GA" ] && [ -n "$GB" ] && [ "$GA" != "$GB" ] || fail "two 1-GPU tasks were given \"$GA\" and \"$GB\": $LA / $LB"
+# CUDA numbers what it can see: the node's GPUs for a process, only its own (as 0) in a container.
+CA=$GA; CB=$GB
+[ "$EXEC" != process ] && CA=0 && CB=0
+grep -q "^\[0\] cuda $CA$" <<<"$LA" && grep -q "^\[0\] cuda $CB$" <<<"$LB" || fail "CUDA_VISIBLE_DEVICES: $LA / $LB"
 OTHER=denied
 [ "$EXEC" != process ] && OTHER=absent
 for pair in "$GA:$LA" "$GB:$LB"; do
@@ -122,6 +128,15 @@ if [ "$EXEC" = process ]; then
   echo "containers_test ($EXEC): all passed"
   exit 0
 fi
+
+# ---- no new namespaces, no mounts: the container's seccomp profile refuses them
+ID=$(submit '{"name": "escape", "command": ["python3", "-c",
+  "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfor name, flag in ((\"user\", 0x10000000), (\"mount\", 0x20000)):\n    r = libc.unshare(flag)\n    print(\"unshare\", name, \"refused\" if r != 0 else \"allowed\", os.strerror(ctypes.get_errno()) if r else \"\")\nprint(\"mount\", \"refused\" if libc.mount(b\"x\", b\"/tmp\", b\"tmpfs\", 0, None) != 0 else \"allowed\")"],
+  "resources": {"cpu": 0.5, "memory": "64Mi"}}')
+rmc wait "$ID" --timeout 60 > /dev/null || { rmc logs "$ID"; fail "the namespace probe failed"; }
+LOGS=$(rmc logs "$ID")
+[ "$(grep -c "refused" <<<"$LOGS")" = 3 ] || fail "$EXEC: a task could make namespaces or mount: $LOGS"
+pass "$EXEC: unshare(user), unshare(mount) and mount(2) refused in the container"
 
 # ---- 2. kill -9 of the agent while a container task runs
 ID=$(submit '{"name": "count", "command": ["sh", "-c", "for i in $(seq 1 40); do echo line $i; sleep 0.25; done"],
