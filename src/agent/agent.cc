@@ -3,12 +3,14 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "agent/safe_fs.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -414,12 +416,23 @@ void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<b
   if (auto text = ReadFile(SyncedPath(ref)); text.ok()) synced = *text;
   int failures = 0;
   auto retry_at = std::chrono::steady_clock::now();
+  // The moment it ends, the tick is woken to collect its exit (not a tick later).
+  UniqueFd exit_fd(executor_->ExitFd(key));
   // While it runs: each new checkpoint, as soon as `latest` names it.
   while (true) {
     bool exited = false;
+    if (exit_fd) {
+      pollfd p{exit_fd.get(), POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(options_.checkpoint_poll.count())) > 0) {
+        exit_fd = UniqueFd();
+        std::lock_guard<std::mutex> l(mu_);
+        kick_ = true;
+        cv_.notify_all();
+      }
+    }
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, options_.checkpoint_poll, [&] {
+      cv_.wait_for(l, exit_fd ? std::chrono::milliseconds(0) : options_.checkpoint_poll, [&] {
         auto it = tasks_.find(ref);
         return !running_ || it == tasks_.end() || it->second.exit.has_value();
       });

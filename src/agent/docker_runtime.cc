@@ -145,9 +145,17 @@ int RunDockerAttach(int argc, char** argv) {
       (void)api.KillContainer(id, std::to_string(sig));
     }
   }).detach();
+  // However it ends, the container goes with it (the shim's cleanup is for
+  // when this process is killed).
+  auto done = [&api, &id](int code) {
+    if (Status st = api.RemoveContainer(id, /*force=*/true); !st.ok()) {
+      fprintf(stderr, "ringmaster: removing container %s: %s\n", id.c_str(), st.ToString().c_str());
+    }
+    return code;
+  };
   if (Status st = api.StartContainer(id); !st.ok()) {
     fprintf(stderr, "ringmaster: starting container: %s\n", st.ToString().c_str());
-    return 127;
+    return done(127);
   }
   std::string out;
   Status logs = api.FollowLogs(id, {}, [&out](int, std::string_view, std::string_view line) {
@@ -160,10 +168,10 @@ int RunDockerAttach(int argc, char** argv) {
   // The log stream ends when the container does; its exit code is ours.
   for (int i = 0;; ++i) {
     auto code = api.WaitContainer(id, std::chrono::hours(24));
-    if (code.ok()) return static_cast<int>(std::clamp<int64_t>(*code, 0, 255));
+    if (code.ok()) return done(static_cast<int>(std::clamp<int64_t>(*code, 0, 255)));
     if (i >= 5 || code.status().code() == StatusCode::kNotFound) {
       fprintf(stderr, "ringmaster: waiting for the container: %s\n", code.status().ToString().c_str());
-      return 125;
+      return done(125);
     }
     sleep(1);
   }

@@ -99,6 +99,9 @@ class Executor {
   virtual std::map<std::string, std::string> Recover() = 0;
   // Forgets an ended task and deletes what it left on disk.
   virtual void Release(const std::string& key) = 0;
+  // A descriptor that becomes readable once the task has ended (its exit is
+  // then there for Poll), owned by the caller; -1 when there is none (poll).
+  virtual int ExitFd(const std::string& key) { return -1; }
   // How it can run tasks (TaskLaunch::runtime): what the agent offers the server.
   virtual std::vector<std::string> Runtimes() const { return {"process"}; }
 };

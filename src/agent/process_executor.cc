@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,7 +227,22 @@ StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecut
   return e;
 }
 
+static bool SameBoot(const std::string& dir);
+
 std::string ProcessExecutor::TaskDir(const std::string& key) const { return options_.state_dir + "/tasks/" + key; }
+
+int ProcessExecutor::ExitFd(const std::string& key) {
+  const std::string dir = TaskDir(key);
+  const pid_t shim = ReadPid(dir + "/" + kShimPidFile);
+  if (!SameBoot(dir) || !ShimAlive(shim, dir)) return -1;
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, shim, 0));
+  // The pid could have been recycled between the check and the open: check again.
+  if (fd >= 0 && !ShimAlive(shim, dir)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 std::vector<std::string> ProcessExecutor::Runtimes() const {
   std::vector<std::string> out = {"process"};

@@ -74,6 +74,8 @@ class ProcessExecutor final : public Executor {
   const StagedRuntime& runtime() const { return runtime_; }
   // "process" and the container runtimes: what the agent offers the server.
   std::vector<std::string> Runtimes() const override;
+  // A pidfd of the task's shim, which writes exit.json and then exits.
+  int ExitFd(const std::string& key) override;
   // The task cgroups' layout; nullopt when limits are not enforced.
   const std::optional<Cgroups>& cgroups() const { return cgroups_; }
   const std::string& instance() const { return instance_; }

@@ -514,8 +514,10 @@ int RunShim(const std::string& dir) {
     uint64_t n = 0;
     if (fcntl(oom_fd, F_SETFL, O_NONBLOCK) == 0 && read(oom_fd, &n, sizeof n) == sizeof n && n > 0) oom = true;
   }
-  // The container is gone once its runtime's cleanup has run.
-  RunCleanup(spec.cleanup, dir);
+  // The container is gone once its runtime's cleanup has run. A runtime that
+  // ended by itself removed it already (`runc run` deletes its container,
+  // docker-attach removes its own): the cleanup is for one that was killed.
+  if (!WIFEXITED(status)) RunCleanup(spec.cleanup, dir);
   int exit_code = -1, sig = 0;
   if (WIFEXITED(status)) exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) sig = WTERMSIG(status);

@@ -159,6 +159,27 @@ TEST(Schedule, NodeSelectorMatchesLabels) {
       << plan.pending_reasons[10];
 }
 
+TEST(Schedule, ExecutorFilterPlacesImagesWhereAContainerRuntimeIs) {
+  std::vector<NodeState> nodes = {MakeNode(1, "plain", 4000), MakeNode(2, "docker", 4000)};
+  nodes[1].executors = {"process", "docker"};
+  JobRequest job = MakeJob(10, 1, 1000);
+  job.executors = {"runc", "docker"};  // a job with an image
+  Plan plan = Schedule(nodes, {job});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].node_ids[0], 2);
+  job.executors = {"runc"};  // pinned to one no node has
+  plan = Schedule(nodes, {job});
+  EXPECT_TRUE(plan.placements.empty());
+  EXPECT_NE(plan.pending_reasons[10].find("node plain runs tasks with process, the job needs runc"), std::string::npos)
+      << plan.pending_reasons[10];
+  EXPECT_NE(plan.pending_reasons[10].find("node docker runs tasks with process, docker, the job needs runc"),
+            std::string::npos)
+      << plan.pending_reasons[10];
+  job.executors = {"process"};  // no image: a node without executors listed runs processes
+  plan = Schedule(nodes, {job});
+  ASSERT_EQ(plan.placements.size(), 1u);
+}
+
 TEST(Schedule, FifoHeadBlocksLaterJobsButImpossibleJobsDoNot) {
   std::vector<NodeState> nodes = {MakeNode(1, "vm", 2000)};
   nodes[0].allocated.cpu_milli = 1000;

@@ -1,0 +1,127 @@
+// The container runtimes' configurations and the out-of-memory verdict, as
+// data: what a task's container may and may not do is decided here.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include "agent/cgroups.h"
+#include "agent/docker_runtime.h"
+#include "agent/runc_runtime.h"
+
+namespace ringmaster::agent {
+namespace {
+
+TaskLaunch Launch() {
+  TaskLaunch l;
+  l.key = "7.2";
+  l.argv = {"python3", "train.py"};
+  l.identity.uid = 200003;
+  l.identity.gid = 200003;
+  l.identity.switch_user = true;
+  l.network = "host";
+  l.gpus = {1};
+  l.image = {"torch", std::string(64, 'a'), "/cache/rootfs.tar", "/cache/rootfs", {}};
+  return l;
+}
+
+ContainerTask Task(const TaskLaunch& l) {
+  ContainerTask t;
+  t.key = l.key;
+  t.id = "rm-inst-7.2";
+  t.task_dir = "/var/lib/agent/tasks/7.2";
+  t.launch = &l;
+  t.env = {{"RINGMASTER_RANK", "0"}, {"PATH", "/usr/bin"}};
+  t.cwd = "/sandboxes/inst/7.2/work";
+  t.binds = {{"/sandboxes/inst/7.2", false}, {"/sandboxes/inst/runtime", true}};
+  t.devices = {{"/dev/nvidia1", "/dev/nvidia1", 195, 1}};
+  t.cgroup_parent = "/ringmaster/inst/7.2";
+  t.labels = {{"ringmaster.key", "7.2"}};
+  return t;
+}
+
+TEST(RuncConfig, RunsAsTheTaskUserWithNothingToEscapeWith) {
+  const TaskLaunch l = Launch();
+  const auto c = RuncRuntime::Config(Task(l), "/var/lib/agent/tasks/7.2/rootfs/merged", "/usr/bin/tini-static");
+  const auto& p = c["process"];
+  EXPECT_EQ(p["user"]["uid"], 200003);
+  EXPECT_EQ(p["user"]["gid"], 200003);
+  EXPECT_TRUE(p["noNewPrivileges"].get<bool>());
+  for (const char* set : {"bounding", "effective", "inheritable", "permitted", "ambient"}) {
+    EXPECT_TRUE(p["capabilities"][set].empty()) << set;
+  }
+  EXPECT_EQ(p["args"], nlohmann::json({"/dev/init", "--", "python3", "train.py"}));
+  EXPECT_EQ(c["linux"]["cgroupsPath"], "/ringmaster/inst/7.2/task");
+  // Only the task's own GPU, and the device cgroup denies everything else.
+  EXPECT_EQ(c["linux"]["devices"].size(), 1u);
+  EXPECT_EQ(c["linux"]["devices"][0]["minor"], 1);
+  EXPECT_FALSE(c["linux"]["resources"]["devices"][0]["allow"].get<bool>());
+  // Host network: no network namespace, but never the host's /sys.
+  bool net = false;
+  for (const auto& ns : c["linux"]["namespaces"]) net = net || ns["type"] == "network";
+  EXPECT_FALSE(net);
+  int binds = 0;
+  for (const auto& m : c["mounts"]) {
+    if (m["destination"] == "/sys") EXPECT_EQ(m["type"], "sysfs");
+    if (m["type"] == "bind") {
+      ++binds;
+      const std::string src = m["source"];
+      EXPECT_TRUE(src == "/sandboxes/inst/7.2" || src == "/sandboxes/inst/runtime" || src == "/etc/hosts" ||
+                  src == "/etc/resolv.conf" || src == "/usr/bin/tini-static")
+          << src;
+    }
+  }
+  EXPECT_GE(binds, 3);
+  // Namespaces and mounts refused from inside.
+  bool unshare = false, mount = false;
+  for (const auto& r : c["linux"]["seccomp"]["syscalls"]) {
+    for (const auto& n : r["names"]) {
+      unshare = unshare || (n == "unshare" && r["action"] == "SCMP_ACT_ERRNO");
+      mount = mount || (n == "mount" && r["action"] == "SCMP_ACT_ERRNO");
+    }
+  }
+  EXPECT_TRUE(unshare && mount);
+}
+
+TEST(RuncConfig, NetworkNoneGetsANamespaceOfItsOwn) {
+  TaskLaunch l = Launch();
+  l.network = "none";
+  const auto c = RuncRuntime::Config(Task(l), "/r");
+  bool net = false;
+  for (const auto& ns : c["linux"]["namespaces"]) net = net || ns["type"] == "network";
+  EXPECT_TRUE(net);
+  EXPECT_EQ(c["process"]["args"], nlohmann::json({"python3", "train.py"}));  // no init given
+}
+
+TEST(DockerConfig, UnprivilegedWithItsCgroupBelowTheTasks) {
+  const TaskLaunch l = Launch();
+  const auto c = DockerRuntime::Config(Task(l), DockerRuntime::ImageRef(l.image));
+  EXPECT_EQ(c["Image"], "ringmaster/torch:" + std::string(64, 'a'));
+  EXPECT_EQ(c["User"], "200003:200003");
+  EXPECT_EQ(c["Entrypoint"], nlohmann::json::array());
+  const auto& h = c["HostConfig"];
+  EXPECT_FALSE(h["Privileged"].get<bool>());
+  EXPECT_EQ(h["CapDrop"], nlohmann::json({"ALL"}));
+  EXPECT_EQ(h["SecurityOpt"], nlohmann::json({"no-new-privileges"}));
+  EXPECT_EQ(h["CgroupParent"], "/ringmaster/inst/7.2");
+  EXPECT_EQ(h["NetworkMode"], "host");
+  EXPECT_TRUE(h["Init"].get<bool>());
+  EXPECT_EQ(h["Binds"], nlohmann::json({"/sandboxes/inst/7.2:/sandboxes/inst/7.2:rw",
+                                         "/sandboxes/inst/runtime:/sandboxes/inst/runtime:ro"}));
+  EXPECT_EQ(h["Devices"][0]["PathOnHost"], "/dev/nvidia1");
+  EXPECT_EQ(c["Labels"]["ringmaster.key"], "7.2");
+}
+
+TEST(OutOfMemory, OnlyTheOomKillerSaysSo) {
+  CgroupUsage u;
+  u.memory_failcnt = 1000;  // limit hits: page cache reclaim, not an OOM kill
+  EXPECT_EQ(OutOfMemoryReason(u, false, -1, SIGKILL, 64 << 20), "");
+  EXPECT_EQ(OutOfMemoryReason(u, false, 137, 0, 64 << 20), "");
+  EXPECT_EQ(OutOfMemoryReason(u, true, 137, 0, 64 << 20), "out of memory (limit 64Mi)");
+  EXPECT_EQ(OutOfMemoryReason(u, true, 0, 0, 64 << 20), "");  // it survived a helper's kill
+  u.oom_kills = 1;
+  EXPECT_EQ(OutOfMemoryReason(u, false, -1, SIGKILL, 1 << 30), "out of memory (limit 1Gi)");
+  EXPECT_EQ(OutOfMemoryReason(u, true, -1, SIGKILL, 0), "");  // no limit, no verdict
+}
+
+}  // namespace
+}  // namespace ringmaster::agent
