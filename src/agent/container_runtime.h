@@ -9,9 +9,10 @@
 //  - docker: `ringmaster docker-attach`, which starts a created container,
 //    streams its logs and waits for it over the Engine API (docker_runtime.cc).
 // Either way the container runs the task as its user's uid with no
-// capabilities and no_new_privs, sees the task's sandbox at the same path as
-// on the host, the platform's tools read-only, the GPUs it holds and nothing
-// else of the host's files. Implementations are thread-safe.
+// capabilities, no_new_privs and a seccomp filter, sees the task's sandbox at
+// the same path as on the host, the platform's tools read-only, the GPUs it
+// holds, and of the host's files only /etc/hosts and /etc/resolv.conf
+// (read-only). Implementations are thread-safe.
 #pragma once
 
 #include <sys/types.h>

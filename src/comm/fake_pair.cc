@@ -141,7 +141,7 @@ FakeMesh::FakeMesh(int size, int streams, FakeOptions options) : size_(size), li
   auto bell = [&](int rank, int channel) { return bells_[static_cast<size_t>(rank * 2 + channel)].get(); };
   for (int r = 0; r < size; ++r) {
     links_[r].peers.resize(size);
-    for (int p = 0; p < size; ++p) links_[r].peers[p] = {"fake", "", "", 0, 1000 + p};
+    for (int p = 0; p < size; ++p) links_[r].peers[p] = {"fake", "", "", 0, 1000 + p, ""};
     links_[r].collective.resize(size);
     links_[r].p2p.resize(size);
   }
