@@ -477,6 +477,41 @@ TEST_F(JobServiceTest, ANodeSelectorPicksLabelledNodesAndSaysWhyNot) {
   EXPECT_NE(Job(nowhere).reason.find("node fast has label rack=r2, not r9"), std::string::npos) << Job(nowhere).reason;
 }
 
+TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) {
+  const int64_t gpu = AddNode("gpu", 8000, 2);
+  store::Node n;
+  n.name = "containers";
+  n.cpu_milli = 8000;
+  n.memory_bytes = 8LL << 30;
+  n.executors = "process,runc";
+  const int64_t containers = *svc_->RegisterNode(n);
+  // (The image job first: a job waiting for a GPU holds back the queue behind it.)
+  const int64_t img = Submit("command: x\nimage: base\nresources: {cpu: 1}\n");
+  const int64_t pinned = Submit("command: x\nimage: base\nexecutor: docker\nresources: {cpu: 1}\n");
+  const int64_t a = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
+  const int64_t b = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
+  const int64_t c = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(a)[0].gpu_indices, "0");
+  EXPECT_EQ(Tasks(b)[0].gpu_indices, "1");
+  EXPECT_EQ(Job(c).state, State::kPending);  // both GPUs are held
+  auto assigned = *svc_->Assignments(gpu);
+  std::set<std::vector<int>> given;
+  for (const auto& t : assigned["tasks"]) given.insert(t["gpus"].get<std::vector<int>>());
+  EXPECT_EQ(given, (std::set<std::vector<int>>{{0}, {1}}));
+  EXPECT_EQ(Tasks(img)[0].node_id, containers);
+  EXPECT_EQ(svc_->Assignments(containers).value()["tasks"][0]["image"], "base");
+  EXPECT_EQ(Job(pinned).state, State::kPending);
+  EXPECT_NE(Job(pinned).reason.find("node containers runs tasks with process, runc, the job needs docker"),
+            std::string::npos)
+      << Job(pinned).reason;
+  // A GPU comes back when its task ends, and the waiting job gets it.
+  ASSERT_TRUE(Report(Tasks(a)[0], "running").ok());
+  ASSERT_TRUE(Report(Tasks(a)[0], "exited", 0).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(c)[0].gpu_indices, "0");
+}
+
 TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   JobServiceOptions o;
   o.scheduler.policy = "las";
