@@ -97,10 +97,17 @@ int ImagesPush(const Connection& c, const std::string& name, const std::string& 
 int ImagesLs(const Connection& c) {
   // images/<name>/latest of each image, and its size.
   client::ApiClient api = Connect(c);
-  json page = Must(api.Get("/api/v1/files?prefix=images/&limit=1000"));
+  std::vector<json> files;
+  for (std::string after;;) {
+    json page = Must(api.Get("/api/v1/files?prefix=images/&limit=1000" +
+                             (after.empty() ? "" : "&after=" + client::ApiClient::EncodePath(after))));
+    for (auto& f : page.value("files", json::array())) files.push_back(f);
+    if (!page.contains("next_after")) break;
+    after = page["next_after"].get<std::string>();
+  }
   std::set<std::string> images;
   std::map<std::string, int64_t> sizes;
-  for (const auto& f : page.value("files", json::array())) {
+  for (const auto& f : files) {
     const std::string path = f.value("path", "");
     const auto parts = fs::path(path);
     std::vector<std::string> seg;
