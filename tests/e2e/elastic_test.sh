@@ -33,6 +33,9 @@ pass "it grew to 3 workers when the other job freed a cpu, and checkpointed at t
 
 URGENT=$(echo '{"name": "urgent", "priority": 10, "command": "echo urgent", "resources": {"cpu": 1, "memory": "64Mi"}}' | rmc submit -)
 rmc wait "$URGENT" --timeout 60 > /dev/null || { rmc show "$URGENT"; rmc show "$ID"; fail "the urgent job did not run"; }
+# The urgent job may start on the first cpu a stopping worker frees and end
+# before the whole gang has settled at its new size: wait for that (a hang guard).
+for _ in $(seq 1 100); do [ "$(job_field "$ID" replicas)" = 2 ] && break; sleep 0.1; done
 [ "$(job_field "$ID" replicas)" = 2 ] || { rmc show "$ID"; fail "elastic job did not shrink to 2 workers"; }
 pass "it shrank to 2 workers for the higher-priority job $URGENT"
 
