@@ -383,6 +383,11 @@ Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
     if (*bytes <= 0) {
       return InvalidArgument(fmt::format("resources.memory: must be > 0, got {}", Printable(m.Scalar())));
     }
+    // It is the task's limit: below this, no runtime starts (runc cannot make its cgroup).
+    if (*bytes < kMinMemoryBytes) {
+      return InvalidArgument(fmt::format("resources.memory: {} is below the least a task can start in ({})",
+                                         Printable(m.Scalar()), FormatBytes(kMinMemoryBytes)));
+    }
     spec->memory_bytes = *bytes;
   }
   if (r["gpu"]) {
@@ -499,7 +504,8 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   }
   if (root["image"]) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
-    if (!spec.image.empty() && !IsImageRef(spec.image)) {
+    if (spec.image.empty()) return InvalidArgument("image: must not be empty (leave it out to run the command as a process)");
+    if (!IsImageRef(spec.image)) {
       return InvalidArgument(fmt::format("image: \"{}\" is not an image name (e.g. torch, or torch@sha256:<64 hex>; "
                                          "see `ringmaster images ls`)", Printable(spec.image, 80)));
     }

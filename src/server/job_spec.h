@@ -82,6 +82,7 @@ constexpr int kMaxReplicas = 1024;
 constexpr int kMaxRestarts = 100;
 constexpr int kMaxPriority = 1000;
 constexpr int64_t kMaxPids = 1 << 22;
+constexpr int64_t kMinMemoryBytes = 4 << 20;  // resources.memory: the least a task can start in
 
 // "torch" or "torch@sha256:<hex>": an image name (lower-case letters, digits,
 // '.', '_', '-'; at most 63, starting with a letter or digit), optionally pinned.
