@@ -268,7 +268,8 @@ std::map<int, DeviceNode> ProcessExecutor::GpuDevices() const {
   return out;
 }
 
-Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, ShimSpec* spec) {
+Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::string& sandbox,
+                                         const std::map<int, DeviceNode>& gpus, ShimSpec* spec) {
   auto it = options_.runtimes.find(launch.runtime);
   if (it == options_.runtimes.end()) return InvalidArgument("this node has no " + launch.runtime + " executor");
   ContainerTask t;
@@ -293,7 +294,6 @@ Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::st
   t.binds.push_back({sandbox, false});
   const std::string tools = sandbox_dir_ + "/" + kRuntimeDir;
   if (!runtime_.bin_dir.empty() || !runtime_.python_dir.empty()) t.binds.push_back({tools, true});
-  const auto gpus = GpuDevices();
   for (int g : launch.gpus) {
     auto d = gpus.find(g);
     if (d == gpus.end()) return FailedPrecondition(fmt::format("GPU {} has no device node in {}", g, options_.gpu_device_dir));
@@ -443,7 +443,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     spec.runtime = launch.runtime;
     spec.container_id = "rm-" + instance_ + "-" + launch.key;
     if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
-    if (Status st = PrepareContainer(launch, sandbox, &spec); !st.ok()) return fail(st);
+    if (Status st = PrepareContainer(launch, sandbox, gpus, &spec); !st.ok()) return fail(st);
   }
   if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
 

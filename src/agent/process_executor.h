@@ -95,7 +95,9 @@ class ProcessExecutor final : public Executor {
 
   const ProcessExecutorOptions options_;
   // The container-specific part of Start: the container, and what the shim runs.
-  Status PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, ShimSpec* spec);
+  // `gpus`: the node's GPU device nodes (GpuDevices, read once per start).
+  Status PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, const std::map<int, DeviceNode>& gpus,
+                          ShimSpec* spec);
   // The node's GPU device nodes by index (nvidiaN), from gpu_device_dir.
   std::map<int, DeviceNode> GpuDevices() const;
 

@@ -22,20 +22,13 @@
 
 #include "cli/files.h"
 #include "common/files.h"
+#include "server/job_spec.h"
 
 namespace ringmaster::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-bool IsImageName(const std::string& n) {
-  if (n.empty() || n.size() > 63 || !(std::islower(static_cast<unsigned char>(n[0])) || std::isdigit(static_cast<unsigned char>(n[0])))) {
-    return false;
-  }
-  return n.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
-}
-
 
 // scripts/images/build.sh beside this binary: in a build tree
 // <repo>/build/src/cli/ringmaster -> <repo>/scripts; installed, <prefix>/lib/ringmaster/scripts.
@@ -75,7 +68,7 @@ int ImagesBuild(const std::string& name, const std::string& out_dir) {
 }
 
 int ImagesPush(const Connection& c, const std::string& name, const std::string& from_dir) {
-  if (!IsImageName(name)) Die("images push: \"" + name + "\" is not an image name (lower-case letters, digits, . _ -)");
+  if (!server::IsImageRef(name) || name.find('@') != std::string::npos) Die("images push: \"" + name + "\" is not an image name (lower-case letters, digits, . _ -)");
   const std::string tar = from_dir + "/" + name + ".tar", manifest = from_dir + "/" + name + ".json";
   struct stat st {};
   if (stat(tar.c_str(), &st) != 0) Die(fmt::format("images push: {}: {} (build it: ringmaster images build {})", tar, std::strerror(errno), name));

@@ -38,12 +38,6 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
-std::vector<int> GpuIndices(const std::string& text) {
-  std::vector<int> out;
-  for (const std::string& g : SplitList(text)) out.push_back(std::atoi(g.c_str()));
-  return out;
-}
-
 std::string ExitReason(const TaskReport& r) {
   if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
   // What the agent adds (e.g. outputs it could not upload) follows the exit.
@@ -421,119 +415,6 @@ Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_us
   RM_RETURN_IF_ERROR(store_->UpdateNodeStatus(node_id, clock_->NowMs(), cpu_util, memory_used_bytes));
   if (!NodeReady(before)) Wake();  // it is back: there may be work for it
   return Status::Ok();
-}
-
-StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
-  std::lock_guard<std::mutex> l(mu_);
-  RM_RETURN_IF_ERROR(store_->GetNode(node_id).status());
-  const uint64_t index = NodeIndex(node_id);  // read under mu_: no change can slip between it and the list
-  RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
-  nlohmann::json tasks = nlohmann::json::array();
-  std::map<int64_t, Job> jobs;
-  std::map<int64_t, std::vector<Task>> gangs;
-  std::map<int64_t, std::string> users;
-  for (const Task& t : placed) {
-    if (t.node_id != node_id) continue;
-    if (!jobs.count(t.job_id)) {
-      RM_ASSIGN_OR_RETURN(jobs[t.job_id], store_->GetJob(t.job_id));
-    }
-    const Job& job = jobs[t.job_id];
-    auto spec_or = SpecLocked(job);
-    if (!spec_or.ok()) continue;  // the scheduler fails that job
-    const JobSpec& spec = **spec_or;
-    if (!gangs.count(t.job_id)) {
-      RM_ASSIGN_OR_RETURN(gangs[t.job_id], store_->ListTasks(t.job_id));
-    }
-    RM_ASSIGN_OR_RETURN(auto env, TaskEnvironment(job, spec, t, gangs[t.job_id]));
-    if (!users.count(job.user_id)) {
-      auto u = store_->GetUser(job.user_id);
-      users[job.user_id] = u.ok() ? u->name : "";
-    }
-    // Who the task runs as: the agent maps the user to a uid of its own
-    // (agent --task-uids / --task-user) and never runs a task as root.
-    nlohmann::json user = {{"id", job.user_id}, {"name", users[job.user_id]}};
-    tasks.push_back({{"task_id", t.id},
-                     {"user", user},
-                     {"job_id", t.job_id},
-                     {"rank", t.rank},
-                     {"attempt", t.attempt},
-                     {"desired", t.desired == Desired::kStop ? "stop" : "run"},
-                     {"argv", spec.command},
-                     {"env", env},
-                     {"working_dir", spec.working_dir},
-                     {"image", spec.image},
-                     {"executor", spec.executor},
-                     {"network", spec.network},
-                     {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids}}},
-                     {"gpus", GpuIndices(t.gpu_indices)},
-                     {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
-  }
-  return nlohmann::json{{"index", index}, {"tasks", tasks}};
-}
-
-StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const Job& job, const JobSpec& spec,
-                                                                      const Task& task,
-                                                                      const std::vector<Task>& gang) {
-  std::map<std::string, std::string> env = spec.env;
-  std::map<int64_t, store::Node> nodes;
-  for (const Task& t : gang) {
-    if (t.node_id && !nodes.count(t.node_id)) {
-      RM_ASSIGN_OR_RETURN(nodes[t.node_id], store_->GetNode(t.node_id));
-    }
-  }
-  auto addr = [&](const Task& t) {
-    auto it = nodes.find(t.node_id);
-    return it == nodes.end() || it->second.address.empty() ? std::string("127.0.0.1") : it->second.address;
-  };
-  // Ranks on this task's node, in rank order: LOCAL_RANK is the position among them.
-  int local_rank = 0, local_size = 0;
-  const Task* rank0 = &task;
-  nlohmann::json workers = nlohmann::json::array();
-  for (const Task& t : gang) {
-    if (t.rank == 0) rank0 = &t;
-    workers.push_back(fmt::format("{}:{}", addr(t), t.port));
-    if (t.node_id != task.node_id) continue;
-    if (t.rank < task.rank) ++local_rank;
-    ++local_size;
-  }
-  const std::string master_addr = addr(*rank0), master_port = std::to_string(rank0->port);
-  auto set = [&](const char* k, std::string v) { env[k] = std::move(v); };
-  set("RINGMASTER_JOB_ID", std::to_string(job.id));
-  set("RINGMASTER_JOB_NAME", job.name);
-  set("RINGMASTER_TASK_ID", std::to_string(task.id));
-  set("RINGMASTER_RANK", std::to_string(task.rank));
-  set("RINGMASTER_REPLICAS", std::to_string(job.replicas));
-  set("RINGMASTER_ATTEMPT", std::to_string(task.attempt));
-  set("RINGMASTER_ADDR", addr(task));
-  set("RINGMASTER_PORT", std::to_string(task.port));
-  // The job's files (RINGMASTER_WORK_DIR, _CHECKPOINT_DIR, _OUTPUT_DIR) are the
-  // agent's to set: node-local directories it stages and uploads.
-  // Rendezvous for ringcomm: rank 0 serves a TcpStore at MASTER_ADDR:MASTER_PORT;
-  // each attempt of the gang forms a new generation.
-  set("RINGMASTER_STORE", master_addr + ":" + master_port);
-  // The gang's start count (its highest attempt): every restart, resize or
-  // preemption forms a new generation, so no rank meets a stale one.
-  int generation = 0;
-  for (const Task& t : gang) generation = std::max(generation, t.attempt);
-  set("RINGMASTER_GENERATION", std::to_string(generation));
-  // torch.distributed (env:// init, torchrun conventions)
-  set("RANK", std::to_string(task.rank));
-  set("WORLD_SIZE", std::to_string(job.replicas));
-  set("LOCAL_RANK", std::to_string(local_rank));
-  set("LOCAL_WORLD_SIZE", std::to_string(local_size));
-  set("MASTER_ADDR", master_addr);
-  set("MASTER_PORT", master_port);
-  // TensorFlow MultiWorkerMirroredStrategy
-  set("TF_CONFIG", nlohmann::json{{"cluster", {{"worker", workers}}},
-                                  {"task", {{"type", "worker"}, {"index", task.rank}}}}
-                       .dump());
-  // MXNet (ps-lite): every task is a worker; rank 0's address is the scheduler's.
-  set("DMLC_ROLE", "worker");
-  set("DMLC_PS_ROOT_URI", master_addr);
-  set("DMLC_PS_ROOT_PORT", master_port);
-  set("DMLC_NUM_WORKER", std::to_string(job.replicas));
-  set("DMLC_NUM_SERVER", "0");
-  return env;
 }
 
 Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
