@@ -27,6 +27,10 @@ PACKAGES=(
   # tasks in containers (docs/containers.md): runc and Docker executors, and
   # images built from Debian packages (mmdebstrap; Node.js for the tfjs image)
   runc docker.io mmdebstrap nodejs
+  # the multi-host cluster (docs/cluster.md): hosts in network namespaces, the
+  # container overlays (kernel VXLAN; Open vSwitch's userspace datapath with
+  # GRE), and the network benchmark's anchor
+  openvswitch-switch ethtool iperf3
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
 )

@@ -19,6 +19,11 @@ namespace {
 
 constexpr size_t kShipChunk = 1 << 20;
 constexpr int kLongPollSeconds = 20;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 constexpr const char* kAgentVersion = "0.1.0";
 
 // The environment every task starts from; the server's variables go on top.
@@ -101,6 +106,13 @@ void Agent::Start() {
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  // Fencing has a thread of its own: every other one may wait on the network.
+  fence_thread_ = std::thread([this] {
+    while (running_) {
+      FenceIfCutOff();
+      SleepFor(std::chrono::milliseconds(250));
+    }
+  });
 }
 
 void Agent::Stop() {
@@ -110,6 +122,7 @@ void Agent::Stop() {
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (fence_thread_.joinable()) fence_thread_.join();
   std::map<TaskRef, Worker> workers;
   std::vector<Worker> zombies;
   {
@@ -140,13 +153,17 @@ bool Agent::Register() {
                          {"port_lo", options_.port_lo},
                          {"port_hi", options_.port_hi},
                          {"labels", options_.labels},
-                         {"executors", executor_->Runtimes()}};
+                         {"executors", executor_->Runtimes()},
+                         {"network", options_.network}};
   auto res = api_.Post("/api/v1/agent/register", body);
   if (!res.ok()) {
     spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
     return false;
   }
   node_id_ = res->at("node_id").get<int64_t>();
+  lease_ms_ = res->value("lease_ms", int64_t{0});
+  last_contact_ms_ = SteadyMs();
+  if (options_.network != "host") ApplyOverlay(res->value("overlay", nlohmann::json()));
   spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
                node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
   return true;
@@ -253,6 +270,19 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
     if (launch.runtime == "process") launch.env = BaseEnv();
     for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
     launch.network = a.value("network", "host");
+    if (launch.network == "overlay") {
+      // Its address on the container overlay: runc's hook attaches the
+      // container's own network namespace to the node's bridge.
+      if (launch.runtime != "runc") return TaskExit{-1, 0, "the container overlay joins runc containers, not " + launch.runtime};
+      auto addr = net::ParseIpv4(a.value("overlay_address", ""));
+      if (!addr) return TaskExit{-1, 0, "no overlay address in the assignment"};
+      std::lock_guard<std::mutex> nl(net_mu_);
+      if (!overlay_) {
+        return TaskExit{-1, 0, "this node's container overlay is not up" +
+                                   (overlay_error_.empty() ? std::string() : ": " + overlay_error_)};
+      }
+      launch.network_hook = overlay_->AttachHook(options_.self_exe, key, *addr);
+    }
     if (a.contains("limits")) {
       const auto& l = a.at("limits");
       launch.limits.cpu_milli = l.value("cpu_milli", int64_t{0});
@@ -576,6 +606,7 @@ void Agent::Tick() {
       cur.stop_sent = cur.stop_sent || t.stop_sent;
       if (done) {
         executor_->Release(key);
+        DetachLocked(key);
         // A reply that may predate the report could still list the task: guard
         // against restarting it, unless a later reply has already dropped it.
         if (cur.unlisted_at <= replies_before) released_.insert(ref);
@@ -650,8 +681,88 @@ bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
 
 void Agent::Heartbeat() {
   nlohmann::json body = {{"cpu_util", usage_.CpuUtil()}, {"memory_used_bytes", UsageSampler::MemoryUsedBytes()}};
-  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body);
+  // A heartbeat that waits longer than a few intervals is as good as lost.
+  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body,
+                       {std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000))});
   if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
+  if (!res.ok()) return;
+  last_contact_ms_ = SteadyMs();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
+    fenced_ = false;
+  }
+  if (options_.network != "host" && res->is_object()) ApplyOverlay(res->value("overlay", nlohmann::json()));
+}
+
+void Agent::FenceIfCutOff() {
+  const int64_t lease = lease_ms_, last = last_contact_ms_;
+  if (options_.fence_after_lease <= 0 || lease <= 0 || last == 0) return;
+  const int64_t silent = SteadyMs() - last;
+  if (silent < static_cast<int64_t>(options_.fence_after_lease * static_cast<double>(lease))) return;
+  std::lock_guard<std::mutex> l(mu_);
+  int stopped = 0;
+  for (auto& [ref, t] : tasks_) {
+    if (t.exit || t.stop_sent) continue;
+    t.stop_sent = true;
+    t.stop_grace = std::chrono::seconds(1);
+    if (t.launched) (void)executor_->Stop(ref.Key(), t.stop_grace);  // else its thread does not start it
+    ++stopped;
+  }
+  if (stopped > 0 || !fenced_) {
+    spdlog::warn("agent: no answer from the server for {} ms (its lease is {} ms): stopped {} tasks, which it "
+                 "restarts elsewhere once the lease is out",
+                 silent, lease, stopped);
+  }
+  fenced_ = true;
+}
+
+void Agent::DetachLocked(const std::string& key) {
+  if (options_.network == "host") return;
+  std::lock_guard<std::mutex> l(net_mu_);
+  if (overlay_) overlay_->Detach(key);
+}
+
+void Agent::ApplyOverlay(const nlohmann::json& o) {
+  if (!o.is_object()) return;
+  std::lock_guard<std::mutex> l(net_mu_);
+  try {
+    auto subnet = net::ParseCidr(o.at("subnet").get<std::string>());
+    auto block = net::ParseCidr(o.at("block").get<std::string>());
+    if (!subnet.ok() || !block.ok()) {
+      overlay_error_ = "the server's overlay: " + (subnet.ok() ? block.status() : subnet.status()).message();
+      return;
+    }
+    if (!overlay_ || overlay_->options().block != *block || overlay_->options().subnet != *subnet) {
+      net::OverlayOptions oo{options_.network, address_, *subnet, *block, options_.ovs_dir};
+      auto overlay = std::make_unique<net::Overlay>(oo);
+      if (Status st = overlay->Setup(); !st.ok()) {
+        overlay_error_ = "setting up the " + options_.network + " overlay: " + st.message();
+        spdlog::error("agent: {}", overlay_error_);
+        overlay_.reset();
+        return;
+      }
+      spdlog::info("agent: {} overlay up: block {} of {}, MTU {}", options_.network, net::FormatCidr(*block),
+                   net::FormatCidr(*subnet), overlay->mtu());
+      overlay_ = std::move(overlay);
+      overlay_error_.clear();
+      peers_applied_.clear();
+    }
+    const std::string peers = o.at("peers").dump();
+    if (peers == peers_applied_) return;
+    std::vector<net::OverlayPeer> list;
+    for (const auto& p : o.at("peers")) {
+      auto b = net::ParseCidr(p.at("block").get<std::string>());
+      if (b.ok()) list.push_back({p.value("node", ""), p.at("address").get<std::string>(), *b});
+    }
+    if (Status st = overlay_->SetPeers(list); !st.ok()) {
+      spdlog::warn("agent: the overlay's tunnels: {}", st.message());
+      return;  // again with the next heartbeat
+    }
+    peers_applied_ = peers;
+  } catch (const nlohmann::json::exception& e) {
+    spdlog::warn("agent: a malformed overlay from the server: {}", e.what());
+  }
 }
 
 }  // namespace ringmaster::agent

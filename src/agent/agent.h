@@ -9,6 +9,11 @@
 // outputs when it ends, before its exit is reported. Tasks keep running
 // when the agent stops or dies; the next agent on the node re-adopts them.
 // Each task runs as its user's own unprivileged uid (TaskUsers), never root.
+// With --network vxlan|ovs-gre it keeps the node's side of the container
+// overlay (net::Overlay) in step with the peers the server lists. An agent
+// cut off from the server for most of its lease stops its tasks (fencing):
+// the server restarts them elsewhere once the lease is out, and no rank ever
+// runs twice.
 // Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
 #pragma once
 
@@ -31,6 +36,7 @@
 #include "agent/task_files.h"
 #include "agent/task_users.h"
 #include "client/api_client.h"
+#include "net/overlay.h"
 
 namespace ringmaster::agent {
 
@@ -63,6 +69,15 @@ struct AgentOptions {
   // How long an ended task's uploads are retried before its exit is
   // reported without them (the message says what was not uploaded).
   std::chrono::milliseconds upload_deadline{10 * 60 * 1000};
+  // Containers' network: "host", or an overlay across nodes ("vxlan",
+  // "ovs-gre"; docs/cluster.md), for which `address` is the tunnel endpoint.
+  std::string network = "host";
+  std::string ovs_dir = "/var/run/openvswitch";
+  std::string self_exe;  // the ringmaster binary: runc's hook that attaches a container
+  // Stop every task after this share of the server's lease without a
+  // heartbeat answered (0 = never): by the time the server gives up on the
+  // node and restarts its tasks elsewhere, the copies here have ended.
+  double fence_after_lease = 0.7;
 };
 
 class Agent {
@@ -127,6 +142,13 @@ class Agent {
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
   void Heartbeat();
+  // The overlay as the server describes it (register and heartbeat replies):
+  // set up once, its tunnels kept in step.
+  void ApplyOverlay(const nlohmann::json& overlay);
+  // Stops every task when the server has not answered for too long.
+  void FenceIfCutOff();
+  // What the overlay keeps for an ended task (its port, flows); under mu_.
+  void DetachLocked(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);
 
   const AgentOptions options_;
@@ -154,7 +176,15 @@ class Agent {
   std::set<TaskRef> released_;
   uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
   bool kick_ = false;     // GUARDED_BY(mu_): a task's thread asks for a tick now
-  std::thread sync_thread_, tick_thread_, heartbeat_thread_;
+  std::thread sync_thread_, tick_thread_, heartbeat_thread_, fence_thread_;
+  std::mutex net_mu_;
+  std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
+  std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not
+  std::string peers_applied_;              // GUARDED_BY(net_mu_)
+  // Fencing: the server's lease, and when it last answered (steady clock, ms).
+  std::atomic<int64_t> lease_ms_{0};
+  std::atomic<int64_t> last_contact_ms_{0};
+  bool fenced_ = false;  // GUARDED_BY(mu_): tasks were stopped for it; said once
 };
 
 }  // namespace ringmaster::agent

@@ -58,7 +58,10 @@ struct TaskLaunch {
     std::string rootfs;  // the unpacked rootfs, read-only (runc's overlay lower dir)
     std::map<std::string, std::string> env;  // the image's own (PATH, LANG, NODE_PATH, ...)
   } image;
-  std::string network = "host";  // containers: "host" or "none"
+  std::string network = "host";  // containers: "host", "none" or "overlay"
+  // "overlay": runc's createRuntime hook (argv) that attaches the
+  // container's network namespace to the node's overlay (net/overlay.h).
+  std::vector<std::string> network_hook;
   TaskLimits limits;             // enforced through the task's cgroup on every runtime
   std::vector<int> gpus;         // the node's GPU indices the task holds
 };

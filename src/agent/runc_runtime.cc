@@ -137,7 +137,7 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
        {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=1g"}}},
       {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"}, {"options", {"nosuid", "noexec", "nodev"}}},
   });
-  const bool own_net = l.network == "none";
+  const bool own_net = l.network == "none" || l.network == "overlay";
   // A fresh sysfs, read-only: never a bind of the host's (whose submounts,
   // debugfs and tracefs among them, would come along).
   mounts.push_back({{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}});
@@ -170,7 +170,7 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
   rlimit lim{};
   uint64_t nofile = 65536;
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY) nofile = std::min<uint64_t>(nofile, lim.rlim_max);
-  return json{
+  json config{
       {"ociVersion", "1.0.2"},
       {"process",
        {{"terminal", false},
@@ -196,6 +196,13 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
                          "/proc/scsi", "/sys/devices/virtual/powercap"}},
         {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}},
         {"seccomp", SeccompProfile()}}}};
+  if (l.network == "overlay" && !l.network_hook.empty()) {
+    // Once its namespaces exist and before its process runs: the veth, the
+    // address, the node's bridge (net::AttachTask). A hook that fails fails the start.
+    config["hooks"] = {{"createRuntime", json::array({{{"path", l.network_hook[0]}, {"args", l.network_hook},
+                       {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, {"timeout", 60}}})}};
+  }
+  return config;
 }
 
 StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {

@@ -16,6 +16,7 @@
 #include "cli/connect.h"
 #include "common/files.h"
 #include "common/units.h"
+#include "net/overlay.h"
 #include "scheduler/scheduler.h"
 #include "server/server.h"
 
@@ -56,6 +57,18 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     o.cpu_milli = *c;
   }
   o.address = f.address;
+  if (!net::IsNetworkMode(f.network)) Die("--network: \"" + f.network + "\" is not host, vxlan or ovs-gre");
+  o.network = f.network;
+  o.ovs_dir = f.ovs_dir;
+  o.self_exe = SelfExe();
+  if (o.network != "host") {
+    if (!o.address.empty() && !net::ParseIpv4(o.address)) {
+      Die("--address: \"" + o.address + "\" is not an IPv4 address (the overlay's tunnels end there)");
+    }
+    if (f.executors.find("runc") == std::string::npos) {
+      Die("--network " + o.network + ": the overlay joins runc containers; add runc to --executors");
+    }
+  }
   for (const std::string& kv : f.labels) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) Die("--label: \"" + kv + "\" is not key=value (e.g. rack=r1)");
@@ -195,6 +208,13 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
   so.files_url = flags.files;
+  auto subnet = net::ParseCidr(flags.overlay_subnet);
+  if (!subnet.ok()) Die("--overlay-subnet: " + subnet.status().message());
+  if (net::BlockCount(*subnet, so.jobs.overlay_block_prefix) == 0) {
+    Die("--overlay-subnet: " + flags.overlay_subnet + " is smaller than one node's block (/" +
+        std::to_string(so.jobs.overlay_block_prefix) + ")");
+  }
+  so.jobs.overlay_subnet = *subnet;
   so.jobs.scheduler = MakeSchedulerConfig(sched);
   so.jobs.elastic_scale_up_below = sched.scale_up_below;
   so.jobs.elastic_scale_down_above = sched.scale_down_above;

@@ -30,6 +30,9 @@ struct NodeFlags {
   std::string image_cache;                // "" = <data>/images
   std::string gpu_devices = "/dev";       // where nvidiaN, nvidiactl, nvidia-uvm are
   bool no_limits = false;                 // tasks' cgroup limits off (not recommended)
+  // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
+  std::string network = "host";
+  std::string ovs_dir = "/var/run/openvswitch";
 };
 
 // Flags of `up` and `server` beyond the scheduler's.
@@ -43,6 +46,7 @@ struct ServerFlags {
   int max_followers = 32;
   int64_t max_tokens = 100;
   std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
+  std::string overlay_subnet = "10.244.0.0/16";
 };
 
 struct SchedulerFlags {

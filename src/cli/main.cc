@@ -6,11 +6,14 @@
 #include <csignal>
 #include <CLI/CLI.hpp>
 
+#include <istream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "agent/docker_runtime.h"
 #include "agent/shim.h"
+#include "net/overlay.h"
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/images.h"
@@ -19,10 +22,49 @@
 #include "common/log.h"
 
 namespace ringmaster::cli {
+namespace {
+
+// `--config FILE` of up, server and agent: their flags from a TOML file, one
+// `long-flag-name = value` a line (`port = 8443`, `label = ["rack=r1"]`);
+// a flag on the command line replaces the file's value. CLI11 (2.1) reads a
+// config file only for the main app and looks its keys up there, so this
+// hands each key that is not a global flag (server, data, ca, ...) to the
+// subcommand being run, and refuses what is not one of its flags. Sections
+// and dotted keys are refused: they would name, and so run, a subcommand.
+class DaemonConfig : public CLI::ConfigTOML {
+ public:
+  explicit DaemonConfig(const CLI::App* app) : app_(app) {}
+
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    std::vector<CLI::ConfigItem> items = CLI::ConfigTOML::from_config(input);
+    const std::vector<CLI::App*> cmd = app_->get_subcommands();
+    if (cmd.size() != 1 || cmd[0]->get_option_no_throw("--config") == nullptr) {
+      throw CLI::ConfigError("only up, server and agent take --config");
+    }
+    for (CLI::ConfigItem& item : items) {
+      if (!item.parents.empty()) {
+        throw CLI::ConfigError("\"" + item.parents.front() + "\": no sections or dotted keys, only `flag-name = value` lines");
+      }
+      if (app_->get_option_no_throw("--" + item.name) != nullptr) continue;
+      if (cmd[0]->get_option_no_throw("--" + item.name) == nullptr) {
+        throw CLI::ConfigError("\"" + item.name + "\" is not a flag of `ringmaster " + cmd[0]->get_name() + "`");
+      }
+      item.parents = {cmd[0]->get_name()};
+    }
+    return items;
+  }
+
+ private:
+  const CLI::App* app_;
+};
+
+}  // namespace
 
 int Main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "shim") return agent::RunShim(argv[2]);
   if (argc >= 2 && std::string(argv[1]) == "docker-attach") return agent::RunDockerAttach(argc, argv);
+  // runc's createRuntime hook of a task on the container overlay (net/overlay.h).
+  if (argc >= 2 && std::string(argv[1]) == "net-attach") return net::NetAttachMain(argc, argv);
 
   CLI::App app{"ringmaster: a distributed deep-learning platform"};
   app.require_subcommand(1);
@@ -35,6 +77,17 @@ int Main(int argc, char** argv) {
   app.add_option("--ca", conn.ca,
                  "CA certificate to trust for an https server (default: $RINGMASTER_CA, else <data>/tls/ca.crt)");
   app.add_flag("-v,--verbose", verbose, "debug logging");
+  // Read by the main app (see DaemonConfig); each daemon's own --config hands its file over as it is parsed.
+  app.set_config("--config")->group("");
+  app.config_formatter(std::make_shared<DaemonConfig>(&app));
+  auto add_config_flag = [&](CLI::App* cmd) {
+    cmd->add_option_function<std::string>(
+           "--config", [&app](const std::string& file) { app.get_config_ptr()->add_result(file); },
+           "read flags from this TOML file: `flag-name = value` lines, global flags (server, data, ca) included; "
+           "the command line wins (default: none)")
+        ->trigger_on_parse()
+        ->configurable(false);
+  };
 
   ServerFlags srv_flags;
   auto add_server_flags = [&](CLI::App* cmd) {
@@ -56,6 +109,9 @@ int Main(int argc, char** argv) {
     cmd->add_option("--files", srv_flags.files,
                     "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
                     "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");
+    cmd->add_option("--overlay-subnet", srv_flags.overlay_subnet,
+                    "the container overlay's addresses: a /24 of it per node with agent --network vxlan|ovs-gre")
+        ->capture_default_str();
   };
   NodeFlags node;
   auto add_node_flags = [&](CLI::App* cmd) {
@@ -80,6 +136,12 @@ int Main(int argc, char** argv) {
                     "bytes of staged job inputs to keep in <data>/cache for later tasks (by SHA-256)")
         ->capture_default_str();
     cmd->add_option("--max-log-size", node.max_log_size, "cap on each task's log; later output is dropped (0 = no cap)")
+        ->capture_default_str();
+    cmd->add_option("--network", node.network,
+                    "containers' network: host (the node's), vxlan (the kernel's VXLAN overlay across nodes) or "
+                    "ovs-gre (Open vSwitch with GRE tunnels; needs its daemons) (docs/cluster.md)")
+        ->capture_default_str();
+    cmd->add_option("--ovs-dir", node.ovs_dir, "Open vSwitch's run directory (db.sock, <bridge>.mgmt), for --network ovs-gre")
         ->capture_default_str();
     cmd->add_option("--executors", node.executors,
                     "how tasks run here, comma-separated: process, runc, docker (jobs with an image need runc or docker)")
@@ -111,14 +173,17 @@ int Main(int argc, char** argv) {
         ->capture_default_str();
   };
   auto* up = app.add_subcommand("up", "run a server and a local agent (one machine, SQLite + local files)");
+  add_config_flag(up);
   add_server_flags(up);
   add_node_flags(up);
   add_scheduler_flags(up);
   auto* server_cmd = app.add_subcommand("server", "run the server alone");
+  add_config_flag(server_cmd);
   add_server_flags(server_cmd);
   add_scheduler_flags(server_cmd);
   server_cmd->add_option("--max-log-size", node.max_log_size, "cap on each task's log (0 = no cap)")->capture_default_str();
   auto* agent_cmd = app.add_subcommand("agent", "run an agent that serves a server");
+  add_config_flag(agent_cmd);
   std::string token_file;
   agent_cmd->add_option("--token-file", token_file,
                         "file holding this node's agent token (ringmaster tokens create --scope agent --node NAME)")
@@ -239,7 +304,16 @@ int Main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::FileError& e) {  // only --config reads a file while parsing
+    Die(std::string("--config: ") + e.what());
+  } catch (const CLI::ConfigError& e) {
+    const std::vector<std::string>& files = app.get_config_ptr()->results();
+    Die("--config " + (files.empty() ? "" : files.front()) + ": " + e.what());
   } catch (const CLI::ParseError& e) {
+    // A value the file gave is checked like the command line's: say where to look.
+    if (e.get_exit_code() != 0 && !app.get_config_ptr()->results().empty()) {
+      Die(std::string(e.what()) + " (from the command line or --config " + app.get_config_ptr()->results().front() + ")");
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }

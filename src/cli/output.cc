@@ -127,7 +127,7 @@ void PrintJob(const json& j) {
 }
 
 void PrintNodes(const json& nodes) {
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "EXECUTORS", "LABELS"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "EXECUTORS", "NETWORK", "LABELS"}};
   for (const auto& n : nodes) {
     const json& a = n["allocated"];
     const json& u = n["usage"];
@@ -143,6 +143,8 @@ void PrintNodes(const json& nodes) {
                                 Str(a, "gpus"), Str(a, "tasks")),
                     fmt::format("{:.0f}%", 100 * u.value("cpu_util", 0.0)), FormatBytes(u.value("memory_used_bytes", int64_t{0})),
                     FormatDuration(n.value("last_heartbeat_age_ms", int64_t{0})) + " ago", n.value("executors", "process"),
+                    n.value("network", "host") == "host" ? "host"
+                                                         : n.value("network", "") + " " + n.value("overlay_block", ""),
                     labels});
   }
   PrintTable(rows);

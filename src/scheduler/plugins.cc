@@ -67,12 +67,13 @@ class LabelsFilter final : public FilterPlugin {
 
 // Can the node's agent run the job's tasks: an image needs a container
 // executor (runc or docker), a bare command the process executor, and a job
-// may pin one (`executor:`).
+// may pin one (`executor:`); `network: overlay` needs a node with a container overlay.
 class ExecutorFilter final : public FilterPlugin {
  public:
   std::string_view Name() const override { return "executor"; }
   bool Static() const override { return true; }
   bool Pass(const NodeState& node, const JobRequest& job) const override {
+    if (job.needs_overlay && !node.overlay) return false;
     if (job.executors.empty()) return true;
     const std::vector<std::string>& offered = Offered(node);
     return std::any_of(job.executors.begin(), job.executors.end(), [&](const std::string& e) {
@@ -80,6 +81,9 @@ class ExecutorFilter final : public FilterPlugin {
     });
   }
   std::string Reject(const NodeState& node, const JobRequest& job) const override {
+    if (job.needs_overlay && !node.overlay) {
+      return fmt::format("node {} has no container overlay (agent --network vxlan or ovs-gre)", node.name);
+    }
     return fmt::format("node {} runs tasks with {}, the job needs {}", node.name, fmt::join(Offered(node), ", "),
                        fmt::join(job.executors, " or "));
   }

@@ -113,6 +113,7 @@ class Scheduler::Pass {
     for (const auto& [k, v] : job.node_selector) (((key_ += k) += '=') += v) += '\x1e';
     key_ += '\x1f';
     for (const auto& e : job.executors) (key_ += e) += '\x1e';
+    key_ += job.needs_overlay ? "\x1fo" : "\x1f";
     const std::string& key = key_;
     auto it = masks_.find(key);
     if (it != masks_.end()) return it->second;

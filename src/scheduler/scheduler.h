@@ -41,6 +41,7 @@ struct NodeState {
   std::map<std::string, std::string> labels;
   // What its agent runs tasks with ("process", "runc", "docker"); empty = {"process"}.
   std::vector<std::string> executors;
+  bool overlay = false;  // its agent has a container overlay (agent --network vxlan|ovs-gre)
   // Measured use (heartbeats), 0..1: what the load-aware score looks at.
   double cpu_util = 0;
   double memory_util = 0;
@@ -58,6 +59,7 @@ struct JobRequest {
   // Executors that may run it, any of them (a job with an image: runc or
   // docker; without: process; or the one its spec pins). Empty: any node.
   std::vector<std::string> executors;
+  bool needs_overlay = false;  // `network: overlay`: only nodes with a container overlay
   std::string user;
   int priority = 0;
   int64_t submit_ms = 0;

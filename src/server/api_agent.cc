@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "net/ipv4.h"
 #include "server/api.h"
 
 namespace ringmaster::server {
@@ -113,9 +114,21 @@ void AddAgentRoutes(Api& api) {
       if (std::find(names.begin(), names.end(), e.get<std::string>()) == names.end()) names.push_back(e);
     }
     n.executors = fmt::format("{}", fmt::join(names, ","));
+    // Its containers' network (docs/cluster.md): an overlay needs an
+    // address the other nodes' tunnels can reach.
+    RM_ASSIGN_OR_RETURN(n.network, StringField(b, "network", "host"));
+    if (n.network != "host" && n.network != "vxlan" && n.network != "ovs-gre") {
+      return InvalidArgument("network: must be one of host, vxlan, ovs-gre");
+    }
+    if (n.network != "host" && !net::ParseIpv4(n.address)) {
+      return InvalidArgument("address: an overlay node needs its IPv4 address (the tunnels' endpoint), got \"" +
+                             n.address.substr(0, 64) + "\"");
+    }
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n));
     api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);
-    return Reply{200, {{"node_id", id}}};
+    RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(id));
+    // The lease: an agent that cannot renew it for most of this stops its tasks (fencing).
+    return Reply{200, {{"node_id", id}, {"overlay", overlay}, {"lease_ms", api.jobs->LeaseMs()}}};
   }));
 
   api.http->Route("POST", "/api/v1/agent/nodes/{id}/heartbeat", agent,
@@ -125,7 +138,9 @@ void AddAgentRoutes(Api& api) {
                     RM_ASSIGN_OR_RETURN(double cpu, RatioField(b, "cpu_util"));
                     RM_ASSIGN_OR_RETURN(int64_t mem, IntField(b, "memory_used_bytes", 0, 0, int64_t{1} << 60));
                     RM_RETURN_IF_ERROR(api.jobs->Heartbeat(node.id, cpu, mem));
-                    return Reply{200, json::object()};
+                    // The overlay's peers ride on the heartbeat: the agent keeps its tunnels in step.
+                    RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(node.id));
+                    return Reply{200, {{"overlay", overlay}}};
                   }));
 
   // Long-poll: answers at once if `index` is stale, else when the node's

@@ -86,6 +86,7 @@ void AddJobRoutes(Api& api) {
                 {"node", t.node_id ? names[t.node_id] : ""},
                 {"attempt", t.attempt},
                 {"port", t.port},
+                {"overlay_address", t.overlay_ip},
                 {"started_at", FormatTimeUtc(t.started_ms)},
                 {"finished_at", FormatTimeUtc(t.finished_ms)}};
       x["exit_code"] = t.exit_code ? json(*t.exit_code) : json(nullptr);

@@ -45,6 +45,8 @@ void AddNodeRoutes(Api& api) {
                      {"address", n.address},
                      {"labels", stored(n.labels_json)},
                      {"executors", n.executors},
+                     {"network", n.network},
+                     {"overlay_block", n.network == "host" ? "" : api.jobs->OverlayBlock(n.overlay_block)},
                      {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""}});
     }
     return Reply{200, {{"nodes", out}}};

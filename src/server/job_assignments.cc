@@ -69,7 +69,10 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"working_dir", spec.working_dir},
                      {"image", spec.image},
                      {"executor", spec.executor},
-                     {"network", spec.network},
+                     // A task with an overlay address joins the overlay; else
+                     // the host's network unless the job asked for none.
+                     {"network", !t.overlay_ip.empty() ? "overlay" : spec.network == "none" ? "none" : "host"},
+                     {"overlay_address", t.overlay_ip},
                      {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids}}},
                      {"gpus", GpuIndices(t.gpu_indices)},
                      {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
@@ -87,7 +90,9 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
       RM_ASSIGN_OR_RETURN(nodes[t.node_id], store_->GetNode(t.node_id));
     }
   }
+  // Where peers reach a task: its overlay address, else its node's.
   auto addr = [&](const Task& t) {
+    if (!t.overlay_ip.empty()) return t.overlay_ip;
     auto it = nodes.find(t.node_id);
     return it == nodes.end() || it->second.address.empty() ? std::string("127.0.0.1") : it->second.address;
   };

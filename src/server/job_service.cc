@@ -38,6 +38,17 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
+// Whether a task of `spec` placed on `n` joins the node's container overlay:
+// an image run by runc (the runtime the overlay attaches), unless the job
+// asked for the host's network or none.
+bool JoinsOverlay(const JobSpec& spec, const store::Node& n) {
+  if (n.network == "host" || n.overlay_block < 0 || spec.image.empty()) return false;
+  if (!spec.network.empty() && spec.network != "overlay") return false;
+  if (!spec.executor.empty()) return spec.executor == "runc";
+  const auto offered = SplitList(n.executors);
+  return std::find(offered.begin(), offered.end(), "runc") != offered.end();
+}
+
 std::string ExitReason(const TaskReport& r) {
   if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
   // What the agent adds (e.g. outputs it could not upload) follows the exit.
@@ -387,6 +398,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
     t.node_id = 0;
     t.port = 0;
     t.gpu_indices.clear();
+    t.overlay_ip.clear();
     t.desired = Desired::kRun;
     t.exit_code.reset();
     t.started_ms = t.finished_ms = 0;  // this run's times are banked; the next run sets its own
@@ -403,11 +415,50 @@ StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
   std::lock_guard<std::mutex> l(mu_);
   store::Node node = node_in;
   node.registered_ms = node.last_heartbeat_ms = clock_->NowMs();
+  // Its block of the overlay subnet: the one it had (a block stays with a
+  // node's name, also while it is back on the host network, so its
+  // containers keep their addresses), else the lowest one no node holds.
+  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  std::set<int> taken;
+  node.overlay_block = -1;
+  for (const auto& n : nodes) {
+    if (n.name == node.name) node.overlay_block = n.overlay_block;
+    else if (n.overlay_block >= 0) taken.insert(n.overlay_block);
+  }
+  const int blocks = net::BlockCount(options_.overlay_subnet, options_.overlay_block_prefix);
+  if (node.network != "host" && (node.overlay_block < 0 || node.overlay_block >= blocks || taken.count(node.overlay_block))) {
+    node.overlay_block = -1;
+    for (int k = 0; k < blocks && node.overlay_block < 0; ++k) {
+      if (!taken.count(k)) node.overlay_block = k;
+    }
+    if (node.overlay_block < 0) {
+      return ResourceExhausted(fmt::format("the overlay subnet {} has no free /{} block for node {}",
+                                           net::FormatCidr(options_.overlay_subnet), options_.overlay_block_prefix,
+                                           node.name));
+    }
+  }
   RM_ASSIGN_OR_RETURN(int64_t id, store_->UpsertNode(node));
   spdlog::info("node {} registered as {}", node.name, id);
   BumpNodeLocked(id);
   Wake();
   return id;
+}
+
+StatusOr<nlohmann::json> JobService::Overlay(int64_t node_id) {
+  RM_ASSIGN_OR_RETURN(store::Node self, store_->GetNode(node_id));
+  auto block = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, self.overlay_block);
+  if (self.network == "host" || !block) return nlohmann::json();
+  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  nlohmann::json peers = nlohmann::json::array();
+  for (const auto& n : nodes) {
+    auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n.overlay_block);
+    if (n.network != self.network || !b || n.address.empty()) continue;
+    peers.push_back({{"node", n.name}, {"address", n.address}, {"block", net::FormatCidr(*b)}});
+  }
+  return nlohmann::json{{"mode", self.network},
+                        {"subnet", net::FormatCidr(options_.overlay_subnet)},
+                        {"block", net::FormatCidr(*block)},
+                        {"peers", peers}};
 }
 
 Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes) {
@@ -601,11 +652,14 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
   r.node_selector = spec.node_selector;
   if (!spec.executor.empty()) {
     r.executors = {spec.executor};
+  } else if (spec.network == "overlay") {
+    r.executors = {"runc"};  // the overlay joins runc containers (docs/cluster.md)
   } else if (!spec.image.empty()) {
     r.executors = {"runc", "docker"};
   } else {
     r.executors = {"process"};
   }
+  r.needs_overlay = spec.network == "overlay";
   r.user = user;
   r.priority = j.priority;
   r.submit_ms = j.created_ms;
@@ -656,6 +710,7 @@ Status JobService::ScheduleOnce() {
     }
     s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
     s.executors = SplitList(n.executors);
+    s.overlay = n.network != "host" && n.overlay_block >= 0;
     for (const Task& t : placed) {
       if (t.node_id != n.id) continue;
       s.allocated.cpu_milli += t.cpu_milli;
@@ -755,6 +810,22 @@ Status JobService::ScheduleOnce() {
     }
     return fmt::format("{}", fmt::join(got, ","));
   };
+  // And, where it joins the container overlay, an address of its node's
+  // block: the lowest one no placed task there holds.
+  std::map<int64_t, std::set<uint32_t>> used_ips;
+  for (const Task& t : placed) {
+    if (auto a = net::ParseIpv4(t.overlay_ip)) used_ips[t.node_id].insert(*a);
+  }
+  auto take_ip = [&](int64_t node_id) -> std::string {
+    const store::Node* n = node_by_id[node_id];
+    auto block = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n->overlay_block);
+    for (int i = 2; block; ++i) {
+      auto a = net::TaskAddress(*block, i);
+      if (!a) break;
+      if (used_ips[node_id].insert(*a).second) return net::FormatIpv4(*a);
+    }
+    return "";
+  };
   auto take_port = [&](int64_t node_id) -> int {
     const store::Node* n = node_by_id[node_id];
     for (int port = n->port_lo; port <= n->port_hi; ++port) {
@@ -798,6 +869,23 @@ Status JobService::ScheduleOnce() {
       plan.pending_reasons[job.id] = "waiting for GPUs: " + no_gpu;
       continue;
     }
+    std::vector<std::string> ips;
+    std::string no_ip;
+    auto job_spec = SpecLocked(job);
+    for (int64_t node_id : p.node_ids) {
+      const bool joins = job_spec.ok() && JoinsOverlay(**job_spec, *node_by_id[node_id]);
+      ips.push_back(joins ? take_ip(node_id) : "");
+      if (joins && ips.back().empty()) no_ip = fmt::format("node {} has no free overlay address", node_by_id[node_id]->name);
+    }
+    if (!no_ip.empty()) {
+      for (size_t i = 0; i < ips.size(); ++i) {
+        if (auto a = net::ParseIpv4(ips[i])) used_ips[p.node_ids[i]].erase(*a);
+        for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
+        used_ports[p.node_ids[i]].erase(ports[i]);
+      }
+      plan.pending_reasons[job.id] = "waiting for overlay addresses: " + no_ip;
+      continue;
+    }
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
       RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(job.id));
       std::set<int64_t> touched;
@@ -809,6 +897,7 @@ Status JobService::ScheduleOnce() {
         t.desired = Desired::kRun;
         t.port = ports[i];
         t.gpu_indices = gpu_sets[i];
+        t.overlay_ip = ips[i];
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
       }

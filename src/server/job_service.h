@@ -25,6 +25,7 @@
 
 #include "common/clock.h"
 #include "files/blob_store.h"
+#include "net/ipv4.h"
 #include "scheduler/scheduler.h"
 #include "server/job_spec.h"
 #include "store/meta_store.h"
@@ -32,6 +33,11 @@
 namespace ringmaster::server {
 
 struct JobServiceOptions {
+  // The container overlay's addresses (docs/cluster.md): a block of
+  // overlay_block_prefix bits per node that has an overlay, task addresses
+  // from its node's block.
+  net::Ipv4Net overlay_subnet{0x0AF40000, 16};  // 10.244.0.0/16
+  int overlay_block_prefix = 24;
   // A node's lease: without a heartbeat this long it gets no new work, and
   // its running tasks are marked LOST (their jobs restart elsewhere).
   int64_t node_timeout_ms = 10'000;
@@ -94,6 +100,16 @@ class JobService {
 
   StatusOr<int64_t> RegisterNode(const store::Node& node);
   Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes);
+  // The container overlay as node `node_id` sees it: {"subnet", "block",
+  // "peers": [{"node", "address", "block"}]} of every node with an overlay
+  // of the same mode; null when the node has none.
+  StatusOr<nlohmann::json> Overlay(int64_t node_id);
+  int64_t LeaseMs() const { return options_.node_timeout_ms; }
+  // Block k of the overlay subnet, "10.244.3.0/24"; "" for none.
+  std::string OverlayBlock(int k) const {
+    auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, k);
+    return b ? net::FormatCidr(*b) : "";
+  }
   // The tasks this node should run or stop now: {"index": I, "tasks": [...]}.
   StatusOr<nlohmann::json> Assignments(int64_t node_id);
   // The node's assignment index: it changes whenever what the node should run does.

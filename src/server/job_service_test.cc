@@ -512,6 +512,70 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
   EXPECT_EQ(Tasks(c)[0].gpu_indices, "0");
 }
 
+TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAddresses) {
+  auto add = [&](const std::string& name, const std::string& network, const std::string& address) {
+    store::Node n;
+    n.name = name;
+    n.cpu_milli = 8000;
+    n.memory_bytes = 8LL << 30;
+    n.executors = "process,runc";
+    n.network = network;
+    n.address = address;
+    return *svc_->RegisterNode(n);
+  };
+  const int64_t a = add("a", "vxlan", "10.0.0.1");
+  const int64_t b = add("b", "vxlan", "10.0.0.2");
+  const int64_t h = add("h", "host", "10.0.0.3");
+  EXPECT_EQ(store_->GetNode(a)->overlay_block, 0);
+  EXPECT_EQ(store_->GetNode(b)->overlay_block, 1);
+  EXPECT_EQ(store_->GetNode(h)->overlay_block, -1);
+  // A block stays with its node's name across re-registrations (agent restarts).
+  EXPECT_EQ(add("a", "vxlan", "10.0.0.1"), a);
+  EXPECT_EQ(store_->GetNode(a)->overlay_block, 0);
+  EXPECT_EQ(store_->GetNode(add("d", "vxlan", "10.0.0.4"))->overlay_block, 2);
+  auto overlay = *svc_->Overlay(a);
+  EXPECT_EQ(overlay["mode"], "vxlan");
+  EXPECT_EQ(overlay["block"], "10.244.0.0/24");
+  EXPECT_EQ(overlay["subnet"], "10.244.0.0/16");
+  EXPECT_EQ(overlay["peers"].size(), 3u);  // a, b, d: not the host-network node
+  EXPECT_TRUE(svc_->Overlay(h)->is_null());
+
+  // Two workers in containers: one per node (cpu 8 of 8), each at its node's block.
+  const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
+  const int64_t plain = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto tasks = Tasks(job);
+  ASSERT_NE(tasks[0].node_id, 0);
+  ASSERT_NE(tasks[0].node_id, tasks[1].node_id);
+  for (const auto& t : tasks) {
+    const int block = store_->GetNode(t.node_id)->overlay_block;
+    EXPECT_EQ(t.overlay_ip, fmt::format("10.244.{}.2", block)) << t.node_id;
+  }
+  EXPECT_EQ(Tasks(plain)[0].overlay_ip, "");  // a process stays on its host's network
+  auto assigned = *svc_->Assignments(tasks[1].node_id);
+  for (const auto& t : assigned["tasks"]) {
+    if (t["job_id"] != job) continue;
+    EXPECT_EQ(t["network"], "overlay");
+    EXPECT_EQ(t["overlay_address"], tasks[1].overlay_ip);
+    EXPECT_EQ(t["env"]["MASTER_ADDR"], tasks[0].overlay_ip);  // rank 0's, on the overlay
+    EXPECT_EQ(t["env"]["RINGMASTER_ADDR"], tasks[1].overlay_ip);
+    EXPECT_NE(t["env"]["TF_CONFIG"].get<std::string>().find(tasks[0].overlay_ip + ":"), std::string::npos);
+  }
+  // Asking for the host's network keeps a container off the overlay; an
+  // overlay job never lands on a host-network node.
+  const int64_t on_host = Submit("command: x\nimage: base\nnetwork: host\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(on_host)[0].overlay_ip, "");
+  for (int i = 0; i < 4; ++i) {
+    const int64_t needs = Submit("command: x\nimage: base\nnetwork: overlay\nresources: {cpu: 1}\n");
+    ASSERT_TRUE(svc_->ScheduleOnce().ok());
+    const auto placed = Tasks(needs)[0];
+    EXPECT_NE(placed.node_id, 0);
+    EXPECT_NE(placed.node_id, h);
+    EXPECT_FALSE(placed.overlay_ip.empty());
+  }
+}
+
 TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   JobServiceOptions o;
   o.scheduler.policy = "las";

@@ -525,10 +525,16 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   }
   if (root["network"]) {
     RM_ASSIGN_OR_RETURN(spec.network, GetString(root["network"], "network"));
-    if (spec.network != "host" && spec.network != "none") {
-      return InvalidArgument(fmt::format("network: \"{}\" is not a network mode (expected host or none)",
+    if (spec.network != "host" && spec.network != "none" && spec.network != "overlay") {
+      return InvalidArgument(fmt::format("network: \"{}\" is not a network mode (expected overlay, host or none)",
                                          Printable(spec.network, 40)));
     }
+  }
+  if (spec.network == "overlay" && spec.image.empty()) {
+    return InvalidArgument("network: overlay joins containers; add image: (e.g. image: torch)");
+  }
+  if (spec.network == "overlay" && !spec.executor.empty() && spec.executor != "runc") {
+    return InvalidArgument(fmt::format("network: overlay runs under runc, not executor: {}", spec.executor));
   }
   if (root["resources"]) RM_RETURN_IF_ERROR(ReadResources(root["resources"], &spec));
   if (root["replicas"] && root["replicas"].IsMap()) {

@@ -39,9 +39,11 @@ struct JobSpec {
   // What runs the task: "" = any executor that fits (an image needs runc or
   // docker, no image the process executor), or one of process | runc | docker.
   std::string executor;
-  // A container's network: "host" (the node's, where ring all-reduce ports
-  // are) or "none" (loopback only; for tasks that need no peers).
-  std::string network = "host";
+  // A container's network: "" (the node's container overlay where it has
+  // one and runc runs the task, else the host's), "overlay" (only nodes with
+  // one), "host" (the node's, where ring all-reduce ports are) or "none"
+  // (loopback only; for tasks that need no peers). docs/cluster.md.
+  std::string network;
   int64_t cpu_milli = 1000;
   int64_t memory_bytes = 512LL << 20;
   int64_t pids = 4096;  // processes and threads the task may have at once (its cgroup's pids.max)

@@ -50,7 +50,7 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
                       {"keep_checkpoints", s.keep_checkpoints}};
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.executor.empty()) j["executor"] = s.executor;
-  j["network"] = s.network;
+  if (!s.network.empty()) j["network"] = s.network;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
   if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
@@ -77,7 +77,7 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
     s.env = j.value("env", std::map<std::string, std::string>{});
     s.image = j.value("image", "");
     s.executor = j.value("executor", "");
-    s.network = j.value("network", "host");
+    s.network = j.value("network", "");
     const auto& r = j.at("resources");
     s.cpu_milli = ParseCpuMilli(r.value("cpu", "1")).value_or(1000);
     s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);

@@ -67,6 +67,8 @@ struct Node {
   int port_hi = -1;
   std::string labels_json = "{}";  // {"rack": "r1", ...}: what node selectors match
   std::string executors = "process";  // what its agent runs tasks with: "process,runc,docker"
+  std::string network = "host";       // its containers' network: "host", "vxlan" or "ovs-gre"
+  int overlay_block = -1;             // its block of the cluster's overlay subnet; -1 = none
 };
 
 struct Job {
@@ -111,6 +113,7 @@ struct Task {
   int gpus = 0;
   int port = 0;  // from its node's range while placed; 0 = none
   std::string gpu_indices;  // the node's GPUs it holds while placed, e.g. "0,1"; "" = none
+  std::string overlay_ip;   // its address on the container overlay while placed; "" = the node's
   int64_t created_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;

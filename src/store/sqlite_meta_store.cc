@@ -67,13 +67,13 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, di
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
 constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
-    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices";
+    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip";
 constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
 
 User ReadUser(const Stmt& s) {
@@ -116,6 +116,8 @@ Node ReadNode(const Stmt& s) {
   n.port_hi = static_cast<int>(s.Int(14));
   n.labels_json = s.Text(15);
   n.executors = s.Text(16);
+  n.network = s.Text(17);
+  n.overlay_block = static_cast<int>(s.Int(18));
   return n;
 }
 
@@ -163,6 +165,7 @@ Task ReadTask(const Stmt& s) {
   t.finished_ms = s.Int(14);
   t.port = static_cast<int>(s.Int(15));
   t.gpu_indices = s.Text(16);
+  t.overlay_ip = s.Text(17);
   return t;
 }
 
@@ -351,18 +354,19 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(db_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
-           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
            "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
            "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
            "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
            "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
            "agent_version=excluded.agent_version, address=excluded.address, "
            "port_lo=excluded.port_lo, port_hi=excluded.port_hi, labels_json=excluded.labels_json, "
-           "executors=excluded.executors RETURNING id");
+           "executors=excluded.executors, network=excluded.network, overlay_block=excluded.overlay_block RETURNING id");
     s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
         .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
-        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json).Bind(n.executors);
+        .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json).Bind(n.executors)
+        .Bind(n.network).Bind(n.overlay_block);
     if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
     return s.Int(0);
   }
@@ -480,7 +484,7 @@ class SqliteMetaStore final : public MetaStore {
     Stmt s(db_,
            "UPDATE tasks SET job_id=?, rank=?, state=?, reason=?, node_id=?, attempt=?, desired=?, "
            "exit_code=?, cpu_milli=?, memory_bytes=?, gpus=?, created_ms=?, started_ms=?, "
-           "finished_ms=?, port=?, gpu_indices=? WHERE id=?");
+           "finished_ms=?, port=?, gpu_indices=?, overlay_ip=? WHERE id=?");
     BindTaskBody(s, t);
     s.Bind(t.id);
     return StepOne(s, "task " + std::to_string(t.id));
@@ -533,8 +537,8 @@ class SqliteMetaStore final : public MetaStore {
       t.rank = r;
       Stmt ts(db_,
               "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
-              "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices) "
-              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+              "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindTaskBody(ts, t);
       RM_RETURN_IF_ERROR(Check(ts.Step(), "insert task"));
     }
@@ -553,7 +557,7 @@ class SqliteMetaStore final : public MetaStore {
     s.Bind(t.job_id).Bind(t.rank).Bind(StateName(t.state)).Bind(t.reason).Bind(t.node_id)
         .Bind(t.attempt).Bind(t.desired == Desired::kStop ? "stop" : "run").Bind(t.exit_code)
         .Bind(t.cpu_milli).Bind(t.memory_bytes).Bind(t.gpus).Bind(t.created_ms).Bind(t.started_ms)
-        .Bind(t.finished_ms).Bind(t.port).Bind(t.gpu_indices);
+        .Bind(t.finished_ms).Bind(t.port).Bind(t.gpu_indices).Bind(t.overlay_ip);
   }
 
   // Steps a write that must touch a row: NotFound("<what> not found") if it touched none.

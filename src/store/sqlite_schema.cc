@@ -241,6 +241,14 @@ ALTER TABLE users ADD COLUMN file_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN executors TEXT NOT NULL DEFAULT 'process';
 ALTER TABLE tasks ADD COLUMN gpu_indices TEXT NOT NULL DEFAULT '';
 )sql",
+    // 9: the container overlay: each node's network mode and its block of the
+    // cluster subnet (kept with the node's name across agent restarts), and
+    // each placed task's address on the overlay.
+    R"sql(
+ALTER TABLE nodes ADD COLUMN network TEXT NOT NULL DEFAULT 'host';
+ALTER TABLE nodes ADD COLUMN overlay_block INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE tasks ADD COLUMN overlay_ip TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

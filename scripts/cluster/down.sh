@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Removes a cluster scripts/cluster/up.sh made: its agents and server (by
+# the pids it recorded), every task they left running (by the pids their
+# shims recorded; runc containers through runc), its Open vSwitch daemons,
+# the overlay's leftovers in Open vSwitch, and its namespaces, which takes
+# every link, bridge and tunnel inside them along. Exits non-zero if
+# anything it made is still there.
+#
+#   scripts/cluster/down.sh [--state DIR] [--keep-state]
+set -uo pipefail
+STATE="" KEEP=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --state) STATE=$2; shift 2 ;;
+    --keep-state) KEEP=1; shift ;;
+    *) echo "down.sh: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+STATE=${STATE:-/tmp/ringmaster-cluster-rmc}
+[ -f "$STATE/name" ] || { echo "down.sh: $STATE is not a cluster's state dir" >&2; exit 2; }
+NAME=$(cat "$STATE/name")
+
+# kill_recorded NAME PID SIGNAL: only if that pid is still what we started.
+alive() { [ -d "/proc/$1" ] && [ "$(cat "/proc/$1/stat" 2>/dev/null | awk '{print $3}')" != Z ]; }
+stop_pid() {  # stop_pid PID: TERM, then KILL after 10 s
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 1 100); do alive "$pid" || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null
+}
+
+# Agents first (tasks outlive them), then the server.
+grep '^agent-' "$STATE/pids" 2>/dev/null | while read -r _ pid; do stop_pid "$pid"; done
+grep '^server ' "$STATE/pids" 2>/dev/null | while read -r _ pid; do stop_pid "$pid"; done
+# Tasks the agents left: runc's containers, then every shim and task process group.
+for a in "$STATE"/h*/agent; do
+  [ -d "$a" ] || continue
+  if [ -d "$a/runc" ] && command -v runc > /dev/null; then
+    for root in "$a"/runc "$a"/runc/*/; do
+      [ -d "$root" ] || continue
+      for id in $(runc --root "$root" list -q 2>/dev/null); do runc --root "$root" delete --force "$id" 2>/dev/null; done
+    done
+  fi
+  for f in "$a"/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+  for f in "$a"/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+  # The overlay mounts of runc tasks (their root filesystems).
+  grep -o " $a/[^ ]*/rootfs/merged " /proc/self/mountinfo 2>/dev/null | while read -r m; do umount -l "$m" 2>/dev/null; done
+done
+# Open vSwitch: the daemons it started.
+grep -E '^ovs(db-server|-vswitchd) ' "$STATE/pids" 2>/dev/null | sort -r | while read -r what pid; do
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$what" ] && stop_pid "$pid"
+done
+# The namespaces: with them go eth0, the bridges, vxlan and every veth.
+for ns in $(ip netns list | awk '{print $1}' | grep -E "^$NAME-(sw|h[0-9]+)$"); do ip netns del "$ns"; done
+# The agents' cgroups (empty once their tasks ended).
+for a in "$STATE"/h*/agent; do
+  inst=$(cat "$a/sandbox-instance" 2>/dev/null) || continue
+  for c in /sys/fs/cgroup/*/ringmaster/"$inst"; do
+    [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+  done
+done
+
+# What is left of it?
+left=0
+ip netns list | grep -E "^$NAME-(sw|h[0-9]+)( |$)" && { echo "down.sh: namespaces remain" >&2; left=1; }
+ip link show | grep -E ": $NAME[ab][0-9]+[@:]" && { echo "down.sh: links remain" >&2; left=1; }
+while read -r what pid; do
+  if alive "$pid"; then echo "down.sh: $what (pid $pid) still runs" >&2; left=1; fi
+done < "$STATE/pids"
+for a in "$STATE"/h*/agent; do
+  for f in "$a"/tasks/*/task.pid "$a"/tasks/*/shim.pid; do
+    [ -f "$f" ] && alive "$(cat "$f")" && { echo "down.sh: $f still runs" >&2; left=1; }
+  done
+done
+[ "$left" = 0 ] || exit 1
+[ -n "$KEEP" ] || rm -rf "$STATE"
+echo "cluster $NAME is down"

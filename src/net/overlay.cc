@@ -1,0 +1,322 @@
+#include "net/overlay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/crypto.h"
+#include "common/log.h"
+
+namespace ringmaster::net {
+namespace {
+
+std::string Ovsdb(const std::string& dir) { return "--db=unix:" + dir + "/db.sock"; }
+std::string Mgmt(const std::string& dir) { return "unix:" + dir + "/" + kOvsBridge + ".mgmt"; }
+
+// A peer's tunnel port: "rmg" + its underlay address in hex (11 characters).
+std::string TunnelPort(uint32_t underlay) { return fmt::format("rmg{:08x}", underlay); }
+
+// The address part of "10.244.3.5/16".
+std::string HostPart(const std::string& cidr) { return cidr.substr(0, cidr.find('/')); }
+
+}  // namespace
+
+bool IsNetworkMode(const std::string& m) { return m == "host" || m == "vxlan" || m == "ovs-gre"; }
+
+int OverlayMtu(const std::string& mode, int underlay_mtu) {
+  if (mode == "vxlan") return underlay_mtu - 50;    // outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14
+  if (mode == "ovs-gre") return underlay_mtu - 38;  // outer IP 20 + GRE 4 + inner Ethernet 14
+  return underlay_mtu;
+}
+
+StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", std::strerror(errno)));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return Internal(fmt::format("pipe: {}", std::strerror(errno)));
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  std::string text[2];
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (int open_fds = 2; open_fds > 0;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    int n = poll(fds, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t r = read(fds[i].fd, buf, sizeof buf);
+      if (r > 0) {
+        if (text[i].size() < (1 << 20)) text[i].append(buf, static_cast<size_t>(r));
+      } else if (r == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  close(out[0]);
+  close(err[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string cmd;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  if (timed_out) return DeadlineExceeded(fmt::format("{}: no answer in {} ms", cmd, timeout.count()));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && text[1].empty()) {
+    return NotFound(fmt::format("{}: {} is not installed", cmd, argv[0]));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string e = text[1];
+    while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
+    return Internal(fmt::format("{}: {}", cmd, e.empty() ? fmt::format("status {}", status) : e.substr(0, 500)));
+  }
+  return text[0];
+}
+
+std::string Overlay::VethName(const std::string& key) { return "rm" + Sha256Hex(key).substr(0, 12); }
+
+Status Overlay::Setup() {
+  const std::string mtu = std::to_string(this->mtu());
+  if (o_.mode == "vxlan") {
+    if (!RunTool({"ip", "link", "show", kBridge}).ok()) {
+      RM_RETURN_IF_ERROR(RunTool({"ip", "link", "add", kBridge, "type", "bridge"}).status());
+    }
+    if (!RunTool({"ip", "link", "show", kVxlan}).ok()) {
+      // learning stays on: unicast goes to the peer a MAC was last seen behind.
+      RM_RETURN_IF_ERROR(RunTool({"ip", "link", "add", kVxlan, "type", "vxlan", "id", std::to_string(kVni), "local",
+                                  o_.underlay, "dstport", std::to_string(kVxlanPort)})
+                             .status());
+    }
+    RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kVxlan, "mtu", mtu, "master", kBridge, "up"}).status());
+    RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kBridge, "mtu", mtu, "up"}).status());
+    return Status::Ok();
+  }
+  if (o_.mode == "ovs-gre") {
+    RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "--may-exist", "add-br", kOvsBridge,
+                                "--", "set", "bridge", kOvsBridge, "datapath_type=netdev"})
+                           .status());
+    // Ports whose device is gone (a container that ended while no agent ran).
+    auto ports = RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "list-ports", kOvsBridge});
+    if (ports.ok()) {
+      std::istringstream in(*ports);
+      for (std::string p; std::getline(in, p);) {
+        if (p.rfind("rm", 0) == 0 && p.rfind("rmg", 0) != 0 && !RunTool({"ip", "link", "show", p}).ok()) {
+          (void)RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "--if-exists", "del-port", kOvsBridge, p});
+        }
+      }
+    }
+    return Status::Ok();
+  }
+  return InvalidArgument("network mode " + o_.mode + " has no overlay");
+}
+
+Status Overlay::SetPeers(const std::vector<OverlayPeer>& peers) {
+  const auto self = ParseIpv4(o_.underlay);
+  std::map<uint32_t, Ipv4Net> want;  // underlay -> block
+  for (const auto& p : peers) {
+    auto u = ParseIpv4(p.underlay);
+    if (!u || (self && *u == *self) || p.block == o_.block) continue;
+    want[*u] = p.block;
+  }
+  if (o_.mode == "vxlan") {
+    RM_ASSIGN_OR_RETURN(std::string fdb, RunTool({"bridge", "fdb", "show", "dev", kVxlan}));
+    std::set<uint32_t> have;
+    std::istringstream in(fdb);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream w(line);
+      std::string mac, word, dst;
+      w >> mac;
+      while (w >> word) {
+        if (word == "dst") w >> dst;
+      }
+      if (mac != "00:00:00:00:00:00" || dst.empty()) continue;
+      if (auto a = ParseIpv4(dst)) have.insert(*a);
+    }
+    for (uint32_t a : have) {
+      if (!want.count(a)) {
+        RM_RETURN_IF_ERROR(
+            RunTool({"bridge", "fdb", "del", "00:00:00:00:00:00", "dev", kVxlan, "dst", FormatIpv4(a)}).status());
+      }
+    }
+    for (const auto& [a, block] : want) {
+      if (!have.count(a)) {
+        RM_RETURN_IF_ERROR(
+            RunTool({"bridge", "fdb", "append", "00:00:00:00:00:00", "dev", kVxlan, "dst", FormatIpv4(a)}).status());
+        spdlog::info("overlay: vxlan peer {} ({})", FormatIpv4(a), FormatCidr(block));
+      }
+    }
+    return Status::Ok();
+  }
+  // ovs-gre: a GRE port per peer, no-flood, and flows for its block.
+  const std::string db = Ovsdb(o_.ovs_dir), mgmt = Mgmt(o_.ovs_dir);
+  RM_ASSIGN_OR_RETURN(std::string list, RunTool({"ovs-vsctl", db, "--timeout=20", "list-ports", kOvsBridge}));
+  std::set<std::string> have;
+  std::istringstream in(list);
+  for (std::string p; std::getline(in, p);) {
+    if (p.rfind("rmg", 0) == 0) have.insert(p);
+  }
+  std::set<std::string> wanted;
+  for (const auto& [a, block] : want) {
+    const std::string port = TunnelPort(a);
+    wanted.insert(port);
+    if (have.count(port)) continue;
+    RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", db, "--timeout=20", "--may-exist", "add-port", kOvsBridge, port, "--", "set",
+                                "interface", port, "type=gre", "options:remote_ip=" + FormatIpv4(a)})
+                           .status());
+    RM_RETURN_IF_ERROR(RunTool({"ovs-ofctl", "mod-port", mgmt, port, "no-flood"}).status());
+    const std::string net = FormatCidr(block);
+    RM_RETURN_IF_ERROR(
+        RunTool({"ovs-ofctl", "add-flow", mgmt, fmt::format("priority=100,ip,nw_dst={},actions=output:{}", net, port)})
+            .status());
+    RM_RETURN_IF_ERROR(
+        RunTool({"ovs-ofctl", "add-flow", mgmt, fmt::format("priority=100,arp,arp_tpa={},actions=output:{}", net, port)})
+            .status());
+    spdlog::info("overlay: gre peer {} ({}) on port {}", FormatIpv4(a), net, port);
+  }
+  for (const std::string& port : have) {
+    if (wanted.count(port)) continue;
+    (void)RunTool({"ovs-ofctl", "del-flows", mgmt, "out_port=" + port});
+    RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", db, "--timeout=20", "--if-exists", "del-port", kOvsBridge, port}).status());
+    spdlog::info("overlay: gre port {} removed", port);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> Overlay::AttachHook(const std::string& self_exe, const std::string& key, uint32_t address) const {
+  std::vector<std::string> argv = {self_exe,    "net-attach", "--mode",   o_.mode,
+                                   "--veth",    VethName(key),
+                                   "--address", fmt::format("{}/{}", FormatIpv4(address), o_.subnet.prefix),
+                                   "--mtu",     std::to_string(mtu())};
+  if (o_.mode == "ovs-gre") {
+    argv.push_back("--ovs-dir");
+    argv.push_back(o_.ovs_dir);
+  }
+  return argv;
+}
+
+void Overlay::Detach(const std::string& key) const {
+  const std::string veth = VethName(key);
+  // The veth itself ends with the container's namespace; an early end of
+  // the hook may have left it.
+  (void)RunTool({"ip", "link", "del", veth});
+  if (o_.mode == "ovs-gre") {
+    (void)RunTool({"ovs-ofctl", "del-flows", Mgmt(o_.ovs_dir), "out_port=" + veth});
+    (void)RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "--if-exists", "del-port", kOvsBridge, veth});
+  }
+}
+
+Status AttachTask(const AttachRequest& r) {
+  if (r.mode != "vxlan" && r.mode != "ovs-gre") return InvalidArgument("--mode: vxlan or ovs-gre");
+  if (r.pid <= 0) return InvalidArgument("no container pid");
+  auto cidr = ParseIpv4(HostPart(r.address));
+  if (!cidr) return InvalidArgument("--address: " + r.address + " is not an address/prefix");
+  if (r.veth.empty() || r.veth.size() > 15 || r.veth.rfind("rm", 0) != 0) return InvalidArgument("--veth: rm<hex>, 15 characters at most");
+  const std::string pid = std::to_string(r.pid), mtu = std::to_string(r.mtu);
+  const std::string ns = "--net=/proc/" + pid + "/ns/net";
+  (void)RunTool({"ip", "link", "del", r.veth});  // a leftover of an attempt that failed half-way
+  RM_RETURN_IF_ERROR(RunTool({"ip", "link", "add", r.veth, "mtu", mtu, "type", "veth", "peer", "name", "eth0", "mtu", mtu,
+                              "netns", pid})
+                         .status());
+  auto in_ns = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"nsenter", ns, "--"});
+    return RunTool(argv).status();
+  };
+  RM_RETURN_IF_ERROR(in_ns({"ip", "link", "set", "lo", "up"}));
+  RM_RETURN_IF_ERROR(in_ns({"ip", "addr", "add", r.address, "dev", "eth0"}));
+  if (r.mode == "ovs-gre") {
+    // The userspace datapath takes frames from the veth as they are: no
+    // partial checksums for it to complete.
+    RM_RETURN_IF_ERROR(in_ns({"ethtool", "-K", "eth0", "tx", "off"}));
+  }
+  RM_RETURN_IF_ERROR(in_ns({"ip", "link", "set", "eth0", "up"}));
+  if (r.mode == "vxlan") {
+    RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", r.veth, "master", kBridge, "up"}).status());
+    return Status::Ok();
+  }
+  const std::string db = Ovsdb(r.ovs_dir), mgmt = Mgmt(r.ovs_dir);
+  RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", r.veth, "up"}).status());
+  RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", db, "--timeout=20", "--may-exist", "add-port", kOvsBridge, r.veth}).status());
+  const std::string ip = HostPart(r.address);
+  RM_RETURN_IF_ERROR(
+      RunTool({"ovs-ofctl", "add-flow", mgmt, fmt::format("priority=200,ip,nw_dst={},actions=output:{}", ip, r.veth)})
+          .status());
+  return RunTool({"ovs-ofctl", "add-flow", mgmt, fmt::format("priority=200,arp,arp_tpa={},actions=output:{}", ip, r.veth)})
+      .status();
+}
+
+int NetAttachMain(int argc, char** argv) {
+  AttachRequest r;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "net-attach: " << name << " needs a value\n";
+        _exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--mode") r.mode = value("--mode");
+    else if (a == "--veth") r.veth = value("--veth");
+    else if (a == "--address") r.address = value("--address");
+    else if (a == "--mtu") r.mtu = std::atoi(value("--mtu").c_str());
+    else if (a == "--ovs-dir") r.ovs_dir = value("--ovs-dir");
+    else if (a == "--pid") r.pid = std::atoi(value("--pid").c_str());
+    else {
+      std::cerr << "net-attach: unknown argument " << a
+                << " (usage: ringmaster net-attach --mode vxlan|ovs-gre --veth NAME --address A/N --mtu N "
+                   "[--ovs-dir DIR] [--pid PID]; runc's state on stdin gives the pid)\n";
+      return 2;
+    }
+  }
+  if (r.pid == 0) {
+    // runc hands a hook the container's state on stdin.
+    std::string state((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    auto j = nlohmann::json::parse(state, nullptr, false);
+    if (j.is_object() && j.contains("pid") && j["pid"].is_number_integer()) r.pid = j["pid"].get<int>();
+  }
+  Status st = AttachTask(r);
+  if (!st.ok()) {
+    std::cerr << "net-attach: " << st.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ringmaster::net
