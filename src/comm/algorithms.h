@@ -4,8 +4,9 @@
 // runs over TCP, shared memory and the in-memory fake (fake_pair.h).
 //
 // REQUIRES (all): e.size() > 1, count > 0, host buffers already checked by
-// the Context, which also copies `in` to `out` where an operation is in
-// place and divides for ReduceOp::kAvg (these reduce kAvg as a sum).
+// the Context, which also copies `in` to `out` where an operation is out
+// of place (except the ring all-reduce, which reads `in` as it goes) and
+// divides for ReduceOp::kAvg (these reduce kAvg as a sum).
 // Called with the Context's operation lock held, inside Engine::Begin/End.
 #pragma once
 
@@ -30,14 +31,23 @@ struct RingPlan {
   int steps, reduce_steps, shift;
   DataType type;
   ReduceOp op;
+  // Out of place: `buf` is taken to hold a copy of `in` that is never made
+  // up front. Step 0 sends from `in`, and a chunk is copied into `buf` just
+  // before its first reduction, so the link does not idle while a whole
+  // buffer is copied. REQUIRES: steps == 2 * reduce_steps == 2 * (n - 1)
+  // (the all-reduce: every segment of `buf` is reduced into, or received
+  // whole, before it is read).
+  const char* in = nullptr;
 };
 Status RunRing(Engine& e, const RingPlan& p);
 // `count` elements in `n` near-equal segments (the first count % n one longer).
 void SplitEven(size_t count, int n, std::vector<size_t>* off, std::vector<size_t>* cnt);
 
 // allreduce_ring.cc: reduce-scatter then all-gather, 2(n-1) steps;
-// bandwidth-optimal (each rank sends 2(n-1)/n of the buffer).
-Status AllReduceRing(Engine& e, char* buf, size_t count, DataType type, ReduceOp op);
+// bandwidth-optimal (each rank sends 2(n-1)/n of the buffer). `in` is the
+// input where it is not `buf` (out of place), else nullptr; the Context
+// does not copy it first.
+Status AllReduceRing(Engine& e, const char* in, char* buf, size_t count, DataType type, ReduceOp op);
 // allreduce_recursive_doubling.cc: log2(n) exchanges of the whole buffer;
 // latency-optimal. Every rank ends bitwise equal.
 Status AllReduceRecursiveDoubling(Engine& e, char* buf, size_t count, DataType type, ReduceOp op);

@@ -146,6 +146,8 @@ std::vector<std::string> RunMatrix(Context& ctx) {
         Checker c{&failures, fmt::format("allreduce sum {} {}", AlgorithmName(a), where)};
         c.Ok(ctx.AllReduceAsync(in.data(), out.data(), count, t, ReduceOp::kSum, a)->Wait());
         c.Expect(t, out.data(), count, [&](size_t i) { return Expected(t, ReduceOp::kSum, n, i); });
+        // Out of place, the input is only read (the ring sends from it as it goes).
+        c.Expect(t, in.data(), count, [&](size_t i) { return Value(t, ReduceOp::kSum, r, i); });
       }
       // ReduceScatter / AllGather: `block` elements per rank (the big count is split).
       const size_t block = count > 1000 ? count / n : count;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <deque>
 
 #include "comm/algorithms.h"
@@ -58,7 +59,9 @@ Status RunRing(Engine& e, const RingPlan& p) {
       if (st > 0 && !arrived[st - 1][sk]) break;
       size_t b, c;
       range(send_seg(st), sk, &b, &c);
-      sends.push_back(e.Post(next, true, p.buf + b * es, c * es));
+      // Out of place, step 0's segment is still only in `in` (see RingPlan).
+      const char* src = (st == 0 && p.in) ? p.in : p.buf;
+      sends.push_back(e.Post(next, true, const_cast<char*>(src) + b * es, c * es));
       ++sk;
     }
     while (rt < p.steps && recvs.size() < 2 * kRecvSlots) {
@@ -89,6 +92,8 @@ Status RunRing(Engine& e, const RingPlan& p) {
       if (r.slot >= 0) {
         size_t b, c;
         range(recv_seg(r.t), r.k, &b, &c);
+        // The chunk's only reduction: its copy from `in` is made here, cache-hot, while the link carries the next one.
+        if (p.in) std::memcpy(p.buf + b * es, p.in + b * es, c * es);
         ReduceInto(p.buf + b * es, slots.data() + static_cast<size_t>(r.slot) * chunk * es, c, p.type, p.op);
         free_slots.push_back(r.slot);
       }
