@@ -126,6 +126,21 @@ Status Overlay::Setup() {
     }
     RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kVxlan, "mtu", mtu, "master", kBridge, "up"}).status());
     RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kBridge, "mtu", mtu, "up"}).status());
+    // VXLAN is plain UDP: a process on this host (a task on the host's
+    // network) could send frames into the overlay as any container. Only
+    // the kernel's own VXLAN socket (no owner) and root may send to the port.
+    const std::vector<std::string> rule = {"OUTPUT", "-p", "udp", "--dport", std::to_string(kVxlanPort), "-m", "owner",
+                                           "--uid-owner", "1-4294967294", "-j", "DROP"};
+    auto iptables = [&](const char* op) {
+      std::vector<std::string> argv = {"iptables", "-w", op};
+      argv.insert(argv.end(), rule.begin(), rule.end());
+      return RunTool(argv).status();
+    };
+    if (!iptables("-C").ok()) {
+      if (Status st = iptables("-I"); !st.ok()) {
+        spdlog::warn("overlay: local processes can send into the VXLAN port (no iptables rule: {})", st.message());
+      }
+    }
     return Status::Ok();
   }
   if (o_.mode == "ovs-gre") {

@@ -71,6 +71,15 @@ else
   grep -q "started task .* with runc (image torch@" "$CLUSTER"/h3/agent.log || fail "h3 did not run its task with runc"
   grep -q "$MODE overlay up" "$CLUSTER"/h3/agent.log || fail "h3's agent did not set up the $MODE overlay"
 fi
+if [ "$MODE" = vxlan ]; then
+  # VXLAN is plain UDP: no unprivileged process on a host may send into the port
+  # (it could inject frames as any container); the kernel's own tunnel still works (above).
+  ERR=$("$CLUSTER/on" h2 setpriv --reuid 200999 --regid 200999 --clear-groups /usr/bin/python3 -c '
+import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try: s.sendto(b"x" * 64, ("10.231.0.3", 4789)); print("sent")
+except OSError as e: print(e.errno)' 2>&1)
+  [ "$ERR" = 1 ] || fail "an unprivileged process on h2 could send to the VXLAN port: $ERR"
+fi
 OUT=$(crm files ls "jobs/$ID/outputs/")
 grep -q predictions <<<"$OUT" || fail "no predictions in jobs/$ID/outputs/: $OUT"
 pass "$MODE: 3 workers on 3 hosts ($ADDRS): test accuracy $ACC, predictions in jobs/$ID/outputs/"
