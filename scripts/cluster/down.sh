@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Removes a cluster scripts/cluster/up.sh made: its agents and server (by
 # the pids it recorded), every task they left running (by the pids their
-# shims recorded; runc containers through runc), its Open vSwitch daemons,
-# the overlay's leftovers in Open vSwitch, and its namespaces, which takes
-# every link, bridge and tunnel inside them along. Exits non-zero if
-# anything it made is still there.
+# shims recorded, if they are still in the agent's cgroups; runc containers
+# through runc), its Open vSwitch daemons (whose database goes with the
+# state dir), and its namespaces, which takes every link, bridge and tunnel
+# inside them along. A pid is signalled only while it is still what was
+# started. Exits non-zero if anything it made is still there.
 #
 #   scripts/cluster/down.sh [--state DIR] [--keep-state]
 set -uo pipefail
@@ -20,11 +21,12 @@ STATE=${STATE:-/tmp/ringmaster-cluster-rmc}
 [ -f "$STATE/name" ] || { echo "down.sh: $STATE is not a cluster's state dir" >&2; exit 2; }
 NAME=$(cat "$STATE/name")
 
-# kill_recorded NAME PID SIGNAL: only if that pid is still what we started.
-alive() { [ -d "/proc/$1" ] && [ "$(cat "/proc/$1/stat" 2>/dev/null | awk '{print $3}')" != Z ]; }
+alive() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# ours PID: a daemon up.sh started (its command line names this state dir).
+ours() { tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$STATE/"; }
 stop_pid() {  # stop_pid PID: TERM, then KILL after 10 s
   local pid=$1
-  alive "$pid" || return 0
+  alive "$pid" && ours "$pid" || return 0
   kill -TERM "$pid" 2>/dev/null
   for _ in $(seq 1 100); do alive "$pid" || return 0; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null
@@ -42,8 +44,11 @@ for a in "$STATE"/h*/agent; do
       for id in $(runc --root "$root" list -q 2>/dev/null); do runc --root "$root" delete --force "$id" 2>/dev/null; done
     done
   fi
-  for f in "$a"/tasks/*/task.pid; do [ -f "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
-  for f in "$a"/tasks/*/shim.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+  # Only processes still in this agent's cgroups: a pid file may outlive its process.
+  inst=$(cat "$a/sandbox-instance" 2>/dev/null)
+  in_agent() { [ -n "$inst" ] && grep -q "/ringmaster/$inst/" "/proc/$1/cgroup" 2>/dev/null; }
+  for f in "$a"/tasks/*/task.pid; do [ -f "$f" ] && in_agent "$(cat "$f")" && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+  for f in "$a"/tasks/*/shim.pid; do [ -f "$f" ] && in_agent "$(cat "$f")" && kill -KILL "$(cat "$f")" 2>/dev/null; done
   # The overlay mounts of runc tasks (their root filesystems).
   grep -o " $a/[^ ]*/rootfs/merged " /proc/self/mountinfo 2>/dev/null | while read -r m; do umount -l "$m" 2>/dev/null; done
 done
@@ -66,11 +71,16 @@ left=0
 ip netns list | grep -E "^$NAME-(sw|h[0-9]+)( |$)" && { echo "down.sh: namespaces remain" >&2; left=1; }
 ip link show | grep -E ": $NAME[ab][0-9]+[@:]" && { echo "down.sh: links remain" >&2; left=1; }
 while read -r what pid; do
-  if alive "$pid"; then echo "down.sh: $what (pid $pid) still runs" >&2; left=1; fi
+  if alive "$pid" && { ours "$pid" || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$what" ]; }; then
+    echo "down.sh: $what (pid $pid) still runs" >&2
+    left=1
+  fi
 done < "$STATE/pids"
 for a in "$STATE"/h*/agent; do
-  for f in "$a"/tasks/*/task.pid "$a"/tasks/*/shim.pid; do
-    [ -f "$f" ] && alive "$(cat "$f")" && { echo "down.sh: $f still runs" >&2; left=1; }
+  inst=$(cat "$a/sandbox-instance" 2>/dev/null) || continue
+  for p in $(cat /sys/fs/cgroup/pids/ringmaster/"$inst"/*/cgroup.procs /sys/fs/cgroup/pids/ringmaster/"$inst"/*/*/cgroup.procs 2>/dev/null); do
+    echo "down.sh: task process $p of $a still runs" >&2
+    left=1
   done
 done
 [ "$left" = 0 ] || exit 1

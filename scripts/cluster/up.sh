@@ -54,6 +54,14 @@ mkdir -p "$STATE"
 STATE=$(readlink -f "$STATE")
 chmod 0755 "$STATE"  # task users traverse it to their sandboxes
 IMAGE_CACHE=${IMAGE_CACHE:-$STATE/images}
+if [ -f "$STATE/pids" ]; then
+  while read -r _ pid; do
+    if [ -d "/proc/$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$STATE/"; then
+      echo "up.sh: $STATE belongs to a cluster that still runs (pid $pid): scripts/cluster/down.sh --state $STATE" >&2
+      exit 2
+    fi
+  done < "$STATE/pids"
+fi
 echo "$NAME" > "$STATE/name"
 : > "$STATE/pids"
 

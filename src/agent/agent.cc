@@ -103,6 +103,12 @@ void Agent::Start() {
       StartWorkerLocked(t.ref, nullptr);
     }
   }
+  // Re-adopted tasks count their lease from now: if this agent cannot reach
+  // the server for most of it, they are fenced like any others.
+  if (auto lease = ReadFile(options_.data_dir + "/lease_ms"); lease.ok()) {
+    lease_ms_ = std::atoll(lease->c_str());
+    last_contact_ms_ = SteadyMs();
+  }
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -163,6 +169,9 @@ bool Agent::Register() {
   node_id_ = res->at("node_id").get<int64_t>();
   lease_ms_ = res->value("lease_ms", int64_t{0});
   last_contact_ms_ = SteadyMs();
+  // Kept for the next agent on this node: tasks it re-adopts while it cannot
+  // reach the server are fenced on the same lease.
+  (void)WriteFileAtomic(options_.data_dir + "/lease_ms", std::to_string(lease_ms_.load()), 0600);
   if (options_.network != "host") ApplyOverlay(res->value("overlay", nlohmann::json()));
   spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
                node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
@@ -213,6 +222,9 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
     bool stop = a.at("desired") == "stop";
     auto grace = std::chrono::milliseconds(a.value("stop_grace_ms", 5000));
     auto it = tasks_.find(ref);
+    // Fenced (the server has not answered a heartbeat for most of the
+    // lease): nothing new starts until it does; a later answer lists it again.
+    if (it == tasks_.end() && fenced_ && !stop) continue;
     if (it == tasks_.end()) {
       LocalTask t;
       t.ref = ref;
@@ -606,7 +618,6 @@ void Agent::Tick() {
       cur.stop_sent = cur.stop_sent || t.stop_sent;
       if (done) {
         executor_->Release(key);
-        DetachLocked(key);
         // A reply that may predate the report could still list the task: guard
         // against restarting it, unless a later reply has already dropped it.
         if (cur.unlisted_at <= replies_before) released_.insert(ref);
@@ -618,6 +629,7 @@ void Agent::Tick() {
         ::unlink(SyncedPath(ref).c_str());
       }
     }
+    if (done) Detach(key);  // outside mu_: it runs tools, and may wait on the overlay's lock
     if ((!had_exit && t.exit) || done) cv_.notify_all();  // its thread uploads what it left, or ends
   }
   ReapWorkers();
@@ -681,12 +693,20 @@ bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
 
 void Agent::Heartbeat() {
   nlohmann::json body = {{"cpu_util", usage_.CpuUtil()}, {"memory_used_bytes", UsageSampler::MemoryUsedBytes()}};
-  // A heartbeat that waits longer than a few intervals is as good as lost.
-  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body,
-                       {std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000))});
+  // A heartbeat that waits long is as good as lost: within the fencing
+  // window there is time for a few more.
+  auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));
+  if (const int64_t lease = lease_ms_; lease > 0 && options_.fence_after_lease > 0) {
+    const auto window = std::chrono::milliseconds(static_cast<int64_t>(options_.fence_after_lease * static_cast<double>(lease)));
+    deadline = std::max(std::min(deadline, window / 3), std::chrono::milliseconds(500));
+  }
+  // The server's lease runs from when it received the heartbeat: at the
+  // latest, when it was sent.
+  const int64_t sent = SteadyMs();
+  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body, {deadline});
   if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
   if (!res.ok()) return;
-  last_contact_ms_ = SteadyMs();
+  last_contact_ms_ = sent;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
@@ -717,7 +737,7 @@ void Agent::FenceIfCutOff() {
   fenced_ = true;
 }
 
-void Agent::DetachLocked(const std::string& key) {
+void Agent::Detach(const std::string& key) {
   if (options_.network == "host") return;
   std::lock_guard<std::mutex> l(net_mu_);
   if (overlay_) overlay_->Detach(key);

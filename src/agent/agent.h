@@ -147,8 +147,8 @@ class Agent {
   void ApplyOverlay(const nlohmann::json& overlay);
   // Stops every task when the server has not answered for too long.
   void FenceIfCutOff();
-  // What the overlay keeps for an ended task (its port, flows); under mu_.
-  void DetachLocked(const std::string& key);
+  // What the overlay keeps for an ended task (its port, flows); not under mu_.
+  void Detach(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);
 
   const AgentOptions options_;

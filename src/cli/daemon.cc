@@ -61,8 +61,10 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.network = f.network;
   o.ovs_dir = f.ovs_dir;
   o.self_exe = SelfExe();
+  o.fence_after_lease = f.fence_after_lease;
   if (o.network != "host") {
-    if (!o.address.empty() && !net::ParseIpv4(o.address)) {
+    if (o.address.empty()) Die("--network " + o.network + ": give --address, this node's IPv4 address on the network between nodes");
+    if (!net::ParseIpv4(o.address)) {
       Die("--address: \"" + o.address + "\" is not an IPv4 address (the overlay's tunnels end there)");
     }
     if (f.executors.find("runc") == std::string::npos) {

@@ -33,6 +33,7 @@ struct NodeFlags {
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
+  double fence_after_lease = 0.7;  // stop tasks after this share of the lease without the server (0 = never)
 };
 
 // Flags of `up` and `server` beyond the scheduler's.

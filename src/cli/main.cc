@@ -141,6 +141,11 @@ int Main(int argc, char** argv) {
                     "containers' network: host (the node's), vxlan (the kernel's VXLAN overlay across nodes) or "
                     "ovs-gre (Open vSwitch with GRE tunnels; needs its daemons) (docs/cluster.md)")
         ->capture_default_str();
+    cmd->add_option("--fence-after-lease", node.fence_after_lease,
+                    "stop every task after this share of the server's lease without an answered heartbeat, so "
+                    "that no rank runs twice when the server restarts it elsewhere (0 = never; docs/cluster.md)")
+        ->check(CLI::Range(0.0, 0.95))
+        ->capture_default_str();
     cmd->add_option("--ovs-dir", node.ovs_dir, "Open vSwitch's run directory (db.sock, <bridge>.mgmt), for --network ovs-gre")
         ->capture_default_str();
     cmd->add_option("--executors", node.executors,

@@ -112,6 +112,30 @@ StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono:
 
 std::string Overlay::VethName(const std::string& key) { return "rm" + Sha256Hex(key).substr(0, 12); }
 
+namespace {
+
+// The host takes nothing from its containers through the overlay's bridge:
+// no IPv6 (a link-local address would let containers reach the host's
+// services on every node) and an INPUT drop for what the bridge delivers
+// locally (IPv4 broadcasts, to the VXLAN socket among others).
+Status SealFromHost(const std::string& dev) {
+  (void)RunTool({"sysctl", "-q", "-w", "net.ipv6.conf." + dev + ".disable_ipv6=1"});
+  for (const char* tool : {"iptables", "ip6tables"}) {
+    const std::vector<std::string> rule = {"INPUT", "-i", dev, "-j", "DROP"};
+    std::vector<std::string> check = {tool, "-w", "-C"}, insert = {tool, "-w", "-I"};
+    check.insert(check.end(), rule.begin(), rule.end());
+    insert.insert(insert.end(), rule.begin(), rule.end());
+    if (!RunTool(check).ok()) {
+      if (Status st = RunTool(insert).status(); !st.ok()) {
+        return Internal(fmt::format("sealing {} from the host: {}", dev, st.message()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Overlay::Setup() {
   const std::string mtu = std::to_string(this->mtu());
   if (o_.mode == "vxlan") {
@@ -124,6 +148,7 @@ Status Overlay::Setup() {
                                   o_.underlay, "dstport", std::to_string(kVxlanPort)})
                              .status());
     }
+    RM_RETURN_IF_ERROR(SealFromHost(kBridge));
     RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kVxlan, "mtu", mtu, "master", kBridge, "up"}).status());
     RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", kBridge, "mtu", mtu, "up"}).status());
     // VXLAN is plain UDP: a process on this host (a task on the host's
@@ -147,6 +172,7 @@ Status Overlay::Setup() {
     RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "--may-exist", "add-br", kOvsBridge,
                                 "--", "set", "bridge", kOvsBridge, "datapath_type=netdev"})
                            .status());
+    RM_RETURN_IF_ERROR(SealFromHost(kOvsBridge));
     // Ports whose device is gone (a container that ended while no agent ran).
     auto ports = RunTool({"ovs-vsctl", Ovsdb(o_.ovs_dir), "--timeout=20", "list-ports", kOvsBridge});
     if (ports.ok()) {
@@ -211,7 +237,8 @@ Status Overlay::SetPeers(const std::vector<OverlayPeer>& peers) {
   for (const auto& [a, block] : want) {
     const std::string port = TunnelPort(a);
     wanted.insert(port);
-    if (have.count(port)) continue;
+    // Port, no-flood and flows every time (all idempotent): a step that
+    // failed before is made good, and flows lost with a restarted vswitchd too.
     RM_RETURN_IF_ERROR(RunTool({"ovs-vsctl", db, "--timeout=20", "--may-exist", "add-port", kOvsBridge, port, "--", "set",
                                 "interface", port, "type=gre", "options:remote_ip=" + FormatIpv4(a)})
                            .status());
@@ -223,7 +250,7 @@ Status Overlay::SetPeers(const std::vector<OverlayPeer>& peers) {
     RM_RETURN_IF_ERROR(
         RunTool({"ovs-ofctl", "add-flow", mgmt, fmt::format("priority=100,arp,arp_tpa={},actions=output:{}", net, port)})
             .status());
-    spdlog::info("overlay: gre peer {} ({}) on port {}", FormatIpv4(a), net, port);
+    if (!have.count(port)) spdlog::info("overlay: gre peer {} ({}) on port {}", FormatIpv4(a), net, port);
   }
   for (const std::string& port : have) {
     if (wanted.count(port)) continue;

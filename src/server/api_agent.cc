@@ -120,9 +120,14 @@ void AddAgentRoutes(Api& api) {
     if (n.network != "host" && n.network != "vxlan" && n.network != "ovs-gre") {
       return InvalidArgument("network: must be one of host, vxlan, ovs-gre");
     }
-    if (n.network != "host" && !net::ParseIpv4(n.address)) {
-      return InvalidArgument("address: an overlay node needs its IPv4 address (the tunnels' endpoint), got \"" +
-                             n.address.substr(0, 64) + "\"");
+    if (n.network != "host") {
+      // The tunnels' endpoint: a unicast address other nodes can reach.
+      auto a = net::ParseIpv4(n.address);
+      const bool bad = !a || (*a >> 24) == 127 || (*a >> 24) == 0 || (*a >> 28) >= 14;
+      if (bad) {
+        return InvalidArgument("address: an overlay node needs the unicast IPv4 address other nodes reach it at "
+                               "(agent --address), got \"" + n.address.substr(0, 64) + "\"");
+      }
     }
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n));
     api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);

@@ -872,8 +872,17 @@ Status JobService::ScheduleOnce() {
     std::vector<std::string> ips;
     std::string no_ip;
     auto job_spec = SpecLocked(job);
+    // The whole gang joins one overlay or none: ranks split between an
+    // overlay and a host network (or two overlays) could not reach each other.
+    bool joins = job_spec.ok();
     for (int64_t node_id : p.node_ids) {
-      const bool joins = job_spec.ok() && JoinsOverlay(**job_spec, *node_by_id[node_id]);
+      const store::Node& n = *node_by_id[node_id];
+      joins = joins && JoinsOverlay(**job_spec, n) && n.network == node_by_id[p.node_ids[0]]->network;
+    }
+    if (!joins && job_spec.ok() && (*job_spec)->network == "overlay") {
+      no_ip = "the gang's nodes are not all on one overlay (agents' --network differ)";
+    }
+    for (int64_t node_id : p.node_ids) {
       ips.push_back(joins ? take_ip(node_id) : "");
       if (joins && ips.back().empty()) no_ip = fmt::format("node {} has no free overlay address", node_by_id[node_id]->name);
     }
@@ -883,7 +892,7 @@ Status JobService::ScheduleOnce() {
         for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
         used_ports[p.node_ids[i]].erase(ports[i]);
       }
-      plan.pending_reasons[job.id] = "waiting for overlay addresses: " + no_ip;
+      plan.pending_reasons[job.id] = "waiting for the overlay: " + no_ip;
       continue;
     }
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {

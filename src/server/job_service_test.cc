@@ -576,6 +576,30 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
   }
 }
 
+TEST_F(JobServiceTest, AGangSplitBetweenAnOverlayAndAHostNetworkStaysOnTheHostNetwork) {
+  for (const char* net : {"vxlan", "host"}) {
+    store::Node n;
+    n.name = net;
+    n.cpu_milli = 8000;
+    n.memory_bytes = 8LL << 30;
+    n.executors = "process,runc";
+    n.network = net;
+    n.address = std::string("10.0.0.") + (n.network == "host" ? "2" : "1");
+    ASSERT_TRUE(svc_->RegisterNode(n).ok());
+  }
+  const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
+  const int64_t pinned = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nnetwork: overlay\n"
+                                "resources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto tasks = Tasks(job);
+  ASSERT_NE(tasks[0].node_id, tasks[1].node_id);
+  EXPECT_EQ(tasks[0].overlay_ip, "");  // one rank could not reach the other
+  EXPECT_EQ(tasks[1].overlay_ip, "");
+  // `network: overlay` never lands on the host-network node: both ranks on the vxlan one.
+  auto both = Tasks(pinned);
+  EXPECT_TRUE(Job(pinned).state == State::kPending || both[0].node_id == both[1].node_id) << Job(pinned).reason;
+}
+
 TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   JobServiceOptions o;
   o.scheduler.policy = "las";
