@@ -54,6 +54,18 @@ class JobServiceTest : public ::testing::Test {
     return *svc_->RegisterNode(n);
   }
 
+  // A node of 8 cpus with runc, on `network` (host, vxlan, ovs-gre) at `address`.
+  int64_t AddRuncNode(const std::string& name, const std::string& network, const std::string& address) {
+    store::Node n;
+    n.name = name;
+    n.cpu_milli = 8000;
+    n.memory_bytes = 8LL << 30;
+    n.executors = "process,runc";
+    n.network = network;
+    n.address = address;
+    return *svc_->RegisterNode(n);
+  }
+
   int64_t Submit(const std::string& yaml) {
     auto spec = ParseJobSpec(yaml);
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
@@ -514,14 +526,7 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
 
 TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAddresses) {
   auto add = [&](const std::string& name, const std::string& network, const std::string& address) {
-    store::Node n;
-    n.name = name;
-    n.cpu_milli = 8000;
-    n.memory_bytes = 8LL << 30;
-    n.executors = "process,runc";
-    n.network = network;
-    n.address = address;
-    return *svc_->RegisterNode(n);
+    return AddRuncNode(name, network, address);
   };
   const int64_t a = add("a", "vxlan", "10.0.0.1");
   const int64_t b = add("b", "vxlan", "10.0.0.2");
@@ -577,16 +582,8 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
 }
 
 TEST_F(JobServiceTest, AGangSplitBetweenAnOverlayAndAHostNetworkStaysOnTheHostNetwork) {
-  for (const char* net : {"vxlan", "host"}) {
-    store::Node n;
-    n.name = net;
-    n.cpu_milli = 8000;
-    n.memory_bytes = 8LL << 30;
-    n.executors = "process,runc";
-    n.network = net;
-    n.address = std::string("10.0.0.") + (n.network == "host" ? "2" : "1");
-    ASSERT_TRUE(svc_->RegisterNode(n).ok());
-  }
+  AddRuncNode("vxlan", "vxlan", "10.0.0.1");
+  AddRuncNode("host", "host", "10.0.0.2");
   const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
   const int64_t pinned = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nnetwork: overlay\n"
                                 "resources: {cpu: 1}\n");
