@@ -8,6 +8,9 @@
 #                     overlay: each rank's address is on it (10.244.<host>.*),
 #                     and the ring runs between those addresses;
 #   host              with the process executor on the hosts' own addresses.
+# On the overlays a probe container checks it cannot reach the server, open a
+# raw socket, or get a broadcast into a host's stack; on vxlan, that no
+# unprivileged process on a host may send to the VXLAN port.
 # Then `down` leaves nothing: no namespace, link, daemon or process.
 source "$(dirname "$0")/lib.sh"
 MODE=${1:?usage: cluster_test.sh vxlan|ovs-gre|host}
@@ -79,6 +82,30 @@ import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try: s.sendto(b"x" * 64, ("10.231.0.3", 4789)); print("sent")
 except OSError as e: print(e.errno)' 2>&1)
   [ "$ERR" = 1 ] || fail "an unprivileged process on h2 could send to the VXLAN port: $ERR"
+fi
+if [ "$MODE" != host ]; then
+  # A container on the overlay, as a hostile user would try it: no route to the
+  # server or the hosts, no raw sockets (no spoofing), and a broadcast forced out
+  # of its eth0 reaches no host's stack (the bridge's INPUT drop counts it).
+  PROBE=$(jq -n '{name: "probe", image: "torch", resources: {cpu: 1, memory: "256Mi"}, command: ["python3", "-c",
+"import socket\ndef t(name, f):\n  try:\n    f(); print(name, \"open\")\n  except OSError as e:\n    print(name, \"blocked\", e.errno)\n
+def tcp():\n  s = socket.socket(); s.settimeout(2); s.connect((\"10.231.0.1\", 8443))\n
+def bcast():\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n  s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)\n  s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b\"eth0\")\n  [s.sendto(b\"x\" * 100, (\"255.255.255.255\", 4789)) for _ in range(3)]\n
+t(\"server\", tcp)\nt(\"raw\", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))\nt(\"broadcast\", bcast)\n"]}')
+  PID_=$(crm submit - <<<"$PROBE")
+  crm wait "$PID_" --timeout 120 > /dev/null || { crm logs "$PID_"; fail "the probe job failed"; }
+  PLOG=$(crm logs "$PID_")
+  grep -q "server blocked 101" <<<"$PLOG" || fail "an overlay container reached the server: $PLOG"
+  grep -q "raw blocked 1" <<<"$PLOG" || fail "an overlay container opened a raw socket: $PLOG"
+  grep -q "broadcast open" <<<"$PLOG" || fail "the probe's broadcast was not sent: $PLOG"
+  if [ "$MODE" = vxlan ]; then
+    DROPS=0
+    for h in h1 h2 h3; do
+      DROPS=$((DROPS + $("$CLUSTER/on" $h iptables -L INPUT -v -n -x | awk '$3 == "DROP" && $6 == "rmbr0" {print $1}')))
+    done
+    [ "$DROPS" -gt 0 ] || fail "no host's INPUT drop on rmbr0 saw the container's broadcast"
+  fi
+  pass "$MODE: an overlay container cannot reach the server (ENETUNREACH) or open raw sockets; its broadcasts stop at the bridge"
 fi
 OUT=$(crm files ls "jobs/$ID/outputs/")
 grep -q predictions <<<"$OUT" || fail "no predictions in jobs/$ID/outputs/: $OUT"
