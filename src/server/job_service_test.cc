@@ -544,6 +544,13 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
   EXPECT_EQ(overlay["subnet"], "10.244.0.0/16");
   EXPECT_EQ(overlay["peers"].size(), 3u);  // a, b, d: not the host-network node
   EXPECT_TRUE(svc_->Overlay(h)->is_null());
+  // A node silent for ten leases is no one's peer until it is back.
+  clock_.AdvanceMs(11 * 10'000);
+  ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
+  EXPECT_EQ(svc_->Overlay(a)->at("peers").size(), 1u);
+  ASSERT_TRUE(svc_->Heartbeat(b, 0, 0).ok());
+  ASSERT_TRUE(svc_->Heartbeat(add("d", "vxlan", "10.0.0.4"), 0, 0).ok());
+  EXPECT_EQ(svc_->Overlay(a)->at("peers").size(), 3u);
 
   // Two workers in containers: one per node (cpu 8 of 8), each at its node's block.
   const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
