@@ -147,6 +147,9 @@ class Agent {
   void ApplyOverlay(const nlohmann::json& overlay);
   // Stops every task when the server has not answered for too long.
   void FenceIfCutOff();
+  // The silence after which tasks are fenced, ms; 0 = never (or no lease yet).
+  int64_t FenceWindowMs() const;
+  static int64_t SteadyMs();
   // What the overlay keeps for an ended task (its port, flows); not under mu_.
   void Detach(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);

@@ -1,10 +1,8 @@
 #include "agent/runc_runtime.h"
 
-#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,44 +14,11 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 
 namespace ringmaster::agent {
 namespace fs = std::filesystem;
 namespace {
-
-// Runs a command to its end (a runc control call: list, delete); its stdout, or an error.
-StatusOr<std::string> RunCapture(const std::vector<std::string>& argv) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", std::strerror(errno)));
-  pid_t pid = fork();
-  if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    dup2(out[1], 1);
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    dup2(devnull, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0 && text.size() < (1 << 20)) text.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal(fmt::format("{} failed (status {})", argv[0], status));
-  }
-  return text;
-}
 
 std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
 
@@ -77,7 +42,7 @@ StatusOr<std::string> RuncRuntime::Find(const std::string& runc_binary) {
     if (path.empty()) return FailedPrecondition(fmt::format("runc executor: {} is not on PATH (apt install runc)", runc_binary));
   }
   path = fs::absolute(path).lexically_normal().string();
-  auto v = RunCapture({path, "--version"});
+  auto v = RunTool({path, "--version"});
   if (!v.ok()) return FailedPrecondition(fmt::format("runc executor: {} --version: {}", path, v.status().message()));
   return path;
 }
@@ -229,7 +194,7 @@ StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t)
 
 void RuncRuntime::Release(const std::string& key, const std::string& id, const std::string& task_dir) {
   (void)key;
-  (void)RunCapture({runc_, "--root", state_root_, "delete", "--force", id});
+  (void)RunTool({runc_, "--root", state_root_, "delete", "--force", id});
   const std::string merged = Rootfs(task_dir);
   if (umount2(merged.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
     spdlog::warn("agent: unmounting {}: {}", merged, std::strerror(errno));
@@ -237,7 +202,7 @@ void RuncRuntime::Release(const std::string& key, const std::string& id, const s
 }
 
 void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std::string>& keys) {
-  auto list = RunCapture({runc_, "--root", state_root_, "list", "-q"});
+  auto list = RunTool({runc_, "--root", state_root_, "list", "-q"});
   if (!list.ok()) return;
   const std::string prefix = "rm-" + instance + "-";
   size_t start = 0;
@@ -248,7 +213,7 @@ void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std:
     start = nl + 1;
     if (id.rfind(prefix, 0) != 0 || keys.count(id.substr(prefix.size()))) continue;
     spdlog::info("agent: removing container {}, of no task of this agent", id);
-    (void)RunCapture({runc_, "--root", state_root_, "delete", "--force", id});
+    (void)RunTool({runc_, "--root", state_root_, "delete", "--force", id});
   }
 }
 

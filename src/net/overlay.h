@@ -24,7 +24,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -100,10 +99,5 @@ Status AttachTask(const AttachRequest& r);
 // `ringmaster net-attach`: the hook's entry point; reads runc's state from
 // stdin for the container's pid when --pid is not given. Returns the exit code.
 int NetAttachMain(int argc, char** argv);
-
-// Runs a tool to its end within `timeout`; its stdout, or an error that
-// quotes its stderr.
-StatusOr<std::string> RunTool(const std::vector<std::string>& argv,
-                              std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
 }  // namespace ringmaster::net

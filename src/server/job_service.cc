@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/scheduler.h"
+#include "server/job_overlay.h"
 
 namespace ringmaster::server {
 
@@ -36,17 +37,6 @@ std::vector<std::string> SplitList(const std::string& text) {
     start = comma + 1;
   }
   return out;
-}
-
-// Whether a task of `spec` placed on `n` joins the node's container overlay:
-// an image run by runc (the runtime the overlay attaches), unless the job
-// asked for the host's network or none.
-bool JoinsOverlay(const JobSpec& spec, const store::Node& n) {
-  if (n.network == "host" || n.overlay_block < 0 || spec.image.empty()) return false;
-  if (!spec.network.empty() && spec.network != "overlay") return false;
-  if (!spec.executor.empty()) return spec.executor == "runc";
-  const auto offered = SplitList(n.executors);
-  return std::find(offered.begin(), offered.end(), "runc") != offered.end();
 }
 
 std::string ExitReason(const TaskReport& r) {
@@ -415,54 +405,12 @@ StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
   std::lock_guard<std::mutex> l(mu_);
   store::Node node = node_in;
   node.registered_ms = node.last_heartbeat_ms = clock_->NowMs();
-  // Its block of the overlay subnet: the one it had (a block stays with a
-  // node's name, also while it is back on the host network, so its
-  // containers keep their addresses), else the lowest one no node holds.
-  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
-  std::set<int> taken;
-  node.overlay_block = -1;
-  for (const auto& n : nodes) {
-    if (n.name == node.name) node.overlay_block = n.overlay_block;
-    else if (n.overlay_block >= 0) taken.insert(n.overlay_block);
-  }
-  const int blocks = net::BlockCount(options_.overlay_subnet, options_.overlay_block_prefix);
-  if (node.network != "host" && (node.overlay_block < 0 || node.overlay_block >= blocks || taken.count(node.overlay_block))) {
-    node.overlay_block = -1;
-    for (int k = 0; k < blocks && node.overlay_block < 0; ++k) {
-      if (!taken.count(k)) node.overlay_block = k;
-    }
-    if (node.overlay_block < 0) {
-      return ResourceExhausted(fmt::format("the overlay subnet {} has no free /{} block for node {}",
-                                           net::FormatCidr(options_.overlay_subnet), options_.overlay_block_prefix,
-                                           node.name));
-    }
-  }
+  RM_ASSIGN_OR_RETURN(node.overlay_block, OverlayBlockLocked(node));
   RM_ASSIGN_OR_RETURN(int64_t id, store_->UpsertNode(node));
   spdlog::info("node {} registered as {}", node.name, id);
   BumpNodeLocked(id);
   Wake();
   return id;
-}
-
-StatusOr<nlohmann::json> JobService::Overlay(int64_t node_id) {
-  RM_ASSIGN_OR_RETURN(store::Node self, store_->GetNode(node_id));
-  auto block = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, self.overlay_block);
-  if (self.network == "host" || !block) return nlohmann::json();
-  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
-  nlohmann::json peers = nlohmann::json::array();
-  // A node silent for ten leases is gone for now: no tunnel to it (it keeps
-  // its block, and is listed again once it is back).
-  const int64_t gone_before = clock_->NowMs() - 10 * options_.node_timeout_ms;
-  for (const auto& n : nodes) {
-    auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n.overlay_block);
-    if (n.network != self.network || !b || n.address.empty()) continue;
-    if (n.id != self.id && n.last_heartbeat_ms < gone_before) continue;
-    peers.push_back({{"node", n.name}, {"address", n.address}, {"block", net::FormatCidr(*b)}});
-  }
-  return nlohmann::json{{"mode", self.network},
-                        {"subnet", net::FormatCidr(options_.overlay_subnet)},
-                        {"block", net::FormatCidr(*block)},
-                        {"peers", peers}};
 }
 
 Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes) {
@@ -814,22 +762,8 @@ Status JobService::ScheduleOnce() {
     }
     return fmt::format("{}", fmt::join(got, ","));
   };
-  // And, where it joins the container overlay, an address of its node's
-  // block: the lowest one no placed task there holds.
-  std::map<int64_t, std::set<uint32_t>> used_ips;
-  for (const Task& t : placed) {
-    if (auto a = net::ParseIpv4(t.overlay_ip)) used_ips[t.node_id].insert(*a);
-  }
-  auto take_ip = [&](int64_t node_id) -> std::string {
-    const store::Node* n = node_by_id[node_id];
-    auto block = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n->overlay_block);
-    for (int i = 2; block; ++i) {
-      auto a = net::TaskAddress(*block, i);
-      if (!a) break;
-      if (used_ips[node_id].insert(*a).second) return net::FormatIpv4(*a);
-    }
-    return "";
-  };
+  // And, where it joins the container overlay, an address of its node's block.
+  OverlayAddresses addresses(options_.overlay_subnet, options_.overlay_block_prefix, placed);
   auto take_port = [&](int64_t node_id) -> int {
     const store::Node* n = node_by_id[node_id];
     for (int port = n->port_lo; port <= n->port_hi; ++port) {
@@ -876,23 +810,19 @@ Status JobService::ScheduleOnce() {
     std::vector<std::string> ips;
     std::string no_ip;
     auto job_spec = SpecLocked(job);
-    // The whole gang joins one overlay or none: ranks split between an
-    // overlay and a host network (or two overlays) could not reach each other.
-    bool joins = job_spec.ok();
-    for (int64_t node_id : p.node_ids) {
-      const store::Node& n = *node_by_id[node_id];
-      joins = joins && JoinsOverlay(**job_spec, n) && n.network == node_by_id[p.node_ids[0]]->network;
-    }
+    std::vector<const store::Node*> gang_nodes;
+    for (int64_t node_id : p.node_ids) gang_nodes.push_back(node_by_id[node_id]);
+    const bool joins = job_spec.ok() && GangJoinsOverlay(**job_spec, gang_nodes);
     if (!joins && job_spec.ok() && (*job_spec)->network == "overlay") {
       no_ip = "the gang's nodes are not all on one overlay (agents' --network differ)";
     }
-    for (int64_t node_id : p.node_ids) {
-      ips.push_back(joins ? take_ip(node_id) : "");
-      if (joins && ips.back().empty()) no_ip = fmt::format("node {} has no free overlay address", node_by_id[node_id]->name);
+    for (const store::Node* n : gang_nodes) {
+      ips.push_back(joins ? addresses.Take(*n) : "");
+      if (joins && ips.back().empty()) no_ip = fmt::format("node {} has no free overlay address", n->name);
     }
     if (!no_ip.empty()) {
       for (size_t i = 0; i < ips.size(); ++i) {
-        if (auto a = net::ParseIpv4(ips[i])) used_ips[p.node_ids[i]].erase(*a);
+        addresses.Give(p.node_ids[i], ips[i]);
         for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
         used_ports[p.node_ids[i]].erase(ports[i]);
       }

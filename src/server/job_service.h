@@ -153,6 +153,8 @@ class JobService {
   // never, or not since the server started): preemption's measure of the
   // work a victim would lose.
   int64_t LastCheckpointMs(const store::Job& job) const;
+  // The node's block of the overlay subnet (job_overlay.cc); -1 on the host network.
+  StatusOr<int> OverlayBlockLocked(const store::Node& node);
   // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
   Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
   void BumpNodeLocked(int64_t node_id);

@@ -1,0 +1,126 @@
+// The agent's side of its node's lease and network (split from agent.cc):
+// heartbeats, which also bring the overlay's peers; fencing, which stops
+// every task once the server has not answered for most of the lease; and the
+// node's side of the container overlay (net::Overlay).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "agent/agent.h"
+#include "common/files.h"
+#include "common/log.h"
+
+namespace ringmaster::agent {
+
+int64_t Agent::SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t Agent::FenceWindowMs() const {
+  const int64_t lease = lease_ms_;
+  if (lease <= 0 || options_.fence_after_lease <= 0) return 0;
+  return static_cast<int64_t>(options_.fence_after_lease * static_cast<double>(lease));
+}
+
+void Agent::HeartbeatLoop() {
+  while (running_) {
+    if (node_id_ != 0) Heartbeat();
+    SleepFor(options_.heartbeat_interval);
+  }
+}
+
+void Agent::Heartbeat() {
+  nlohmann::json body = {{"cpu_util", usage_.CpuUtil()}, {"memory_used_bytes", UsageSampler::MemoryUsedBytes()}};
+  // A heartbeat that waits long is as good as lost: within the fencing
+  // window there is time for a few more.
+  auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));
+  if (const int64_t window = FenceWindowMs(); window > 0) {
+    deadline = std::max(std::min(deadline, std::chrono::milliseconds(window / 3)), std::chrono::milliseconds(500));
+  }
+  // The server's lease runs from when it received the heartbeat: at the
+  // latest, when it was sent.
+  const int64_t sent = SteadyMs();
+  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body, {deadline});
+  if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
+  if (!res.ok()) return;
+  last_contact_ms_ = sent;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
+    fenced_ = false;
+  }
+  if (options_.network != "host" && res->is_object()) ApplyOverlay(res->value("overlay", nlohmann::json()));
+}
+
+void Agent::FenceIfCutOff() {
+  const int64_t window = FenceWindowMs(), last = last_contact_ms_;
+  if (window <= 0 || last == 0) return;
+  const int64_t silent = SteadyMs() - last;
+  if (silent < window) return;
+  std::lock_guard<std::mutex> l(mu_);
+  int stopped = 0;
+  for (auto& [ref, t] : tasks_) {
+    if (t.exit || t.stop_sent) continue;
+    t.stop_sent = true;
+    t.stop_grace = std::chrono::seconds(1);
+    if (t.launched) (void)executor_->Stop(ref.Key(), t.stop_grace);  // else its thread does not start it
+    ++stopped;
+  }
+  if (stopped > 0 || !fenced_) {
+    spdlog::warn("agent: no answer from the server for {} ms (its lease is {} ms): stopped {} tasks, which it "
+                 "restarts elsewhere once the lease is out",
+                 silent, lease_ms_.load(), stopped);
+  }
+  fenced_ = true;
+}
+
+void Agent::Detach(const std::string& key) {
+  if (options_.network == "host") return;
+  std::lock_guard<std::mutex> l(net_mu_);
+  if (overlay_) overlay_->Detach(key);
+}
+
+void Agent::ApplyOverlay(const nlohmann::json& o) {
+  if (!o.is_object()) return;
+  std::lock_guard<std::mutex> l(net_mu_);
+  try {
+    auto subnet = net::ParseCidr(o.at("subnet").get<std::string>());
+    auto block = net::ParseCidr(o.at("block").get<std::string>());
+    if (!subnet.ok() || !block.ok()) {
+      overlay_error_ = "the server's overlay: " + (subnet.ok() ? block.status() : subnet.status()).message();
+      return;
+    }
+    if (!overlay_ || overlay_->options().block != *block || overlay_->options().subnet != *subnet) {
+      net::OverlayOptions oo{options_.network, address_, *subnet, *block, options_.ovs_dir};
+      auto overlay = std::make_unique<net::Overlay>(oo);
+      if (Status st = overlay->Setup(); !st.ok()) {
+        overlay_error_ = "setting up the " + options_.network + " overlay: " + st.message();
+        spdlog::error("agent: {}", overlay_error_);
+        overlay_.reset();
+        return;
+      }
+      spdlog::info("agent: {} overlay up: block {} of {}, MTU {}", options_.network, net::FormatCidr(*block),
+                   net::FormatCidr(*subnet), overlay->mtu());
+      overlay_ = std::move(overlay);
+      overlay_error_.clear();
+      peers_applied_.clear();
+    }
+    const std::string peers = o.at("peers").dump();
+    if (peers == peers_applied_) return;
+    std::vector<net::OverlayPeer> list;
+    for (const auto& p : o.at("peers")) {
+      auto b = net::ParseCidr(p.at("block").get<std::string>());
+      if (b.ok()) list.push_back({p.value("node", ""), p.at("address").get<std::string>(), *b});
+    }
+    if (Status st = overlay_->SetPeers(list); !st.ok()) {
+      spdlog::warn("agent: the overlay's tunnels: {}", st.message());
+      return;  // again with the next heartbeat
+    }
+    peers_applied_ = peers;
+  } catch (const nlohmann::json::exception& e) {
+    spdlog::warn("agent: a malformed overlay from the server: {}", e.what());
+  }
+}
+
+}  // namespace ringmaster::agent
