@@ -160,6 +160,10 @@ pass "$EXEC: agent killed -9 mid-task; the new agent re-adopted $KEY and its 40 
 # ---- 3. cancel leaves nothing behind
 ID=$(submit '{"name": "cancel-me", "command": ["sh", "-c", "echo up; sleep 600"], "resources": {"cpu": 0.5, "memory": "64Mi"}}')
 wait_state "$ID" RUNNING 60
+# RUNNING means the agent launched the task; `runc run` may still be making
+# the container (runc list then says "container does not exist"). Its first
+# line in the log means its process runs inside it.
+for _ in $(seq 1 100); do rmc logs "$ID" | grep -q 'up$' && break; sleep 0.1; done
 KEY=$(task_key "$ID")
 if [ "$EXEC" = docker ]; then
   [ -n "$(docker -H "unix://$DOCKER_SOCK" ps -a -q --filter "label=ringmaster.job_id=$ID")" ] || fail "no container of job $ID"
