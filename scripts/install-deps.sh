@@ -31,6 +31,8 @@ PACKAGES=(
   # container overlays (kernel VXLAN; Open vSwitch's userspace datapath with
   # GRE), and the network benchmark's anchor
   openvswitch-switch ethtool iperf3
+  # the API load test (bench/load/): JMeter headless, and wrk for each endpoint's peak
+  jmeter jmeter-http wrk
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
 )

@@ -162,7 +162,7 @@ void Server::Dispatch(Request req, Responder respond) {
   }
   if (route->options.stream_body) req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
   req.body.clear();
-  Impl::RunHandler(*route, req, respond);
+  Impl::RunHandler(*route, req, respond, I.opt.before_respond);
   RunQueued();
 }
 

@@ -340,7 +340,7 @@ class HttpSession : public SessionBase {
     };
     const Router::Route* route = route_;
     net::post(impl_.PoolFor(route->options.pool),
-              [route, req, respond] { Server::Impl::RunHandler(*route, *req, respond); });
+              [route, req, respond, &impl = impl_] { Server::Impl::RunHandler(*route, *req, respond, impl.opt.before_respond); });
   }
 
   void Release() {

@@ -23,6 +23,19 @@ void FollowerCount::Remove(int64_t user_id) {
   if (it != count_.end() && --it->second <= 0) count_.erase(it);
 }
 
+std::optional<JobViews::View> JobViews::Find(int64_t job_id, uint64_t version) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = views_.find(job_id);
+  if (it == views_.end() || it->second.version != version) return std::nullopt;
+  return it->second;
+}
+
+void JobViews::Put(int64_t job_id, View view) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (views_.size() >= kMax) views_.clear();
+  views_[job_id] = std::move(view);
+}
+
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 http::Response JsonResponse(int status, const json& body) {

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,25 @@ class FollowerCount {
   std::map<int64_t, int> count_;  // GUARDED_BY(mu_)
 };
 
+// GET /api/v1/jobs/{id}'s answers, built once per change of the job (the
+// store's JobVersion) rather than per request. Bounded: at kMax entries it
+// starts afresh.
+class JobViews {
+ public:
+  struct View {
+    uint64_t version = 0;
+    int64_t user_id = 0;  // whose job: only they and admins see it
+    std::shared_ptr<const std::string> body;
+  };
+  std::optional<View> Find(int64_t job_id, uint64_t version);
+  void Put(int64_t job_id, View view);
+
+ private:
+  static constexpr size_t kMax = 4096;
+  std::mutex mu_;
+  std::unordered_map<int64_t, View> views_;  // GUARDED_BY(mu_)
+};
+
 struct Api {
   store::MetaStore* store = nullptr;
   JobService* jobs = nullptr;
@@ -61,6 +82,7 @@ struct Api {
   // Called after a job's checkpoints/latest is written (the server prunes
   // the job's old checkpoints from it, in the background).
   std::function<void(int64_t job_id)> on_checkpoint;
+  JobViews job_views;
   FollowerCount followers;        // log streams
   FollowerCount metrics_readers;  // metrics reads in progress
   // Quota checks and usage updates of one user's files happen one at a time.

@@ -161,6 +161,10 @@ void AddAgentRoutes(Api& api) {
     const int64_t node_id = node->id;
     auto answer = [&api, node_id, respond, req_copy = req]() {
       auto a = api.jobs->Assignments(node_id);
+      // What the node is told to run was written by the scheduler's thread:
+      // on disk before the node acts on it (a restarted server knows it too).
+      Status durable = a.ok() ? api.store->Sync() : Status::Ok();
+      if (!durable.ok()) return respond(ErrorFor(req_copy, durable));
       respond(a.ok() ? JsonResponse(200, *a) : ErrorFor(req_copy, a.status()));
     };
     if (*wait == 0) return answer();

@@ -16,11 +16,11 @@ std::string UserName(Api& api, int64_t id) {
   return u.ok() ? u->name : std::to_string(id);
 }
 
-json JobJson(Api& api, const store::Job& j) {
+json JobJson(const store::Job& j, const std::string& user) {
   json out = {{"id", j.id},
               {"name", j.name},
               {"kind", j.kind},
-              {"user", UserName(api, j.user_id)},
+              {"user", user},
               {"state", StateName(j.state)},
               {"reason", j.reason},
               {"priority", j.priority},
@@ -32,6 +32,43 @@ json JobJson(Api& api, const store::Job& j) {
               {"finished_at", FormatTimeUtc(j.finished_ms)}};
   if (j.stop_state) out["stopping"] = j.stop_reason;
   return out;
+}
+
+// GET /api/v1/jobs/{id}'s answer: the job, its spec, tasks and events.
+StatusOr<JobViews::View> BuildJobView(Api& api, int64_t id) {
+  RM_ASSIGN_OR_RETURN(store::Job job, api.store->GetJob(id));
+  json out = JobJson(job, UserName(api, job.user_id));
+  auto spec = ParseJson(job.spec_json, JsonLimits{}, "stored spec");
+  out["spec"] = spec.ok() ? *spec : json(nullptr);
+  RM_ASSIGN_OR_RETURN(auto nodes, api.store->ListNodes());
+  std::map<int64_t, std::string> names;
+  for (const auto& n : nodes) names[n.id] = n.name;
+  RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(job.id));
+  json tj = json::array();
+  for (const auto& t : tasks) {
+    json x = {{"id", t.id},
+              {"rank", t.rank},
+              {"state", StateName(t.state)},
+              {"reason", t.reason},
+              {"node", t.node_id ? names[t.node_id] : ""},
+              {"attempt", t.attempt},
+              {"port", t.port},
+              {"overlay_address", t.overlay_ip},
+              {"started_at", FormatTimeUtc(t.started_ms)},
+              {"finished_at", FormatTimeUtc(t.finished_ms)}};
+    x["exit_code"] = t.exit_code ? json(*t.exit_code) : json(nullptr);
+    tj.push_back(x);
+  }
+  out["tasks"] = tj;
+  RM_ASSIGN_OR_RETURN(auto events, api.store->ListEvents(job.id));
+  json ej = json::array();
+  for (const auto& e : events) {
+    json x = {{"time", FormatTimeUtc(e.ts_ms)}, {"from", e.from_state}, {"to", e.to_state}, {"reason", e.reason}};
+    if (e.task_id) x["rank"] = e.rank;
+    ej.push_back(x);
+  }
+  out["events"] = ej;
+  return JobViews::View{0, job.user_id, std::make_shared<const std::string>(Dump(out))};
 }
 
 // Someone else's job touched with an admin token: an admin action, audited.
@@ -64,45 +101,36 @@ void AddJobRoutes(Api& api) {
     if (all && !c.admin()) return PermissionDenied("all: only admin tokens may list every user's jobs");
     RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(all ? 0 : c.user.id, static_cast<int>(limit)));
     json out = json::array();
-    for (const auto& j : jobs) out.push_back(JobJson(api, j));
+    std::map<int64_t, std::string> users;  // one read per owner, not per job
+    for (const auto& j : jobs) {
+      auto u = users.find(j.user_id);
+      if (u == users.end()) u = users.emplace(j.user_id, UserName(api, j.user_id)).first;
+      out.push_back(JobJson(j, u->second));
+    }
     return Reply{200, {{"jobs", out}}};
   }));
 
-  api.http->Route("GET", "/api/v1/jobs/{id}", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
-    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
-    json out = JobJson(api, job);
-    auto spec = ParseJson(job.spec_json, JsonLimits{}, "stored spec");
-    out["spec"] = spec.ok() ? *spec : json(nullptr);
-    RM_ASSIGN_OR_RETURN(auto nodes, api.store->ListNodes());
-    std::map<int64_t, std::string> names;
-    for (const auto& n : nodes) names[n.id] = n.name;
-    RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(job.id));
-    json tj = json::array();
-    for (const auto& t : tasks) {
-      json x = {{"id", t.id},
-                {"rank", t.rank},
-                {"state", StateName(t.state)},
-                {"reason", t.reason},
-                {"node", t.node_id ? names[t.node_id] : ""},
-                {"attempt", t.attempt},
-                {"port", t.port},
-                {"overlay_address", t.overlay_ip},
-                {"started_at", FormatTimeUtc(t.started_ms)},
-                {"finished_at", FormatTimeUtc(t.finished_ms)}};
-      x["exit_code"] = t.exit_code ? json(*t.exit_code) : json(nullptr);
-      tj.push_back(x);
+  // Served from JobViews: built once per change of the job, not per request.
+  api.http->Route("GET", "/api/v1/jobs/{id}", read, [&api](http::Request& req, http::Responder respond) {
+    const Caller& c = CallerOf(req);
+    const int64_t id = PathId(req);
+    const uint64_t version = api.store->JobVersion(id);  // before the reads (MetaStore::JobVersion)
+    std::optional<JobViews::View> view = api.job_views.Find(id, version);
+    if (!view) {
+      auto built = BuildJobView(api, id);
+      if (!built.ok() && built.status().code() == StatusCode::kNotFound) {
+        return respond(ErrorFor(req, NotFound(fmt::format("job {} not found", id))));
+      }
+      if (!built.ok()) return respond(ErrorFor(req, built.status()));
+      built->version = version;
+      api.job_views.Put(id, *built);
+      view = std::move(*built);
     }
-    out["tasks"] = tj;
-    RM_ASSIGN_OR_RETURN(auto events, api.store->ListEvents(job.id));
-    json ej = json::array();
-    for (const auto& e : events) {
-      json x = {{"time", FormatTimeUtc(e.ts_ms)}, {"from", e.from_state}, {"to", e.to_state}, {"reason", e.reason}};
-      if (e.task_id) x["rank"] = e.rank;
-      ej.push_back(x);
-    }
-    out["events"] = ej;
-    return Reply{200, out};
-  }));
+    if (view->user_id != c.user.id && !c.admin()) return respond(ErrorFor(req, NotFound(fmt::format("job {} not found", id))));
+    http::Response r;
+    r.body = *view->body;
+    respond(std::move(r));
+  });
 
   api.http->Route("POST", "/api/v1/jobs/{id}/cancel", change,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {

@@ -160,7 +160,22 @@ Status Auth::CheckNode(const Caller& caller, const std::string& node_name) {
 }
 
 StatusOr<Caller> Auth::FromBearer(const std::string& secret) {
-  auto token = store_->GetTokenByHash(Sha256Hex(secret));
+  const std::string hash = Sha256Hex(secret);
+  const uint64_t version = store_->AuthVersion();  // before the reads: see MetaStore::AuthVersion
+  {
+    std::lock_guard<std::mutex> l(known_mu_);
+    auto it = known_.find(hash);
+    if (it != known_.end() && it->second.version == version) return it->second.caller;
+  }
+  RM_ASSIGN_OR_RETURN(Caller caller, LookUpBearer(hash));
+  std::lock_guard<std::mutex> l(known_mu_);
+  if (known_.size() >= kMaxKnown) known_.clear();
+  known_[hash] = Known{version, caller};
+  return caller;
+}
+
+StatusOr<Caller> Auth::LookUpBearer(const std::string& hash) {
+  auto token = store_->GetTokenByHash(hash);
   if (!token.ok()) {
     if (token.status().code() == StatusCode::kNotFound) return Unauthenticated("invalid or revoked token");
     return token.status();

@@ -7,7 +7,9 @@
 // `agent` reaches only the agent protocol, and only for the one node named
 // in the token. Scopes do not nest across that line: an admin token cannot
 // act as an agent, and an agent token can do nothing else. A disabled user's
-// tokens stop working at the next request (no cache).
+// tokens stop working at the next request: known tokens are cached in memory
+// (no database read per request) only while the store's AuthVersion, which
+// moves with every write to users or tokens, stays the same.
 //
 // Password login (HTTP Basic on POST /api/v1/tokens) is rate-limited per user
 // name and per client address, and costs the same for unknown users and
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -108,6 +111,7 @@ class Auth {
 
  private:
   StatusOr<Caller> FromBearer(const std::string& secret);
+  StatusOr<Caller> LookUpBearer(const std::string& hash);  // the store's reads behind FromBearer
   StatusOr<Caller> FromPassword(const http::Request& req, const std::string& basic);
 
   store::MetaStore* const store_;
@@ -118,6 +122,15 @@ class Auth {
   std::atomic<int> verifying_{0};  // password verifications in progress
   std::mutex audit_mu_;
   int64_t audits_since_prune_ = 0;  // GUARDED_BY(audit_mu_)
+  // Bearer tokens already looked up: sha256 of the secret -> the caller, as
+  // of the store's AuthVersion `version` (unknown tokens are never cached).
+  struct Known {
+    uint64_t version;
+    Caller caller;
+  };
+  static constexpr size_t kMaxKnown = 10'000;
+  std::mutex known_mu_;
+  std::unordered_map<std::string, Known> known_;  // GUARDED_BY(known_mu_)
 };
 
 const Caller& CallerOf(const http::Request& req);

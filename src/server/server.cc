@@ -151,6 +151,9 @@ Status Server::Start() {
     access->info("{} {} {} {} {} {:.1f}ms {}B #{}", r.remote, r.user.empty() ? "-" : r.user, r.method, r.path,
                  r.status, r.ms, r.bytes, r.id);
   };
+  // Group commit (store/meta_store.h): no answer leaves before the writes
+  // its handler made are on disk.
+  h.before_respond = [] { return store::AwaitDurable(); };
   http_ = std::make_unique<http::Server>(h);
   http_->SetAuthenticator([this](const http::Request& head, const http::RouteOptions& route) {
     return auth_->Authenticate(head, route);

@@ -149,6 +149,18 @@ class MetaStore {
   // Runs `fn` atomically: every write inside commits together or not at all.
   // Nested calls join the outer transaction.
   virtual Status InTransaction(const std::function<Status()>& fn) = 0;
+  // Durability is a group commit: a write returns once committed, and is on
+  // disk (survives a crash of the machine) once Sync() or, on the thread that
+  // wrote, AwaitDurable() has returned. Acknowledge nothing before that.
+  // Sync: every commit made so far is on disk (one log sync for all waiting).
+  virtual Status Sync() = 0;
+  // Versions for caches, read without a lock: JobVersion moves on after every
+  // write to the job, its tasks or its events has committed; AuthVersion after
+  // every write to users or tokens. Read the version, then the data: a view
+  // built from them is current while the version stays. Either may also move
+  // when nothing of it changed.
+  virtual uint64_t JobVersion(int64_t job_id) = 0;
+  virtual uint64_t AuthVersion() = 0;
 
   virtual StatusOr<int64_t> CreateUser(const User& user) = 0;
   virtual StatusOr<User> GetUser(int64_t id) = 0;
@@ -207,6 +219,11 @@ class MetaStore {
   // Keeps the newest `keep` entries.
   virtual Status PruneAudit(int64_t keep) = 0;
 };
+
+// Returns once the calling thread's last commit (in any store) is on disk;
+// at once if it made none since the last call. Unavailable if the disk
+// refused it: the write must then not be acknowledged.
+Status AwaitDurable();
 
 // Opens (creating if needed) the SQLite database at `path` and applies any
 // pending schema migrations (only up to `up_to_version` when it is > 0: for

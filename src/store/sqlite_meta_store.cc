@@ -1,13 +1,30 @@
-// SQLite backend of MetaStore. One connection in WAL mode with
-// synchronous=FULL: an acknowledged write survives a crash of the process
-// and of the machine. One mutex serialises access to the connection.
+// SQLite backend of MetaStore. One connection in WAL mode. One mutex
+// serialises access to the connection; statements are prepared once and
+// kept (StmtCache).
+//
+// Durability is a group commit: commits write the log (the -wal file)
+// without waiting for the disk (synchronous=NORMAL), and whoever acknowledges
+// a write first calls AwaitDurable/Sync, which fdatasync()s the log once for
+// every commit made until then (one caller syncs, the others wait for it:
+// Durability). An acknowledged write survives a crash of the process and of
+// the machine; a write nobody was told of may be lost with the machine.
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
 #include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "store/meta_store.h"
 #include "store/sqlite_schema.h"
@@ -15,13 +32,174 @@
 namespace ringmaster::store {
 namespace {
 
+// Prepared statements of one connection, by their SQL. A statement in use
+// (a nested call running the same SQL) is not shared: the second user gets
+// one of its own, finalized after use. REQUIRES: the connection's mutex held.
+class StmtCache {
+ public:
+  explicit StmtCache(sqlite3* db) : db_(db) {}
+  ~StmtCache() {
+    for (auto& [sql, e] : cache_) sqlite3_finalize(e.stmt);
+  }
+  sqlite3* db() const { return db_; }
+  // The statement, and whether it is the cached one (to be given back with Return).
+  std::pair<sqlite3_stmt*, bool> Take(const char* sql) {
+    auto it = cache_.find(sql);
+    if (it != cache_.end() && !it->second.in_use) {
+      it->second.in_use = true;
+      return {it->second.stmt, true};
+    }
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) return {nullptr, false};
+    if (it != cache_.end()) return {stmt, false};
+    cache_.emplace(sql, Entry{stmt, true});
+    return {stmt, true};
+  }
+  void Return(sqlite3_stmt* stmt, bool cached) {
+    if (!cached) {
+      sqlite3_finalize(stmt);
+      return;
+    }
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    for (auto& [sql, e] : cache_) {
+      if (e.stmt == stmt) {
+        e.in_use = false;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    sqlite3_stmt* stmt;
+    bool in_use;
+  };
+  sqlite3* db_;
+  std::unordered_map<std::string, Entry> cache_;
+};
+
+// Group commit: commits are numbered as they complete; Await(n) returns once
+// commits 1..n are on disk. The first caller to find them not yet synced
+// fdatasync()s the log for every commit made so far while later callers wait
+// for it, so N concurrent writers pay for about one sync, not N.
+class Durability {
+ public:
+  explicit Durability(std::string wal_path) : wal_path_(std::move(wal_path)) {}
+  ~Durability() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  uint64_t Committed() { return committed_.fetch_add(1) + 1; }
+  uint64_t LastCommitted() const { return committed_.load(); }
+
+  Status Await(uint64_t seq) {
+    std::unique_lock<std::mutex> l(mu_);
+    while (durable_ < seq) {
+      if (syncing_) {
+        cv_.wait(l);
+        continue;
+      }
+      syncing_ = true;
+      // Every commit numbered up to here has written its frames to the log.
+      const uint64_t upto = committed_.load();
+      if (fd_ < 0) fd_ = ::open(wal_path_.c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = fd_;
+      const int open_errno = errno;
+      l.unlock();
+      int rc = 0, err = 0;
+      if (fd >= 0) {
+        rc = ::fdatasync(fd);
+        err = errno;
+      } else if (open_errno != ENOENT) {  // no log file (an in-memory database): nothing to sync
+        rc = -1;
+        err = open_errno;
+      }
+      l.lock();
+      syncing_ = false;
+      cv_.notify_all();
+      if (rc != 0) {
+        return Unavailable(std::string("the database's log could not be made durable (") + std::strerror(err) +
+                           "): the write is not acknowledged; try again");
+      }
+      durable_ = std::max(durable_, upto);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::string wal_path_;
+  std::atomic<uint64_t> committed_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t durable_ = 0;  // GUARDED_BY(mu_)
+  bool syncing_ = false;  // GUARDED_BY(mu_)
+  int fd_ = -1;           // GUARDED_BY(mu_)
+};
+
+// The calling thread's last commit: what AwaitDurable() waits for.
+struct ThreadCommit {
+  std::weak_ptr<Durability> durability;
+  uint64_t seq = 0;
+};
+thread_local ThreadCommit tl_commit;
+
+// Versions of what readers cache (MetaStore::JobVersion, AuthVersion), read
+// without a lock. Jobs share kSlots counters by id: a collision only costs a
+// needless rebuild.
+struct Versions {
+  static constexpr size_t kSlots = 4096;
+  std::array<std::atomic<uint64_t>, kSlots> job{};
+  std::atomic<uint64_t> auth{0};
+};
+
+// The connection's mutex (recursive). Leaving its outermost hold, after every
+// write in it has committed or rolled back: a commit is numbered and made the
+// thread's last (SQLite's commit hook, NoteCommit, runs inside with the mutex
+// held), and the versions of what was written move on. A reader that read a
+// version before the data can then never keep data older than the version.
+class StoreMutex {
+ public:
+  StoreMutex(std::shared_ptr<Durability> d, Versions* v) : durability_(std::move(d)), versions_(v) {}
+  void lock() {
+    mu_.lock();
+    ++depth_;
+  }
+  void unlock() {
+    if (--depth_ == 0) {
+      if (committed_) {
+        committed_ = false;
+        tl_commit = {durability_, durability_->Committed()};
+      }
+      for (int64_t id : touched_jobs_) versions_->job[static_cast<uint64_t>(id) % Versions::kSlots].fetch_add(1);
+      touched_jobs_.clear();
+      if (touched_auth_) versions_->auth.fetch_add(1);
+      touched_auth_ = false;
+    }
+    mu_.unlock();
+  }
+  void NoteCommit() { committed_ = true; }
+  // REQUIRES: held. What the hold writes.
+  void TouchJob(int64_t id) { touched_jobs_.push_back(id); }
+  void TouchAuth() { touched_auth_ = true; }
+
+ private:
+  std::recursive_mutex mu_;
+  const std::shared_ptr<Durability> durability_;
+  Versions* const versions_;
+  int depth_ = 0;                     // GUARDED_BY(mu_)
+  bool committed_ = false;            // GUARDED_BY(mu_)
+  std::vector<int64_t> touched_jobs_;  // GUARDED_BY(mu_)
+  bool touched_auth_ = false;         // GUARDED_BY(mu_)
+};
+
 // RAII prepared statement with positional binding.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  Stmt(StmtCache& cache, const char* sql) : cache_(cache) { std::tie(stmt_, cached_) = cache.Take(sql); }
+  Stmt(StmtCache& cache, const std::string& sql) : Stmt(cache, sql.c_str()) {}
+  ~Stmt() {
+    if (stmt_) cache_.Return(stmt_, cached_);
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
@@ -58,8 +236,9 @@ class Stmt {
   }
 
  private:
-  sqlite3* db_;
+  StmtCache& cache_;
   sqlite3_stmt* stmt_ = nullptr;
+  bool cached_ = false;
   int idx_ = 0;
 };
 
@@ -184,18 +363,32 @@ Event ReadEvent(const Stmt& s) {
 
 class SqliteMetaStore final : public MetaStore {
  public:
-  explicit SqliteMetaStore(sqlite3* db) : db_(db) {}
-  ~SqliteMetaStore() override { sqlite3_close_v2(db_); }
+  SqliteMetaStore(sqlite3* db, const std::string& path)
+      : db_(db), cache_(db), durability_(std::make_shared<Durability>(path + "-wal")), mu_(durability_, &versions_) {
+    sqlite3_commit_hook(
+        db_, [](void* mu) { static_cast<StoreMutex*>(mu)->NoteCommit(); return 0; }, &mu_);
+  }
+  ~SqliteMetaStore() override {
+    sqlite3_commit_hook(db_, nullptr, nullptr);
+    sqlite3_close_v2(db_);
+  }
+
+  Status Sync() override { return durability_->Await(durability_->LastCommitted()); }
+  uint64_t JobVersion(int64_t job_id) override {
+    return versions_.job[static_cast<uint64_t>(job_id) % Versions::kSlots].load();
+  }
+  uint64_t AuthVersion() override { return versions_.auth.load(); }
 
   Status Init(int up_to_version) {
     RM_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
-    RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+    // Commits do not wait for the disk; acknowledgements do (Durability).
+    RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
     RM_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
     sqlite3_busy_timeout(db_, 5000);
     RM_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
     int64_t version = 0;
     {
-      Stmt s(db_, "SELECT MAX(version) FROM schema_version");
+      Stmt s(cache_, "SELECT MAX(version) FROM schema_version");
       if (s.valid() && s.Step() == SQLITE_ROW) version = s.Int(0);
     }
     const int64_t known = static_cast<int64_t>(SqliteMigrations().size());
@@ -216,7 +409,7 @@ class SqliteMetaStore final : public MetaStore {
         RM_RETURN_IF_ERROR(Exec(SqliteMigrations()[v]));
         {
           Lock l(mu_);
-          Stmt check(db_, "PRAGMA foreign_key_check");
+          Stmt check(cache_, "PRAGMA foreign_key_check");
           if (check.Step() == SQLITE_ROW) {
             return Internal("migration " + std::to_string(v + 1) + " left a dangling reference in table " + check.Text(0));
           }
@@ -232,7 +425,7 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Status InTransaction(const std::function<Status()>& fn) override {
-    std::unique_lock<std::recursive_mutex> lock(mu_);
+    std::unique_lock<StoreMutex> lock(mu_);
     if (tx_depth_ > 0) {
       ++tx_depth_;
       Status st = fn();
@@ -254,7 +447,8 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<int64_t> CreateUser(const User& u) override {
     Lock l(mu_);
-    Stmt s(db_, "INSERT INTO users(name, role, password_hash, created_ms, disabled) VALUES (?,?,?,?,?)");
+    mu_.TouchAuth();
+    Stmt s(cache_, "INSERT INTO users(name, role, password_hash, created_ms, disabled) VALUES (?,?,?,?,?)");
     s.Bind(u.name).Bind(RoleName(u.role)).Bind(u.password_hash).Bind(u.created_ms).Bind(u.disabled ? 1 : 0);
     int rc = s.Step();
     if (rc == SQLITE_CONSTRAINT) return AlreadyExists("user \"" + u.name + "\" already exists");
@@ -278,42 +472,47 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<int64_t> CountUsers() override {
     Lock l(mu_);
-    Stmt s(db_, "SELECT COUNT(*) FROM users");
+    Stmt s(cache_, "SELECT COUNT(*) FROM users");
     if (s.Step() != SQLITE_ROW) return Internal(Err("count users"));
     return s.Int(0);
   }
 
   Status SetUserDisabled(int64_t id, bool disabled) override {
     Lock l(mu_);
-    Stmt s(db_, "UPDATE users SET disabled=? WHERE id=?");
+    mu_.TouchAuth();
+    Stmt s(cache_, "UPDATE users SET disabled=? WHERE id=?");
     s.Bind(disabled ? 1 : 0).Bind(id);
     return StepOne(s, "user " + std::to_string(id));
   }
 
   Status SetUserFileQuota(int64_t id, int64_t bytes) override {
     Lock l(mu_);
-    Stmt s(db_, "UPDATE users SET file_quota_bytes=? WHERE id=?");
+    mu_.TouchAuth();
+    Stmt s(cache_, "UPDATE users SET file_quota_bytes=? WHERE id=?");
     s.Bind(bytes).Bind(id);
     return StepOne(s, "user " + std::to_string(id));
   }
 
   Status AddUserFileBytes(int64_t id, int64_t delta) override {
     Lock l(mu_);
-    Stmt s(db_, "UPDATE users SET file_bytes=MAX(0, file_bytes + ?) WHERE id=?");
+    mu_.TouchAuth();
+    Stmt s(cache_, "UPDATE users SET file_bytes=MAX(0, file_bytes + ?) WHERE id=?");
     s.Bind(delta).Bind(id);
     return StepOne(s, "user " + std::to_string(id));
   }
 
   Status SetUserFileBytes(int64_t id, int64_t bytes) override {
     Lock l(mu_);
-    Stmt s(db_, "UPDATE users SET file_bytes=? WHERE id=?");
+    mu_.TouchAuth();
+    Stmt s(cache_, "UPDATE users SET file_bytes=? WHERE id=?");
     s.Bind(bytes).Bind(id);
     return StepOne(s, "user " + std::to_string(id));
   }
 
   StatusOr<int64_t> CreateToken(const Token& t) override {
     Lock l(mu_);
-    Stmt s(db_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node) VALUES (?,?,?,?,?,?)");
+    mu_.TouchAuth();
+    Stmt s(cache_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node) VALUES (?,?,?,?,?,?)");
     s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms).Bind(t.scope).Bind(t.node);
     RM_RETURN_IF_ERROR(Check(s.Step(), "insert token"));
     return sqlite3_last_insert_rowid(db_);
@@ -326,7 +525,7 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<int64_t> CountTokens(int64_t user_id) override {
     Lock l(mu_);
-    Stmt s(db_, "SELECT COUNT(*) FROM tokens WHERE user_id=?");
+    Stmt s(cache_, "SELECT COUNT(*) FROM tokens WHERE user_id=?");
     s.Bind(user_id);
     if (s.Step() != SQLITE_ROW) return Internal(Err("count tokens"));
     return s.Int(0);
@@ -345,14 +544,15 @@ class SqliteMetaStore final : public MetaStore {
 
   Status DeleteToken(int64_t token_id) override {
     Lock l(mu_);
-    Stmt s(db_, "DELETE FROM tokens WHERE id=?");
+    mu_.TouchAuth();
+    Stmt s(cache_, "DELETE FROM tokens WHERE id=?");
     s.Bind(token_id);
     return StepOne(s, "token " + std::to_string(token_id));
   }
 
   StatusOr<int64_t> UpsertNode(const Node& n) override {
     Lock l(mu_);
-    Stmt s(db_,
+    Stmt s(cache_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
            "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block) "
            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
@@ -373,7 +573,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Status UpdateNodeStatus(int64_t id, int64_t hb, double cpu, int64_t mem) override {
     Lock l(mu_);
-    Stmt s(db_, "UPDATE nodes SET last_heartbeat_ms=?, cpu_util=?, memory_used_bytes=? WHERE id=?");
+    Stmt s(cache_, "UPDATE nodes SET last_heartbeat_ms=?, cpu_util=?, memory_used_bytes=? WHERE id=?");
     s.Bind(hb).Bind(cpu).Bind(mem).Bind(id);
     return StepOne(s, "node " + std::to_string(id));
   }
@@ -390,13 +590,14 @@ class SqliteMetaStore final : public MetaStore {
   StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {
     int64_t id = 0;
     Status st = InTransaction([&]() -> Status {
-      Stmt s(db_,
+      Stmt s(cache_,
              "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
              "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
              "finished_ms, not_before_ms, resize_to, service_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       BindJob(s, j);
       RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
       id = sqlite3_last_insert_rowid(db_);
+      mu_.TouchJob(id);  // an id never reused: for a view cached while it was "not found"
       return InsertTasks(id, 0, j.replicas, tmpl);
     });
     if (!st.ok()) return st;
@@ -426,7 +627,7 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<int64_t> CountJobs(int64_t user_id, State state) override {
     Lock l(mu_);
-    Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE user_id=? AND state=?");
+    Stmt s(cache_, "SELECT COUNT(*) FROM jobs WHERE user_id=? AND state=?");
     s.Bind(user_id).Bind(StateName(state));
     if (s.Step() != SQLITE_ROW) return Internal(Err("count jobs"));
     return s.Int(0);
@@ -434,7 +635,8 @@ class SqliteMetaStore final : public MetaStore {
 
   Status UpdateJob(const Job& j) override {
     Lock l(mu_);
-    Stmt s(db_,
+    mu_.TouchJob(j.id);
+    Stmt s(cache_,
            "UPDATE jobs SET user_id=?, name=?, kind=?, state=?, reason=?, spec_json=?, priority=?, "
            "replicas=?, max_restarts=?, restarts=?, stop_state=?, stop_reason=?, created_ms=?, "
            "updated_ms=?, started_ms=?, finished_ms=?, not_before_ms=?, resize_to=?, service_s=? WHERE id=?");
@@ -445,11 +647,12 @@ class SqliteMetaStore final : public MetaStore {
 
   Status ResizeTasks(int64_t job_id, int replicas, const Task& tmpl) override {
     Lock l(mu_);
+    mu_.TouchJob(job_id);
     return InTransaction([&]() -> Status {
-      Stmt del(db_, "DELETE FROM tasks WHERE job_id=? AND rank>=?");
+      Stmt del(cache_, "DELETE FROM tasks WHERE job_id=? AND rank>=?");
       del.Bind(job_id).Bind(replicas);
       RM_RETURN_IF_ERROR(Check(del.Step(), "drop tasks"));
-      Stmt count(db_, "SELECT COUNT(*) FROM tasks WHERE job_id=?");
+      Stmt count(cache_, "SELECT COUNT(*) FROM tasks WHERE job_id=?");
       count.Bind(job_id);
       const int have = count.Step() == SQLITE_ROW ? static_cast<int>(count.Int(0)) : 0;
       return InsertTasks(job_id, have, replicas, tmpl);
@@ -458,7 +661,8 @@ class SqliteMetaStore final : public MetaStore {
 
   Status DeleteJob(int64_t id) override {
     Lock l(mu_);
-    Stmt s(db_, "DELETE FROM jobs WHERE id=?");
+    mu_.TouchJob(id);
+    Stmt s(cache_, "DELETE FROM jobs WHERE id=?");
     s.Bind(id);
     return StepOne(s, "job " + std::to_string(id));
   }
@@ -481,7 +685,8 @@ class SqliteMetaStore final : public MetaStore {
 
   Status UpdateTask(const Task& t) override {
     Lock l(mu_);
-    Stmt s(db_,
+    mu_.TouchJob(t.job_id);
+    Stmt s(cache_,
            "UPDATE tasks SET job_id=?, rank=?, state=?, reason=?, node_id=?, attempt=?, desired=?, "
            "exit_code=?, cpu_milli=?, memory_bytes=?, gpus=?, created_ms=?, started_ms=?, "
            "finished_ms=?, port=?, gpu_indices=?, overlay_ip=? WHERE id=?");
@@ -492,7 +697,8 @@ class SqliteMetaStore final : public MetaStore {
 
   Status AddEvent(const Event& e) override {
     Lock l(mu_);
-    Stmt s(db_,
+    mu_.TouchJob(e.job_id);
+    Stmt s(cache_,
            "INSERT INTO events(job_id, task_id, rank, ts_ms, from_state, to_state, reason) "
            "VALUES (?,?,?,?,?,?,?)");
     s.Bind(e.job_id).Bind(e.task_id).Bind(e.rank).Bind(e.ts_ms).Bind(e.from_state).Bind(e.to_state)
@@ -507,7 +713,7 @@ class SqliteMetaStore final : public MetaStore {
 
   Status AddAudit(const AuditEntry& a) override {
     Lock l(mu_);
-    Stmt s(db_, "INSERT INTO audit(ts_ms, user, address, action, target, outcome, detail) VALUES (?,?,?,?,?,?,?)");
+    Stmt s(cache_, "INSERT INTO audit(ts_ms, user, address, action, target, outcome, detail) VALUES (?,?,?,?,?,?,?)");
     s.Bind(a.ts_ms).Bind(a.user).Bind(a.address).Bind(a.action).Bind(a.target).Bind(a.outcome).Bind(a.detail);
     return Check(s.Step(), "insert audit entry");
   }
@@ -521,13 +727,13 @@ class SqliteMetaStore final : public MetaStore {
 
   Status PruneAudit(int64_t keep) override {
     Lock l(mu_);
-    Stmt s(db_, "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?");
+    Stmt s(cache_, "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?");
     s.Bind(keep);
     return Check(s.Step(), "prune audit");
   }
 
  private:
-  using Lock = std::lock_guard<std::recursive_mutex>;
+  using Lock = std::lock_guard<StoreMutex>;
 
   // Task rows of ranks [from, to) from a template.
   Status InsertTasks(int64_t job_id, int from, int to, const Task& tmpl) {
@@ -535,7 +741,7 @@ class SqliteMetaStore final : public MetaStore {
       Task t = tmpl;
       t.job_id = job_id;
       t.rank = r;
-      Stmt ts(db_,
+      Stmt ts(cache_,
               "INSERT INTO tasks(job_id, rank, state, reason, node_id, attempt, desired, exit_code, "
               "cpu_milli, memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip) "
               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
@@ -599,7 +805,7 @@ class SqliteMetaStore final : public MetaStore {
   template <typename T, typename Reader, typename... Args>
   StatusOr<T> One(const std::string& sql, Reader read, const std::string& what, Args&&... args) {
     Lock l(mu_);
-    Stmt s(db_, sql.c_str());
+    Stmt s(cache_, sql.c_str());
     if (!s.valid()) return Internal(Err("prepare"));
     BindAll(s, std::forward<Args>(args)...);
     int rc = s.Step();
@@ -611,7 +817,7 @@ class SqliteMetaStore final : public MetaStore {
   template <typename T, typename Reader, typename... Args>
   StatusOr<std::vector<T>> Many(const std::string& sql, Reader read, Args&&... args) {
     Lock l(mu_);
-    Stmt s(db_, sql.c_str());
+    Stmt s(cache_, sql.c_str());
     if (!s.valid()) return Internal(Err("prepare"));
     BindAll(s, std::forward<Args>(args)...);
     std::vector<T> out;
@@ -622,11 +828,20 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   sqlite3* db_;
-  std::recursive_mutex mu_;
+  StmtCache cache_;  // GUARDED_BY(mu_)
+  Versions versions_;
+  const std::shared_ptr<Durability> durability_;
+  StoreMutex mu_;
   int tx_depth_ = 0;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
+
+Status AwaitDurable() {
+  ThreadCommit c = std::exchange(tl_commit, {});
+  auto d = c.durability.lock();
+  return d ? d->Await(c.seq) : Status::Ok();
+}
 
 const char* RoleName(Role r) { return r == Role::kAdmin ? "admin" : "user"; }
 
@@ -677,7 +892,7 @@ StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path
     sqlite3_close_v2(db);
     return Unavailable("open " + path + ": " + msg);
   }
-  auto store = std::make_unique<SqliteMetaStore>(db);
+  auto store = std::make_unique<SqliteMetaStore>(db, path);
   RM_RETURN_IF_ERROR(store->Init(up_to_version).Annotate("migrating " + path));
   return std::unique_ptr<MetaStore>(std::move(store));
 }
