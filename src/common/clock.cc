@@ -7,6 +7,11 @@
 
 namespace ringmaster {
 
+int64_t RealClock::SteadyMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int64_t RealClock::NowMs() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

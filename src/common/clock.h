@@ -9,15 +9,21 @@
 
 namespace ringmaster {
 
+// NowMs is the wall clock: what times are shown and stored as. It can jump
+// (an operator, NTP stepping it). SteadyMs is monotonic, from an arbitrary
+// origin, and never jumps: every duration the server acts on (leases,
+// restart backoff, time limits) is measured with it while the process runs.
 class Clock {
  public:
   virtual ~Clock() = default;
   virtual int64_t NowMs() const = 0;
+  virtual int64_t SteadyMs() const = 0;
 };
 
 class RealClock final : public Clock {
  public:
   int64_t NowMs() const override;
+  int64_t SteadyMs() const override;
   static RealClock* Get();
 };
 
@@ -25,10 +31,18 @@ class FakeClock final : public Clock {
  public:
   explicit FakeClock(int64_t start_ms = 1'700'000'000'000) : now_(start_ms) {}
   int64_t NowMs() const override { return now_.load(); }
-  void AdvanceMs(int64_t ms) { now_ += ms; }
+  int64_t SteadyMs() const override { return steady_.load(); }
+  // Time passes: both clocks move.
+  void AdvanceMs(int64_t ms) {
+    now_ += ms;
+    steady_ += ms;
+  }
+  // The wall clock is set (forward or back); no time passes.
+  void JumpWallMs(int64_t ms) { now_ += ms; }
 
  private:
   std::atomic<int64_t> now_;
+  std::atomic<int64_t> steady_{1'000'000};
 };
 
 // "2026-12-02T15:03:50.123Z"; empty for 0 (never).

@@ -13,6 +13,7 @@ void AddNodeRoutes(Api& api) {
   http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
   api.http->Route("GET", "/api/v1/nodes", read, Json([&api](const http::Request&, const Caller&) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(auto nodes, api.store->ListNodes());
+    for (auto& n : nodes) api.jobs->ApplyLive(&n);  // heartbeats are held in memory
     RM_ASSIGN_OR_RETURN(auto placed, api.store->ListPlacedTasks());
     const int64_t now = api.clock->NowMs();
     json out = json::array();

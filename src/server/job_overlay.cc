@@ -67,11 +67,10 @@ StatusOr<nlohmann::json> JobService::Overlay(int64_t node_id) {
   nlohmann::json peers = nlohmann::json::array();
   // A node silent for ten leases is gone for now: no tunnel to it (it keeps
   // its block, and is listed again once it is back).
-  const int64_t gone_before = clock_->NowMs() - 10 * options_.node_timeout_ms;
   for (const auto& n : nodes) {
     auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n.overlay_block);
     if (n.network != self.network || !b || n.address.empty()) continue;
-    if (n.id != self.id && n.last_heartbeat_ms < gone_before) continue;
+    if (n.id != self.id && SilentMs(n.id) > 10 * options_.node_timeout_ms) continue;
     peers.push_back({{"node", n.name}, {"address", n.address}, {"block", net::FormatCidr(*b)}});
   }
   return nlohmann::json{{"mode", self.network},

@@ -77,7 +77,7 @@ Task PendingTask(const JobSpec& spec, const std::string& reason, int64_t now) {
 JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options)
     : store_(store),
       clock_(clock),
-      started_ms_(clock->NowMs()),
+      started_steady_ms_(clock->SteadyMs()),
       options_(options),
       scheduler_(std::move(scheduler::Scheduler::Create(options.scheduler).value())),
       // Versions start from the clock so that an agent's index from before a
@@ -133,13 +133,23 @@ void JobService::Wake() {
 }
 
 void JobService::Loop() {
+  int64_t last_pass_ms = 0;
   while (true) {
     {
       std::unique_lock<std::mutex> l(loop_mu_);
       loop_cv_.wait_for(l, options_.schedule_interval, [this] { return wake_ || stopping_; });
       if (stopping_) return;
+      // Woken by a burst (every submit and report wakes it): rest as long as
+      // the last pass took, so passes take at most half the time and what
+      // they wait on (mu_, the store) is free the other half. A pass over a
+      // few jobs takes a millisecond; one over 10,000 queued ones, tens.
+      if (last_pass_ms > 0) {
+        loop_cv_.wait_for(l, std::chrono::milliseconds(last_pass_ms), [this] { return stopping_; });
+        if (stopping_) return;
+      }
       wake_ = false;
     }
+    const auto start = std::chrono::steady_clock::now();
     // Nothing may end this thread but Stop(): a failure is one pass's, logged.
     try {
       Status st = ScheduleOnce();
@@ -147,6 +157,8 @@ void JobService::Loop() {
     } catch (const std::exception& e) {
       spdlog::error("scheduler: a pass threw: {}", e.what());
     }
+    last_pass_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    last_pass_ms = std::min<int64_t>(last_pass_ms, 1000);
   }
 }
 
@@ -191,7 +203,28 @@ void JobService::Unwatch(uint64_t watch_id) {
 
 
 bool JobService::NodeReady(const store::Node& node) const {
-  return clock_->NowMs() - node.last_heartbeat_ms <= options_.node_timeout_ms;
+  std::lock_guard<std::mutex> l(live_mu_);
+  auto it = live_.find(node.id);
+  // Not heard from since this server started: ready while its last stored
+  // heartbeat is recent (a quick restart), until it is heard from.
+  if (it == live_.end()) return clock_->NowMs() - node.last_heartbeat_ms <= options_.node_timeout_ms;
+  return clock_->SteadyMs() - it->second.seen_steady_ms <= options_.node_timeout_ms;
+}
+
+int64_t JobService::SilentMs(int64_t node_id) const {
+  std::lock_guard<std::mutex> l(live_mu_);
+  auto it = live_.find(node_id);
+  // Never heard from since this server started: silent since then (agents get one lease to come back).
+  return clock_->SteadyMs() - (it == live_.end() ? started_steady_ms_ : it->second.seen_steady_ms);
+}
+
+void JobService::ApplyLive(store::Node* node) const {
+  std::lock_guard<std::mutex> l(live_mu_);
+  auto it = live_.find(node->id);
+  if (it == live_.end()) return;
+  node->last_heartbeat_ms = it->second.heartbeat_ms;
+  node->cpu_util = it->second.cpu_util;
+  node->memory_used_bytes = it->second.memory_used_bytes;
 }
 
 Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
@@ -204,6 +237,7 @@ Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
   if (IsTerminal(to)) {
     job.finished_ms = now;
     specs_.erase(job.id);
+    not_before_steady_.erase(job.id);
   }
   RM_RETURN_IF_ERROR(store_->UpdateJob(job));
   RM_RETURN_IF_ERROR(store_->AddEvent(ev));
@@ -236,14 +270,21 @@ Status JobService::SetTaskState(Task& task, State to, const std::string& reason)
   store::Event ev{0, task.job_id, task.id, task.rank, now, StateName(task.state), StateName(to), reason};
   task.state = to;
   task.reason = reason;
-  if (to == State::kRunning) task.started_ms = now;
+  if (to == State::kRunning) {
+    task.started_ms = now;
+    running_since_steady_[task.id] = clock_->SteadyMs();
+  } else {
+    running_since_steady_.erase(task.id);
+  }
   if (IsTerminal(to)) task.finished_ms = now;
   RM_RETURN_IF_ERROR(store_->UpdateTask(task));
   return store_->AddEvent(ev);
 }
 
+// Not under mu_: a submit is one insert (the store has its own lock), and
+// waits for no scheduling pass. The pending limit may be passed by the few
+// submits that race it.
 StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec) {
-  std::lock_guard<std::mutex> l(mu_);
   if (options_.max_pending_jobs_per_user > 0) {
     RM_ASSIGN_OR_RETURN(int64_t pending, store_->CountJobs(user.id, State::kPending));
     if (pending >= options_.max_pending_jobs_per_user) {
@@ -379,7 +420,8 @@ Status JobService::SettleJobLocked(int64_t job_id) {
     // Restart the gang after an exponential backoff (a crash loop does not hammer the cluster).
     const int64_t backoff = std::min(options_.max_restart_backoff_ms,
                                      options_.restart_backoff_ms << std::min(job.restarts, 20));
-    job.not_before_ms = clock_->NowMs() + backoff;
+    job.not_before_ms = clock_->NowMs() + backoff;  // shown, and used after a server restart
+    not_before_steady_[job.id] = clock_->SteadyMs() + backoff;
     reason += fmt::format("; next attempt in {}", FormatDuration(backoff));
     job.restarts++;
   }
@@ -407,16 +449,40 @@ StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
   node.registered_ms = node.last_heartbeat_ms = clock_->NowMs();
   RM_ASSIGN_OR_RETURN(node.overlay_block, OverlayBlockLocked(node));
   RM_ASSIGN_OR_RETURN(int64_t id, store_->UpsertNode(node));
+  {
+    std::lock_guard<std::mutex> ll(live_mu_);
+    const int64_t steady = clock_->SteadyMs();
+    live_[id] = Live{steady, node.last_heartbeat_ms, node.cpu_util, node.memory_used_bytes, steady};
+  }
   spdlog::info("node {} registered as {}", node.name, id);
   BumpNodeLocked(id);
   Wake();
   return id;
 }
 
+// Held in memory: the store gets a node's heartbeat when it comes back (or is
+// first heard from after a server restart) and then once per
+// kPersistHeartbeatMs, not every few seconds per node.
 Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes) {
-  RM_ASSIGN_OR_RETURN(store::Node before, store_->GetNode(node_id));
-  RM_RETURN_IF_ERROR(store_->UpdateNodeStatus(node_id, clock_->NowMs(), cpu_util, memory_used_bytes));
-  if (!NodeReady(before)) Wake();  // it is back: there may be work for it
+  const int64_t steady = clock_->SteadyMs(), wall = clock_->NowMs();
+  bool known, was_ready = false, persist = true;
+  {
+    std::lock_guard<std::mutex> l(live_mu_);
+    auto it = live_.find(node_id);
+    known = it != live_.end();
+    if (known) {
+      was_ready = steady - it->second.seen_steady_ms <= options_.node_timeout_ms;
+      persist = !was_ready || steady - it->second.persisted_steady_ms >= kPersistHeartbeatMs;
+      it->second = Live{steady, wall, cpu_util, memory_used_bytes, persist ? steady : it->second.persisted_steady_ms};
+    }
+  }
+  if (!known) {
+    RM_ASSIGN_OR_RETURN(store::Node node, store_->GetNode(node_id));  // NotFound for a node never registered
+    std::lock_guard<std::mutex> l(live_mu_);
+    live_[node_id] = Live{steady, wall, cpu_util, memory_used_bytes, steady};
+  }
+  if (persist) RM_RETURN_IF_ERROR(store_->UpdateNodeStatus(node_id, wall, cpu_util, memory_used_bytes));
+  if (!was_ready) Wake();  // it is back (or first heard from): there may be work for it
   return Status::Ok();
 }
 
@@ -577,9 +643,8 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
 }
 
 Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
-  const int64_t now = clock_->NowMs();
   for (const store::Node& n : nodes) {
-    const int64_t silent = now - std::max(n.last_heartbeat_ms, started_ms_);
+    const int64_t silent = SilentMs(n.id);
     if (silent <= options_.node_timeout_ms) continue;
     for (Task t : placed) {
       if (t.node_id != n.id) continue;
@@ -629,9 +694,22 @@ int64_t JobService::LastCheckpointMs(const Job& job) const {
   return it == checkpoint_ms_.end() ? 0 : it->second;
 }
 
+bool JobService::BackoffOver(const Job& job, int64_t now) {
+  auto it = not_before_steady_.find(job.id);
+  if (it != not_before_steady_.end()) {
+    if (clock_->SteadyMs() < it->second) return false;
+    not_before_steady_.erase(it);
+    return true;
+  }
+  // Set before this server started: the wall clock's time, but never a wait
+  // longer than the longest backoff (the clock was set back meanwhile).
+  return job.not_before_ms <= now || job.not_before_ms - now > options_.max_restart_backoff_ms;
+}
+
 Status JobService::ScheduleOnce() {
   std::lock_guard<std::mutex> l(mu_);
   RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  for (auto& n : nodes) ApplyLive(&n);
   {
     RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
     RM_RETURN_IF_ERROR(ExpireLeasesLocked(nodes, placed));
@@ -694,10 +772,16 @@ Status JobService::ScheduleOnce() {
     std::vector<const Task*> tasks = g->second;
     std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->rank < b->rank; });
     int64_t started = 0;
+    // How long the gang has run, on the steady clock where this server saw it
+    // start (the wall clock's times only after a restart, never negative).
+    int64_t ran_ms = INT64_MAX;
     bool all_running = true;
     for (const Task* t : tasks) {
       rj.node_ids.push_back(t->node_id);
       started = std::max(started, t->started_ms);
+      auto since = running_since_steady_.find(t->id);
+      ran_ms = std::min(ran_ms, since != running_since_steady_.end() ? clock_->SteadyMs() - since->second
+                                                                      : std::max<int64_t>(0, now - t->started_ms));
       all_running = all_running && t->state == State::kRunning;
       if (t->state == State::kRunning) rj.request.attained_service_s += TaskService(*t, now);
     }
@@ -707,7 +791,7 @@ Status JobService::ScheduleOnce() {
     rj.last_checkpoint_ms = ckpt > rj.started_ms ? ckpt : 0;
     rj.stopping = j.stop_state.has_value();
     if (all_running && !rj.stopping) {
-      if (spec.time_limit_ms > 0 && now - started > spec.time_limit_ms) {
+      if (spec.time_limit_ms > 0 && ran_ms > spec.time_limit_ms) {
         j.stop_state = State::kFailed;
         j.stop_reason = fmt::format("time limit {} reached", FormatDuration(spec.time_limit_ms));
         RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
@@ -722,7 +806,7 @@ Status JobService::ScheduleOnce() {
 
   std::vector<Job> pending;
   for (const Job& j : active) {
-    if (j.state == State::kPending && !j.stop_state && j.not_before_ms <= now) pending.push_back(j);
+    if (j.state == State::kPending && !j.stop_state && BackoffOver(j, now)) pending.push_back(j);
   }
   std::vector<scheduler::JobRequest> queue;
   std::map<int64_t, Job*> by_id;

@@ -126,7 +126,11 @@ class JobService {
 
   // One scheduling pass; the loop calls it, tests call it directly.
   Status ScheduleOnce();
+  // Whether the node's lease holds: heard from within node_timeout_ms (steady clock).
   bool NodeReady(const store::Node& node) const;
+  // The node as last heard from (heartbeats are held in memory): its
+  // heartbeat time and usage replace the stored ones.
+  void ApplyLive(store::Node* node) const;
 
  private:
   Status SetJobState(store::Job& job, store::State to, const std::string& reason);
@@ -163,12 +167,31 @@ class JobService {
   StatusOr<std::map<std::string, std::string>> TaskEnvironment(const store::Job& job, const JobSpec& spec,
                                                                const store::Task& task,
                                                                const std::vector<store::Task>& gang);
+  // Milliseconds since the node was last heard from (steady clock; since this
+  // server started if never).
+  int64_t SilentMs(int64_t node_id) const;
+  // Whether a pending job's restart backoff has passed.
+  bool BackoffOver(const store::Job& job, int64_t now);
   void Wake();
   void Loop();
 
   store::MetaStore* const store_;
   Clock* const clock_;
-  const int64_t started_ms_;  // leases count from here at the earliest: a restarted server gives agents time
+  const int64_t started_steady_ms_;  // leases count from here at the earliest: a restarted server gives agents time
+  // Nodes as last heard from, in memory (Heartbeat).
+  static constexpr int64_t kPersistHeartbeatMs = 30'000;
+  struct Live {
+    int64_t seen_steady_ms = 0;  // the lease's clock
+    int64_t heartbeat_ms = 0;    // wall clock, for display
+    double cpu_util = 0;
+    int64_t memory_used_bytes = 0;
+    int64_t persisted_steady_ms = 0;  // when the store last got it
+  };
+  mutable std::mutex live_mu_;  // acquired after mu_ (never before it)
+  std::map<int64_t, Live> live_;  // GUARDED_BY(live_mu_)
+  // Steady-clock times of this server's run (jumps of the wall clock do not move them):
+  std::map<int64_t, int64_t> not_before_steady_;     // GUARDED_BY(mu_): job -> its restart backoff's end
+  std::map<int64_t, int64_t> running_since_steady_;  // GUARDED_BY(mu_): running task -> when it started
   const JobServiceOptions options_;
   const std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::map<int64_t, int64_t> last_resize_ms_;  // GUARDED_BY(mu_): elastic job -> when it was last resized

@@ -629,5 +629,29 @@ TEST_F(JobServiceTest, PendingJobsPerUserAreCapped) {
   EXPECT_NE(third.status().message().find("2 pending jobs, the limit"), std::string::npos) << third.status().message();
 }
 
+TEST_F(JobServiceTest, HeartbeatsAreHeldInMemoryAndStoredOnlyOnReturnOrEveryHalfMinute) {
+  int64_t node = AddNode("vm", 2000);
+  const int64_t registered = store_->GetNode(node)->last_heartbeat_ms;
+  clock_.AdvanceMs(2'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0.5, 1 << 20).ok());
+  EXPECT_EQ(store_->GetNode(node)->last_heartbeat_ms, registered);  // not written
+  store::Node live = *store_->GetNode(node);
+  svc_->ApplyLive(&live);
+  EXPECT_EQ(live.last_heartbeat_ms, registered + 2'000);  // but shown
+  EXPECT_EQ(live.cpu_util, 0.5);
+  for (int i = 0; i < 30; ++i) {
+    clock_.AdvanceMs(1'000);
+    ASSERT_TRUE(svc_->Heartbeat(node, 0.25, 1 << 20).ok());
+  }
+  EXPECT_EQ(store_->GetNode(node)->last_heartbeat_ms, registered + 30'000);  // stored after 30 s
+  // A node back from a silence is stored at once.
+  clock_.AdvanceMs(20'000);
+  EXPECT_FALSE(svc_->NodeReady(*store_->GetNode(node)));
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  EXPECT_EQ(store_->GetNode(node)->last_heartbeat_ms, clock_.NowMs());
+  EXPECT_TRUE(svc_->NodeReady(*store_->GetNode(node)));
+  EXPECT_EQ(svc_->Heartbeat(9999, 0, 0).code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace ringmaster::server
