@@ -24,6 +24,7 @@ StatusCode CodeFromName(const std::string& name, int http_status) {
       {"Unavailable", StatusCode::kUnavailable},
       {"DeadlineExceeded", StatusCode::kDeadlineExceeded},
       {"Aborted", StatusCode::kAborted},
+      {"InsufficientStorage", StatusCode::kInsufficientStorage},
   };
   for (const auto& [n, c] : kNames) {
     if (name == n) return c;
@@ -31,6 +32,7 @@ StatusCode CodeFromName(const std::string& name, int http_status) {
   if (http_status == 401) return StatusCode::kUnauthenticated;
   if (http_status == 403) return StatusCode::kPermissionDenied;
   if (http_status == 404) return StatusCode::kNotFound;
+  if (http_status == 507) return StatusCode::kInsufficientStorage;
   if (http_status >= 400 && http_status < 500) return StatusCode::kInvalidArgument;
   return StatusCode::kInternal;
 }

@@ -12,12 +12,19 @@
 
 namespace ringmaster {
 
+bool IsDiskFull(int err) { return err == ENOSPC || err == EDQUOT; }
+
+Status FileError(const std::string& what, int err) {
+  std::string msg = what + ": " + std::strerror(err);
+  return IsDiskFull(err) ? InsufficientStorage(std::move(msg)) : Internal(std::move(msg));
+}
+
 Status WriteAll(int fd, const char* data, size_t n, const std::string& what) {
   while (n > 0) {
     ssize_t w = ::write(fd, data, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return Internal("write " + what + ": " + std::strerror(errno));
+      return FileError("write " + what, errno);
     }
     data += w;
     n -= static_cast<size_t>(w);
@@ -28,19 +35,25 @@ Status WriteAll(int fd, const char* data, size_t n, const std::string& what) {
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Internal("open " + tmp + ": " + std::strerror(errno));
+  if (fd < 0) return FileError("open " + tmp, errno);
   if (Status st = WriteAll(fd, content.data(), content.size(), tmp); !st.ok()) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return st;
   }
   ::fchmod(fd, mode);
-  ::fsync(fd);
+  // A full disk can surface only here (delayed allocation, a network filesystem).
+  if (::fsync(fd) != 0 && IsDiskFull(errno)) {
+    Status st = FileError("fsync " + tmp, errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return st;
+  }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    return Internal("rename " + tmp + ": " + std::strerror(e));
+    return FileError("rename " + tmp, e);
   }
   return Status::Ok();
 }
@@ -56,7 +69,7 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 Status MakeDirs(const std::string& path, int mode) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) return Internal("mkdir " + path + ": " + ec.message());
+  if (ec) return FileError("mkdir " + path, ec.value());
   ::chmod(path.c_str(), mode);
   return Status::Ok();
 }

@@ -9,11 +9,18 @@
 
 namespace ringmaster {
 
+// A full disk (ENOSPC, EDQUOT) fails these with InsufficientStorage.
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0644);
 // Writes all `n` bytes to `fd` (retrying short writes and EINTR); `what` names
-// the file in the error.
+// the file in the error. On error, some of the bytes may have been written.
 Status WriteAll(int fd, const char* data, size_t n, const std::string& what);
 StatusOr<std::string> ReadFile(const std::string& path);
 Status MakeDirs(const std::string& path, int mode = 0755);
+
+// ENOSPC or EDQUOT: no room left for a write.
+bool IsDiskFull(int err);
+// The error of a failed system call on a file: "<what>: <strerror>", as
+// InsufficientStorage when the disk is full, else Internal.
+Status FileError(const std::string& what, int err);
 
 }  // namespace ringmaster

@@ -16,6 +16,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
     case StatusCode::kAborted: return "Aborted";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kInsufficientStorage: return "InsufficientStorage";
   }
   return "Unknown";
 }

@@ -23,6 +23,9 @@ enum class StatusCode {
   kDeadlineExceeded,
   kAborted,
   kInternal,
+  // A write refused because the disk is full (ENOSPC, EDQUOT, SQLITE_FULL):
+  // nothing of it was kept, and the same request succeeds once space is freed.
+  kInsufficientStorage,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -62,6 +65,11 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status InsufficientStorage(std::string m) { return {StatusCode::kInsufficientStorage, std::move(m)}; }
+// What a server answers a write that found its disk full: `what` failed.
+inline Status ServerDiskFull(const std::string& what) {
+  return InsufficientStorage("the server's disk is full (" + what + "): nothing was stored; try again later");
+}
 
 template <typename T>
 class [[nodiscard]] StatusOr {

@@ -14,6 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/small_tmpfs_for_tests.h"
 #include "files/blob_store.h"
 #include "files/hashing.h"
 #include "files/local_store.h"
@@ -434,6 +435,36 @@ TEST(LocalStore, ACrashedWritersTempFileIsRemovedAtTheNextOpen) {
   EXPECT_TRUE(std::filesystem::is_empty(dir / ".tmp"));
   EXPECT_EQ((*s)->Head("x").status().code(), StatusCode::kNotFound);
   std::filesystem::remove_all(dir);
+}
+
+// Issue 14: the local backend on a full disk refuses a write with
+// InsufficientStorage (507), not ResourceExhausted (read as a quota), and
+// leaves no file, not even a temp one; the old objects are intact, and the
+// same upload succeeds once space is freed.
+TEST(LocalStoreDiskFullTest, AFullDiskRefusesTheWriteAndLeavesNothing) {
+  SmallTmpfs fs(1 << 20);
+  if (!fs.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";
+  auto opened = NewLocalBlobStore(fs.dir() + "/files");
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto& store = *opened;
+  ASSERT_TRUE(store->Put("keep.bin", "old").ok());
+  const std::string body = Pattern(300 << 10, 3);
+
+  fs.Fill();
+  Status st = [&]() -> Status {
+    RM_ASSIGN_OR_RETURN(auto w, store->Create("new.bin", {}));
+    RM_RETURN_IF_ERROR(w->Write(body));
+    return w->Commit().status();
+  }();
+  EXPECT_EQ(st.code(), StatusCode::kInsufficientStorage) << st.ToString();
+  EXPECT_NE(st.message().find("the server's disk is full"), std::string::npos) << st.message();
+  EXPECT_EQ(store->Head("new.bin").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(std::filesystem::is_empty(fs.dir() + "/files/.tmp"));
+  EXPECT_EQ(*store->ReadAll("keep.bin"), "old");
+
+  fs.Free();
+  ASSERT_TRUE(store->Put("new.bin", body).ok());
+  EXPECT_EQ(*store->ReadAll("new.bin"), body);
 }
 
 }  // namespace

@@ -22,9 +22,11 @@ namespace {
 constexpr size_t kHeaderBytes = 128;
 constexpr std::string_view kMagic = "RMBLOB1 ";
 
+// A full disk is InsufficientStorage (507: nothing was stored, try again
+// later), not ResourceExhausted, which callers read as over a quota or limit.
 Status Errno(const std::string& what, int err) {
   std::string msg = fmt::format("storage backend local: {}: {}", what, std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return ResourceExhausted(msg + " (disk full)");
+  if (IsDiskFull(err)) return ServerDiskFull(msg);
   return Unavailable(msg);
 }
 
@@ -107,7 +109,8 @@ class LocalWriter : public BlobWriter {
     if (!s.ok()) {
       int err = errno;
       Abort();
-      return err == ENOSPC || err == EDQUOT ? Errno("write " + key_, err) : Unavailable("storage backend local: " + s.message());
+      if (s.code() == StatusCode::kInsufficientStorage) return Errno("write " + key_, IsDiskFull(err) ? err : ENOSPC);
+      return Unavailable("storage backend local: " + s.message());
     }
     hash_.Update(data);
     written_ += data.size();

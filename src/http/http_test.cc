@@ -29,6 +29,14 @@ TEST(PercentDecodeTest, DecodesAndRefusesMalformedEscapesAndNul) {
   EXPECT_FALSE(PercentDecode("a%00b", false));
 }
 
+// Issue 14: a full disk is its own answer, 507, not a 500 or a 429 (a limit).
+TEST(HttpStatusForTest, AFullDiskIs507) {
+  EXPECT_EQ(HttpStatusFor(StatusCode::kInsufficientStorage), 507);
+  EXPECT_STREQ(StatusCodeName(StatusCode::kInsufficientStorage), "InsufficientStorage");
+  EXPECT_EQ(HttpStatusFor(StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusFor(StatusCode::kResourceExhausted), 429);
+}
+
 TEST(ParseTargetTest, SplitsPathAndQuery) {
   std::string path;
   std::vector<std::pair<std::string, std::string>> q;

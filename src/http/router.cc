@@ -49,6 +49,7 @@ int HttpStatusFor(StatusCode c) {
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kDeadlineExceeded: return 504;
     case StatusCode::kInternal: return 500;
+    case StatusCode::kInsufficientStorage: return 507;
   }
   return 500;
 }

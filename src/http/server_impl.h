@@ -197,13 +197,17 @@ struct Server::Impl {
   }
 
   // Runs the handler; a throw becomes a 500 whose cause goes to the log only.
-  // The answer passes ServerOptions::before_respond first (a failure there: 503).
+  // The answer passes ServerOptions::before_respond first (a failure there:
+  // 503, or 507 when the disk is full).
   static void RunHandler(const Router::Route& route, Request& req, const Responder& respond_now,
                          const std::function<Status()>& before_respond) {
     Responder respond = respond_now;
     if (before_respond) {
       respond = [respond_now, before_respond](Response r) {
-        if (Status st = before_respond(); !st.ok()) r = ErrorResponse(503, StatusCodeName(st.code()), st.message());
+        if (Status st = before_respond(); !st.ok()) {
+          r = ErrorResponse(st.code() == StatusCode::kInsufficientStorage ? 507 : 503, StatusCodeName(st.code()),
+                            st.message());
+        }
         respond_now(std::move(r));
       };
     }

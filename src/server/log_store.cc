@@ -31,6 +31,11 @@ int64_t ReadCut(const std::string& path) {
   }
 }
 
+// The error of a write that found no room, as the agent is told it.
+Status Refused(const Status& st) {
+  return st.code() == StatusCode::kInsufficientStorage ? ServerDiskFull("appending output: " + st.message()) : st;
+}
+
 }  // namespace
 
 LogStore::LogStore(std::string root, int64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {}
@@ -39,18 +44,18 @@ std::string LogStore::JobDir(int64_t job_id) const { return fmt::format("{}/{}",
 
 StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_t offset, const std::string& data) {
   std::lock_guard<std::mutex> l(mu_);
-  RM_RETURN_IF_ERROR(MakeDirs(JobDir(job_id), 0700));
+  RM_RETURN_IF_ERROR(Refused(MakeDirs(JobDir(job_id), 0700)));
   const std::string path = fmt::format("{}/rank-{}.attempt-{}.log", JobDir(job_id), rank, attempt);
   const int64_t cut = ReadCut(path);
   if (cut >= 0) {  // already capped: only count what is sent
     if (offset == cut && !data.empty()) {
-      RM_RETURN_IF_ERROR(WriteFileAtomic(CutPath(path), std::to_string(cut + static_cast<int64_t>(data.size())), 0600));
+      RM_RETURN_IF_ERROR(Refused(WriteFileAtomic(CutPath(path), std::to_string(cut + static_cast<int64_t>(data.size())), 0600)));
       return cut + static_cast<int64_t>(data.size());
     }
     return cut;
   }
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return Internal(fmt::format("open {}: {}", path, std::strerror(errno)));
+  if (fd < 0) return Refused(FileError("open " + path, errno));
   struct stat st {};
   fstat(fd, &st);
   const int64_t size = st.st_size;
@@ -58,8 +63,18 @@ StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_
     close(fd);
     return size;
   }
+  // A write that fails (a full disk) is taken back whole: the file keeps its
+  // size, and the agent's retry from the same offset lands exactly once.
+  auto undo = [&](const Status& w) {
+    if (ftruncate(fd, size) != 0) {
+      return Internal(fmt::format("{} (and truncating {} back to {} bytes: {})", w.message(), path, size,
+                                  std::strerror(errno)));
+    }
+    return Refused(w);
+  };
   if (max_bytes_ <= 0 || size + static_cast<int64_t>(data.size()) <= max_bytes_) {
     Status w = WriteAll(fd, data.data(), data.size(), path);
+    if (!w.ok()) w = undo(w);
     close(fd);
     RM_RETURN_IF_ERROR(w);
     return size + static_cast<int64_t>(data.size());
@@ -71,12 +86,14 @@ StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_
   if (keep > 0 && nl != std::string::npos && nl + 1 >= keep / 2) keep = nl + 1;
   std::string marker = fmt::format("{}[ringmaster: log cut at {}; later output dropped]\n",
                                    keep > 0 && data[keep - 1] != '\n' ? "\n" : "", FormatBytes(max_bytes_));
+  const int64_t sent = size + static_cast<int64_t>(data.size());
   Status w = WriteAll(fd, data.data(), keep, path);
   if (w.ok()) w = WriteAll(fd, marker.data(), marker.size(), path);
+  // Without its sidecar the file is not capped: it goes back too.
+  if (w.ok()) w = WriteFileAtomic(CutPath(path), std::to_string(sent), 0600);
+  if (!w.ok()) w = undo(w);
   close(fd);
   RM_RETURN_IF_ERROR(w);
-  const int64_t sent = size + static_cast<int64_t>(data.size());
-  RM_RETURN_IF_ERROR(WriteFileAtomic(CutPath(path), std::to_string(sent), 0600));
   return sent;
 }
 

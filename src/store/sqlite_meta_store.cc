@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/files.h"
 #include "store/meta_store.h"
 #include "store/sqlite_schema.h"
 
@@ -117,6 +118,19 @@ class Durability {
       l.lock();
       syncing_ = false;
       cv_.notify_all();
+      // After an I/O error the kernel may have dropped the log's dirty pages
+      // and a later sync can succeed without them (PostgreSQL's "fsyncgate"):
+      // nothing is acknowledged again until the server restarts and reads
+      // the log back. A full disk is not that: the write failed, nothing was
+      // dropped, and the next sync retries it.
+      if (rc != 0 && fd >= 0 && !IsDiskFull(err)) failed_errno_ = err;
+      if (failed_errno_ != 0) {
+        return Unavailable(std::string("the database's log could not be made durable (") + std::strerror(failed_errno_) +
+                           "): no write is acknowledged until the server is restarted");
+      }
+      if (rc != 0 && IsDiskFull(err)) {
+        return ServerDiskFull(std::string("syncing the database's log: ") + std::strerror(err));
+      }
       if (rc != 0) {
         return Unavailable(std::string("the database's log could not be made durable (") + std::strerror(err) +
                            "): the write is not acknowledged; try again");
@@ -134,6 +148,7 @@ class Durability {
   uint64_t durable_ = 0;  // GUARDED_BY(mu_)
   bool syncing_ = false;  // GUARDED_BY(mu_)
   int fd_ = -1;           // GUARDED_BY(mu_)
+  int failed_errno_ = 0;  // GUARDED_BY(mu_): an I/O error of a sync; sticks
 };
 
 // The calling thread's last commit: what AwaitDurable() waits for.
@@ -567,7 +582,7 @@ class SqliteMetaStore final : public MetaStore {
         .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
         .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json).Bind(n.executors)
         .Bind(n.network).Bind(n.overlay_block);
-    if (s.Step() != SQLITE_ROW) return Internal(Err("upsert node"));
+    if (int rc = s.Step(); rc != SQLITE_ROW) return Error(rc, "upsert node");
     return s.Int(0);
   }
 
@@ -777,7 +792,18 @@ class SqliteMetaStore final : public MetaStore {
 
   Status Check(int rc, const std::string& what) {
     if (rc == SQLITE_DONE || rc == SQLITE_ROW || rc == SQLITE_OK) return Status::Ok();
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return Unavailable(Err(what));
+    return Error(rc, what);
+  }
+
+  // The error of a call that returned `rc`. A full disk (SQLITE_FULL, or an
+  // I/O error of ENOSPC or EDQUOT) is InsufficientStorage: the statement or
+  // transaction was rolled back, and the same write succeeds once space is freed.
+  Status Error(int rc, const std::string& what) {
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Unavailable(Err(what));
+    if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && IsDiskFull(sqlite3_system_errno(db_)))) {
+      return ServerDiskFull(Err(what));
+    }
     return Internal(Err(what));
   }
 
@@ -792,6 +818,7 @@ class SqliteMetaStore final : public MetaStore {
     if (rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown";
       sqlite3_free(err);
+      if (Status st = Error(rc, "sqlite"); st.code() == StatusCode::kInsufficientStorage) return st;
       return Internal("sqlite: " + msg);
     }
     return Status::Ok();
@@ -811,7 +838,7 @@ class SqliteMetaStore final : public MetaStore {
     int rc = s.Step();
     if (rc == SQLITE_ROW) return read(s);
     if (rc == SQLITE_DONE) return NotFound(what + " not found");
-    return Internal(Err("query " + what));
+    return Error(rc, "query " + what);
   }
 
   template <typename T, typename Reader, typename... Args>
@@ -823,7 +850,7 @@ class SqliteMetaStore final : public MetaStore {
     std::vector<T> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(read(s));
-    if (rc != SQLITE_DONE) return Internal(Err("query"));
+    if (rc != SQLITE_DONE) return Error(rc, "query");
     return out;
   }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "common/small_tmpfs_for_tests.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::store {
@@ -214,6 +215,65 @@ INSERT INTO events(job_id, task_id, rank, ts_ms, from_state, to_state, reason) V
   next.user_id = 2;
   next.spec_json = "{}";
   EXPECT_GT(*store_->CreateJob(next, Task{}), 7);
+}
+
+// Issue 14: a write that finds the disk full is a clear InsufficientStorage,
+// rolled back whole; what was stored stays intact, and the same write
+// succeeds once space is freed, on the same connection.
+TEST(SqliteMetaStoreDiskFullTest, WritesOnAFullDiskAreRefusedWholeAndSucceedOnceSpaceIsBack) {
+  SmallTmpfs fs(4 << 20);
+  if (!fs.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const std::string path = fs.dir() + "/meta.db";
+  auto opened = OpenSqliteMetaStore(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<MetaStore> store = std::move(*opened);
+  const int64_t uid = *store->CreateUser(User{0, "ada", Role::kUser, "", 1});
+  Job job;
+  job.user_id = uid;
+  job.replicas = 3;
+  job.spec_json = "{\"pad\": \"" + std::string(20000, 'x') + "\"}";  // several pages
+  job.name = "kept";
+  const int64_t kept = *store->CreateJob(job, Task{});
+  ASSERT_TRUE(store->AddEvent({0, kept, 0, -1, 1, "", "PENDING", "submitted"}).ok());
+  ASSERT_TRUE(AwaitDurable().ok());
+
+  fs.Fill();
+  job.name = "refused";
+  auto refused = store->CreateJob(job, Task{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInsufficientStorage) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("the server's disk is full"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("try again later"), std::string::npos) << refused.status().message();
+  Status in_tx = store->InTransaction([&]() -> Status {
+    RM_ASSIGN_OR_RETURN(int64_t id, store->CreateJob(job, Task{}));
+    return store->AddEvent({0, id, 0, -1, 2, "", "PENDING", std::string(20000, 'e')});
+  });
+  EXPECT_EQ(in_tx.code(), StatusCode::kInsufficientStorage) << in_tx.ToString();
+  // Reads still work and see only what was stored.
+  auto jobs = store->ListJobs(0, 10);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].name, "kept");
+  EXPECT_EQ(store->ListTasks(kept)->size(), 3u);
+
+  fs.Free();
+  job.name = "later";
+  auto later = store->CreateJob(job, Task{});
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_TRUE(AwaitDurable().ok());
+  EXPECT_EQ(store->ListTasks(*later)->size(), 3u);
+  EXPECT_EQ(store->ListJobs(0, 10)->size(), 2u);
+  EXPECT_EQ(store->ListEvents(kept)->size(), 1u);
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* check = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &check, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(check), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(check, 0)), "ok");
+  sqlite3_finalize(check);
+  sqlite3_close(db);
+  store.reset();
 }
 
 }  // namespace
