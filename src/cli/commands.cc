@@ -107,7 +107,13 @@ int Wait(const Connection& c, int64_t id, double timeout_s, bool quiet) {
   auto api = Connect(c);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (true) {
-    json job = Must(api.Get(fmt::format("/api/v1/jobs/{}", id)));
+    // The server answers as soon as the job ends (or after `wait` seconds).
+    int64_t wait_s = 25;
+    if (timeout_s > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now()).count();
+      wait_s = std::clamp<int64_t>(left, 0, 25);
+    }
+    json job = Must(api.Get(fmt::format("/api/v1/jobs/{}?wait={}", id, wait_s)));
     std::string state = job["state"];
     if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") {
       if (!quiet) std::cerr << fmt::format("job {} {}: {}\n", id, state, job.value("reason", ""));
@@ -116,7 +122,7 @@ int Wait(const Connection& c, int64_t id, double timeout_s, bool quiet) {
     if (timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
       Die(fmt::format("job {} is still {} after {}s (--timeout)", id, state, timeout_s));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (wait_s == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

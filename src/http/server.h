@@ -116,6 +116,10 @@ struct RouteOptions {
   // The handler reads the body itself, in pieces (Request::body_reader);
   // max_body then bounds the whole stream, and memory is one piece.
   bool stream_body = false;
+  // With authenticate = false and no body: the handler runs on the I/O thread
+  // that read the request. Only for handlers that never block (no database,
+  // no files), e.g. a health check.
+  bool inline_handler = false;
 };
 
 // `request` lives until the handler returns; a handler that answers later

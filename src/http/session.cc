@@ -117,12 +117,43 @@ class HttpSession : public SessionBase {
       keep_alive_ = keep_alive_ && !body_pending_;
       return Finish(std::move(*err));
     }
-    // Authenticate before a single body byte is read.
+    // A route that never blocks, asks no credentials and gets no body is
+    // answered here, on the I/O thread: no hop to a pool and back.
+    if (route_->options.inline_handler && !route_->options.authenticate && !body_pending_) {
+      body_read_ = true;
+      return Server::Impl::RunHandler(*route_, req_, MakeResponder(), impl_.opt.before_respond);
+    }
+    // Authenticate before a single body byte is read. With no body to read,
+    // the handler runs right after, on the same pool thread (one hop, not
+    // two): the session waits meanwhile and touches neither the request nor
+    // the parser until the answer is posted back.
     net::post(impl_.PoolFor(route_->options.pool), [self = self().shared_from_this()] {
       auto err = self->impl_.Authenticate(self->req_, *self->route_);
+      if (!err && !self->body_pending_ && !self->route_->options.stream_body) {
+        self->body_read_ = true;
+        auto req = std::make_shared<Request>(self->req_);  // req_ stays for the access record
+        req->body = std::move(self->parser_->get().body());
+        if (req->body.size() > self->route_->options.max_body) {
+          return self->RespondLater(ErrorResponse(413, "InvalidArgument",
+                                                  fmt::format("body: more than this call accepts ({} bytes)",
+                                                              self->route_->options.max_body)));
+        }
+        return Server::Impl::RunHandler(*self->route_, *req, self->MakeResponder(), self->impl_.opt.before_respond);
+      }
       net::post(self->Tcp().get_executor(), [self, err = std::move(err)]() mutable { self->OnAuthenticated(std::move(err)); });
     });
   }
+
+  // A Responder for the request in hand: called once, from any thread; the
+  // answer is written on the session's strand.
+  Responder MakeResponder() {
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    return [self = self().shared_from_this(), once](Response r) {
+      if (once->exchange(true)) return;
+      net::post(self->Tcp().get_executor(), [self, r = std::move(r)]() mutable { self->Finish(std::move(r)); });
+    };
+  }
+  void RespondLater(Response r) { MakeResponder()(std::move(r)); }
 
   void OnAuthenticated(std::optional<Response> err) {
     if (err) {
@@ -333,11 +364,7 @@ class HttpSession : public SessionBase {
       if (route_->options.stream_body) req->body_reader = std::make_shared<WholeBodyReader>(std::string());
     }
     Tcp().expires_never();  // no deadline while the handler works (long-polls wait here, holding no thread)
-    auto once = std::make_shared<std::atomic<bool>>(false);
-    Responder respond = [self = self().shared_from_this(), once](Response r) {
-      if (once->exchange(true)) return;
-      net::post(self->Tcp().get_executor(), [self, r = std::move(r)]() mutable { self->Finish(std::move(r)); });
-    };
+    Responder respond = MakeResponder();
     const Router::Route* route = route_;
     net::post(impl_.PoolFor(route->options.pool),
               [route, req, respond, &impl = impl_] { Server::Impl::RunHandler(*route, *req, respond, impl.opt.before_respond); });

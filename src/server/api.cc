@@ -36,6 +36,34 @@ void JobViews::Put(int64_t job_id, View view) {
   views_[job_id] = std::move(view);
 }
 
+uint64_t JobEnds::Add(int64_t job_id, std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  const uint64_t id = next_++;
+  waiters_.emplace(id, std::make_pair(job_id, std::move(fn)));
+  return id;
+}
+
+void JobEnds::Remove(uint64_t waiter) {
+  std::lock_guard<std::mutex> l(mu_);
+  waiters_.erase(waiter);
+}
+
+void JobEnds::Fire(int64_t job_id) {
+  std::vector<std::function<void()>> fire;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.first != job_id) {
+        ++it;
+        continue;
+      }
+      fire.push_back(std::move(it->second.second));
+      it = waiters_.erase(it);
+    }
+  }
+  for (auto& fn : fire) fn();
+}
+
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 http::Response JsonResponse(int status, const json& body) {

@@ -58,6 +58,7 @@ class JobViews {
   struct View {
     uint64_t version = 0;
     int64_t user_id = 0;  // whose job: only they and admins see it
+    bool ended = false;   // the job is in a terminal state
     std::shared_ptr<const std::string> body;
   };
   std::optional<View> Find(int64_t job_id, uint64_t version);
@@ -67,6 +68,21 @@ class JobViews {
   static constexpr size_t kMax = 4096;
   std::mutex mu_;
   std::unordered_map<int64_t, View> views_;  // GUARDED_BY(mu_)
+};
+
+// Who waits for which job to end (GET /api/v1/jobs/{id}?wait=S): the
+// server fires a job's waiters when it reaches a terminal state.
+class JobEnds {
+ public:
+  // `fn` is called at most once, when the job ends (it must only hand work off).
+  uint64_t Add(int64_t job_id, std::function<void()> fn);
+  void Remove(uint64_t waiter);
+  void Fire(int64_t job_id);
+
+ private:
+  std::mutex mu_;
+  uint64_t next_ = 1;                                           // GUARDED_BY(mu_)
+  std::map<uint64_t, std::pair<int64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
 };
 
 struct Api {
@@ -83,7 +99,9 @@ struct Api {
   // the job's old checkpoints from it, in the background).
   std::function<void(int64_t job_id)> on_checkpoint;
   JobViews job_views;
+  JobEnds job_ends;
   FollowerCount followers;        // log streams
+  FollowerCount job_waiters;      // GET /api/v1/jobs/{id}?wait=S in progress (same limit per user)
   FollowerCount metrics_readers;  // metrics reads in progress
   // Quota checks and usage updates of one user's files happen one at a time.
   std::array<std::mutex, 64> file_usage_mu;

@@ -68,7 +68,33 @@ StatusOr<JobViews::View> BuildJobView(Api& api, int64_t id) {
     ej.push_back(x);
   }
   out["events"] = ej;
-  return JobViews::View{0, job.user_id, std::make_shared<const std::string>(Dump(out))};
+  return JobViews::View{0, job.user_id, store::IsTerminal(job.state), std::make_shared<const std::string>(Dump(out))};
+}
+
+// The job's view, if the caller may see it (their own, or an admin's token).
+// `fresh`: built from the store even if a view is cached (a waiter fired by
+// the job's end runs while the change may still be committing: the store's
+// reads wait for that, the cached view would not).
+StatusOr<JobViews::View> VisibleView(Api& api, int64_t id, const Caller& c, bool fresh = false) {
+  const uint64_t version = api.store->JobVersion(id);  // before the reads (MetaStore::JobVersion)
+  std::optional<JobViews::View> view;
+  if (!fresh) view = api.job_views.Find(id, version);
+  if (!view) {
+    auto built = BuildJobView(api, id);
+    if (!built.ok() && built.status().code() == StatusCode::kNotFound) return NotFound(fmt::format("job {} not found", id));
+    if (!built.ok()) return built.status();
+    built->version = version;
+    api.job_views.Put(id, *built);
+    view = std::move(*built);
+  }
+  if (view->user_id != c.user.id && !c.admin()) return NotFound(fmt::format("job {} not found", id));
+  return *view;
+}
+
+http::Response ViewResponse(const JobViews::View& view) {
+  http::Response r;
+  r.body = *view.body;
+  return r;
 }
 
 // Someone else's job touched with an admin token: an admin action, audited.
@@ -111,25 +137,49 @@ void AddJobRoutes(Api& api) {
   }));
 
   // Served from JobViews: built once per change of the job, not per request.
+  // ?wait=S (up to 60): a job not yet ended is answered when it ends, or
+  // after S seconds, whichever is first; no thread waits meanwhile.
   api.http->Route("GET", "/api/v1/jobs/{id}", read, [&api](http::Request& req, http::Responder respond) {
+    auto wait = IntParam(req, "wait", 0, 0, 60);
+    if (!wait.ok()) return respond(ErrorFor(req, wait.status()));
     const Caller& c = CallerOf(req);
     const int64_t id = PathId(req);
-    const uint64_t version = api.store->JobVersion(id);  // before the reads (MetaStore::JobVersion)
-    std::optional<JobViews::View> view = api.job_views.Find(id, version);
-    if (!view) {
-      auto built = BuildJobView(api, id);
-      if (!built.ok() && built.status().code() == StatusCode::kNotFound) {
-        return respond(ErrorFor(req, NotFound(fmt::format("job {} not found", id))));
-      }
-      if (!built.ok()) return respond(ErrorFor(req, built.status()));
-      built->version = version;
-      api.job_views.Put(id, *built);
-      view = std::move(*built);
+    auto view = VisibleView(api, id, c);
+    if (!view.ok()) return respond(ErrorFor(req, view.status()));
+    if (view->ended || *wait == 0) return respond(ViewResponse(*view));
+    if (!api.job_waiters.TryAdd(c.user.id, api.limits.max_followers_per_user)) {
+      return respond(ErrorFor(req, ResourceExhausted(fmt::format("{} waits for jobs of yours are open: close some first",
+                                                                 api.limits.max_followers_per_user))));
     }
-    if (view->user_id != c.user.id && !c.admin()) return respond(ErrorFor(req, NotFound(fmt::format("job {} not found", id))));
-    http::Response r;
-    r.body = *view->body;
-    respond(std::move(r));
+    struct Wait {
+      std::atomic<bool> done{false};
+      std::mutex mu;
+      uint64_t waiter = 0;                 // GUARDED_BY(mu)
+      std::shared_ptr<http::Timer> timer;  // GUARDED_BY(mu)
+    };
+    auto w = std::make_shared<Wait>();
+    auto answer = [&api, id, c, respond, req_copy = req]() {
+      api.job_waiters.Remove(c.user.id);
+      auto v = VisibleView(api, id, c, /*fresh=*/true);
+      respond(v.ok() ? ViewResponse(*v) : ErrorFor(req_copy, v.status()));
+    };
+    auto finish = [&api, w, answer] {
+      if (w->done.exchange(true)) return;
+      std::lock_guard<std::mutex> l(w->mu);
+      if (w->waiter) api.job_ends.Remove(w->waiter);
+      if (w->timer) w->timer->Cancel();
+      api.http->Post(http::Pool::kApi, answer);
+    };
+    {
+      std::lock_guard<std::mutex> l(w->mu);
+      w->waiter = api.job_ends.Add(id, finish);
+    }
+    // It may have ended between the view and the waiter: look again (no lock
+    // held: finish may run under the service's and the store's locks).
+    auto again = VisibleView(api, id, c);
+    if (!again.ok() || again->ended) return finish();
+    std::lock_guard<std::mutex> l(w->mu);
+    if (!w->done) w->timer = api.http->After(std::chrono::seconds(*wait), finish);
   });
 
   api.http->Route("POST", "/api/v1/jobs/{id}/cancel", change,

@@ -132,6 +132,7 @@ Status Server::Start() {
   options_.jobs.files = files_.get();
   options_.jobs.on_job_ended = [this](int64_t job_id) {
     if (archiver_) archiver_->Enqueue(job_id);
+    if (api_) api_->job_ends.Fire(job_id);  // GET /api/v1/jobs/{id}?wait=S
   };
   jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
   auth_ = std::make_unique<Auth>(store_.get(), clock_);
@@ -173,6 +174,7 @@ Status Server::Start() {
   http::RouteOptions health;
   health.authenticate = false;
   health.max_body = 0;  // nobody may send a body without a token
+  health.inline_handler = true;
   http_->Route("GET", "/healthz", health, [](http::Request&, http::Responder respond) {
     http::Response r;
     r.body = R"({"status":"ok"})";

@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/small_tmpfs_for_tests.h"
+#include "server/log_store.h"
 
 namespace ringmaster::server {
 namespace {
@@ -230,6 +232,34 @@ TEST_F(ServerTest, UsersSeeOnlyTheirOwnJobsAndLogs) {
   EXPECT_EQ(json::parse(Call("GET", "/api/v1/jobs?all=1", admin_)->body)["jobs"].size(), 1u);
   // The job is still bob's to cancel.
   EXPECT_EQ(Call("POST", path + "/cancel", bob, "{}")->status, 202);
+}
+
+// GET job is served from a view built once per change: every change shows
+// at once; ?wait=S answers when the job ends, or after S seconds.
+TEST_F(ServerTest, AJobsViewFollowsEveryChangeAndWaitAnswersWhenItEnds) {
+  std::string bob = MakeUser("bob"), carol = MakeUser("carol");
+  int64_t id = SubmitAs(bob, "command: sleep 600\nresources: {cpu: 64}\n");
+  const std::string path = "/api/v1/jobs/" + std::to_string(id);
+  EXPECT_EQ(json::parse(Call("GET", path, bob)->body)["state"], "PENDING");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Call("GET", path + "?wait=1", bob);
+  EXPECT_EQ(json::parse(r->body)["state"], "PENDING");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+  EXPECT_EQ(Call("GET", path + "?wait=1", carol)->status, 404);
+  EXPECT_EQ(Call("GET", path + "?wait=61", bob)->status, 400);
+  // A waiter is answered when the job ends (cancelled here), long before its 30 s.
+  std::thread cancel([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Call("POST", path + "/cancel", bob, "{}");
+  });
+  t0 = std::chrono::steady_clock::now();
+  r = Call("GET", path + "?wait=30", bob);
+  cancel.join();
+  EXPECT_EQ(json::parse(r->body)["state"], "CANCELLED");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(json::parse(Call("GET", path, bob)->body)["state"], "CANCELLED");
+  // An ended job is answered at once.
+  EXPECT_EQ(json::parse(Call("GET", path + "?wait=30", bob)->body)["state"], "CANCELLED");
 }
 
 TEST_F(ServerTest, MetricsArriveByOffsetAndOnlyTheOwnerSeesThem) {
@@ -786,6 +816,46 @@ TEST_F(ServerTest, TlsServesHttpsAndAnswersPlainHttpClearly) {
   strict.enable_server_certificate_verification(true);
   auto refused = strict.Get("/healthz");
   EXPECT_FALSE(refused);
+}
+
+// Issue 14: an append that finds the disk full is refused whole (507, saying
+// so) and the file keeps its size, also when it would have crossed the cap;
+// the agent's retry from the same offset, once space is back, lands once.
+TEST(LogStoreDiskFullTest, ARefusedAppendLeavesTheFileAsItWasAndTheRetryLandsOnce) {
+  SmallTmpfs fs(1 << 20);
+  if (!fs.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";
+  LogStore logs(fs.dir() + "/logs", 0);
+  LogStore capped(fs.dir() + "/capped", 100);
+  ASSERT_EQ(*logs.Append(7, 0, 1, 0, "line 1\n"), 7);
+  ASSERT_EQ(*capped.Append(7, 0, 1, 0, "line 1\n"), 7);
+  const std::string path = logs.List(7).at(0).path, capped_path = capped.List(7).at(0).path;
+
+  fs.Fill();
+  // More than the room left in the file's last page: part of it is written before the disk refuses.
+  const std::string big(256 << 10, 'x');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto r = logs.Append(7, 0, 1, 7, big);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInsufficientStorage) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("the server's disk is full"), std::string::npos) << r.status().message();
+    EXPECT_EQ(std::filesystem::file_size(path), 7u);
+  }
+  // Crossing the cap: the kept part and the marker fit in the page, the sidecar does not.
+  auto c = capped.Append(7, 0, 1, 7, std::string(200, 'y'));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInsufficientStorage) << c.status().ToString();
+  EXPECT_EQ(std::filesystem::file_size(capped_path), 7u);
+  EXPECT_FALSE(std::filesystem::exists(capped_path + ".cut"));
+  // Asked where it stands, the store still says 7: the agent resends from there.
+  EXPECT_EQ(*logs.Append(7, 0, 1, 0, ""), 7);
+
+  fs.Free();
+  ASSERT_EQ(*logs.Append(7, 0, 1, 7, big), static_cast<int64_t>(7 + big.size()));
+  EXPECT_EQ(*ReadFile(path), "line 1\n" + big);
+  EXPECT_EQ(*logs.Append(7, 0, 1, 7, big), static_cast<int64_t>(7 + big.size()));  // a duplicate is not appended
+  EXPECT_EQ(std::filesystem::file_size(path), 7 + big.size());
+  ASSERT_EQ(*capped.Append(7, 0, 1, 7, std::string(200, 'y')), 207);
+  EXPECT_NE(ReadFile(capped_path)->find("log cut at"), std::string::npos);
 }
 
 }  // namespace
