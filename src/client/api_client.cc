@@ -25,6 +25,7 @@ StatusCode CodeFromName(const std::string& name, int http_status) {
       {"DeadlineExceeded", StatusCode::kDeadlineExceeded},
       {"Aborted", StatusCode::kAborted},
       {"InsufficientStorage", StatusCode::kInsufficientStorage},
+      {"DataLoss", StatusCode::kDataLoss},
   };
   for (const auto& [n, c] : kNames) {
     if (name == n) return c;

@@ -17,6 +17,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kAborted: return "Aborted";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kInsufficientStorage: return "InsufficientStorage";
+    case StatusCode::kDataLoss: return "DataLoss";
   }
   return "Unknown";
 }

@@ -26,6 +26,9 @@ enum class StatusCode {
   // A write refused because the disk is full (ENOSPC, EDQUOT, SQLITE_FULL):
   // nothing of it was kept, and the same request succeeds once space is freed.
   kInsufficientStorage,
+  // Stored data is damaged (a corrupt database page or row): the answer names
+  // what, and never serves the damaged data as if it were sound.
+  kDataLoss,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -64,6 +67,7 @@ inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceEx
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status InsufficientStorage(std::string m) { return {StatusCode::kInsufficientStorage, std::move(m)}; }
 // What a server answers a write that found its disk full: `what` failed.

@@ -50,6 +50,7 @@ int HttpStatusFor(StatusCode c) {
     case StatusCode::kDeadlineExceeded: return 504;
     case StatusCode::kInternal: return 500;
     case StatusCode::kInsufficientStorage: return 507;
+    case StatusCode::kDataLoss: return 500;
   }
   return 500;
 }

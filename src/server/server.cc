@@ -95,6 +95,11 @@ Status Server::Bootstrap() {
     if (!files.ok()) return files.status().Annotate("--files");
     files_ = std::move(*files);
   }
+  if (auto damage = store_->Damage(); !damage.empty()) {
+    spdlog::error("the database {} is damaged in {} place(s) (above); damaged rows are not served, and /healthz "
+                  "names them until it is restored (docs/operations.md)",
+                  options_.data_dir + "/meta.db", damage.size());
+  }
   spdlog::info("users' files: {}", files_->Describe());
   RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
   if (users == 0) {
@@ -175,9 +180,17 @@ Status Server::Start() {
   health.authenticate = false;
   health.max_body = 0;  // nobody may send a body without a token
   health.inline_handler = true;
-  http_->Route("GET", "/healthz", health, [](http::Request&, http::Responder respond) {
+  // Damage found in the database (at open, or since) makes the server
+  // unhealthy, naming it: it keeps serving what is sound.
+  http_->Route("GET", "/healthz", health, [store = store_.get()](http::Request&, http::Responder respond) {
     http::Response r;
-    r.body = R"({"status":"ok"})";
+    std::vector<std::string> damage = store->Damage();
+    if (damage.empty()) {
+      r.body = R"({"status":"ok"})";
+    } else {
+      r.status = 503;
+      r.body = nlohmann::json{{"status", "damaged"}, {"damage", damage}}.dump();
+    }
     respond(std::move(r));
   });
   AddJobRoutes(*api_);

@@ -161,6 +161,11 @@ class MetaStore {
   // when nothing of it changed.
   virtual uint64_t JobVersion(int64_t job_id) = 0;
   virtual uint64_t AuthVersion() = 0;
+  // Damage found in the stored data: at open (a check of every page and row)
+  // and since (a corrupt page read, a row whose fields do not parse). Each
+  // names what is damaged. Damaged rows are never served: a read of one is
+  // DataLoss naming it, and lists leave it out.
+  virtual std::vector<std::string> Damage() = 0;
 
   virtual StatusOr<int64_t> CreateUser(const User& user) = 0;
   virtual StatusOr<User> GetUser(int64_t id) = 0;

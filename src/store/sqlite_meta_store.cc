@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "common/files.h"
 #include "store/meta_store.h"
 #include "store/sqlite_schema.h"
@@ -270,11 +272,25 @@ constexpr const char* kTaskCols =
     "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip";
 constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
 
+// What a reader found wrong with the row it read ("" = sound). Set by the
+// readers below, checked by One/Many (same thread, under the store's lock).
+thread_local std::string tl_row_damage;
+
+void BadRow(const std::string& what) {
+  if (tl_row_damage.empty()) tl_row_damage = what;
+}
+
+template <typename E>
+E Parsed(std::optional<E> v, E fallback, const char* table, int64_t id, const char* column, const std::string& text) {
+  if (!v) BadRow(std::string(table) + " " + std::to_string(id) + ": stored " + column + " \"" + text.substr(0, 64) + "\" is not one");
+  return v.value_or(fallback);
+}
+
 User ReadUser(const Stmt& s) {
   User u;
   u.id = s.Int(0);
   u.name = s.Text(1);
-  u.role = ParseRole(s.Text(2)).value_or(Role::kUser);
+  u.role = Parsed(ParseRole(s.Text(2)), Role::kUser, "user", u.id, "role", s.Text(2));
   u.password_hash = s.Text(3);
   u.created_ms = s.Int(4);
   u.disabled = s.Int(5) != 0;
@@ -321,7 +337,7 @@ Job ReadJob(const Stmt& s) {
   j.user_id = s.Int(1);
   j.name = s.Text(2);
   j.kind = s.Text(3);
-  j.state = ParseState(s.Text(4)).value_or(State::kFailed);
+  j.state = Parsed(ParseState(s.Text(4)), State::kFailed, "job", j.id, "state", s.Text(4));
   j.reason = s.Text(5);
   j.spec_json = s.Text(6);
   j.priority = static_cast<int>(s.Int(7));
@@ -329,6 +345,9 @@ Job ReadJob(const Stmt& s) {
   j.max_restarts = static_cast<int>(s.Int(9));
   j.restarts = static_cast<int>(s.Int(10));
   j.stop_state = ParseState(s.Text(11));
+  if (!s.IsNull(11) && !s.Text(11).empty() && !j.stop_state) {
+    BadRow("job " + std::to_string(j.id) + ": stored stop_state \"" + s.Text(11).substr(0, 64) + "\" is not one");
+  }
   j.stop_reason = s.Text(12);
   j.created_ms = s.Int(13);
   j.updated_ms = s.Int(14);
@@ -345,11 +364,12 @@ Task ReadTask(const Stmt& s) {
   t.id = s.Int(0);
   t.job_id = s.Int(1);
   t.rank = static_cast<int>(s.Int(2));
-  t.state = ParseState(s.Text(3)).value_or(State::kFailed);
+  t.state = Parsed(ParseState(s.Text(3)), State::kFailed, "task", t.id, "state", s.Text(3));
   t.reason = s.Text(4);
   t.node_id = s.Int(5);
   t.attempt = static_cast<int>(s.Int(6));
   t.desired = s.Text(7) == "stop" ? Desired::kStop : Desired::kRun;
+  if (s.Text(7) != "stop" && s.Text(7) != "run") BadRow("task " + std::to_string(t.id) + ": stored desired \"" + s.Text(7).substr(0, 64) + "\" is not one");
   if (!s.IsNull(8)) t.exit_code = static_cast<int>(s.Int(8));
   t.cpu_milli = s.Int(9);
   t.memory_bytes = s.Int(10);
@@ -393,6 +413,44 @@ class SqliteMetaStore final : public MetaStore {
     return versions_.job[static_cast<uint64_t>(job_id) % Versions::kSlots].load();
   }
   uint64_t AuthVersion() override { return versions_.auth.load(); }
+
+  std::vector<std::string> Damage() override {
+    std::lock_guard<std::mutex> l(damage_mu_);
+    return damage_;
+  }
+
+  // At open: SQLite's quick_check of every page (a few ms per MB), and a read
+  // of every row of every table, so that damage is named at start, not found
+  // by the first request that touches it. Nothing is repaired.
+  void CheckAtOpen() {
+    {
+      Lock l(mu_);
+      Stmt check(cache_, "PRAGMA quick_check(20)");
+      int rc;
+      while ((rc = check.Step()) == SQLITE_ROW) {
+        if (check.Text(0) != "ok") NoteDamage("quick_check: " + check.Text(0));
+      }
+      if (rc != SQLITE_DONE) (void)Error(rc, "quick_check");
+    }
+    for (const char* table : {"users", "tokens", "nodes", "jobs", "tasks", "events", "audit"}) {
+      Status st = ScanTable(table);
+      if (!st.ok()) NoteDamage(std::string("table ") + table + ": " + st.message());
+    }
+    (void)ListUsers();
+    (void)ListNodes();
+    (void)Many<Job>(std::string("SELECT ") + kJobCols + " FROM jobs", ReadJob);
+    (void)Many<Task>(std::string("SELECT ") + kTaskCols + " FROM tasks", ReadTask);
+  }
+
+  Status ScanTable(const char* table) {
+    Lock l(mu_);
+    Stmt s(cache_, std::string("SELECT * FROM ") + table);
+    if (!s.valid()) return Error(sqlite3_errcode(db_), std::string("reading ") + table);
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+    }
+    return rc == SQLITE_DONE ? Status::Ok() : Status(StatusCode::kInternal, Err(std::string("reading ") + table));
+  }
 
   Status Init(int up_to_version) {
     RM_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
@@ -804,7 +862,19 @@ class SqliteMetaStore final : public MetaStore {
     if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && IsDiskFull(sqlite3_system_errno(db_)))) {
       return ServerDiskFull(Err(what));
     }
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+      NoteDamage(Err(what));
+      return DataLoss("the server's database is damaged (" + Err(what) + "): an admin must restore it (docs/operations.md)");
+    }
     return Internal(Err(what));
+  }
+
+  // Damage seen (kept for /healthz; bounded), logged once each.
+  void NoteDamage(const std::string& what) {
+    std::lock_guard<std::mutex> l(damage_mu_);
+    if (std::find(damage_.begin(), damage_.end(), what) != damage_.end() || damage_.size() >= 64) return;
+    spdlog::error("database damaged: {}", what);
+    damage_.push_back(what);
   }
 
   Status Exec(const std::string& sql) {
@@ -836,7 +906,16 @@ class SqliteMetaStore final : public MetaStore {
     if (!s.valid()) return Internal(Err("prepare"));
     BindAll(s, std::forward<Args>(args)...);
     int rc = s.Step();
-    if (rc == SQLITE_ROW) return read(s);
+    if (rc == SQLITE_ROW) {
+      tl_row_damage.clear();
+      T row = read(s);
+      if (!tl_row_damage.empty()) {
+        NoteDamage(tl_row_damage);
+        return DataLoss("the server's database is damaged: " + std::exchange(tl_row_damage, {}) +
+                        "; it is not served (an admin must repair it)");
+      }
+      return row;
+    }
     if (rc == SQLITE_DONE) return NotFound(what + " not found");
     return Error(rc, "query " + what);
   }
@@ -849,11 +928,23 @@ class SqliteMetaStore final : public MetaStore {
     BindAll(s, std::forward<Args>(args)...);
     std::vector<T> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(read(s));
+    // A damaged row is left out of the list (and named in Damage()), not
+    // passed on as if it were sound; the other rows still are.
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      tl_row_damage.clear();
+      T row = read(s);
+      if (tl_row_damage.empty()) {
+        out.push_back(std::move(row));
+      } else {
+        NoteDamage(std::exchange(tl_row_damage, {}));
+      }
+    }
     if (rc != SQLITE_DONE) return Error(rc, "query");
     return out;
   }
 
+  std::mutex damage_mu_;
+  std::vector<std::string> damage_;  // GUARDED_BY(damage_mu_)
   sqlite3* db_;
   StmtCache cache_;  // GUARDED_BY(mu_)
   Versions versions_;
@@ -921,6 +1012,7 @@ StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path
   }
   auto store = std::make_unique<SqliteMetaStore>(db, path);
   RM_RETURN_IF_ERROR(store->Init(up_to_version).Annotate("migrating " + path));
+  store->CheckAtOpen();
   return std::unique_ptr<MetaStore>(std::move(store));
 }
 

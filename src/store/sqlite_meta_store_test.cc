@@ -220,6 +220,41 @@ INSERT INTO events(job_id, task_id, rank, ts_ms, from_state, to_state, reason) V
 // Issue 14: a write that finds the disk full is a clear InsufficientStorage,
 // rolled back whole; what was stored stays intact, and the same write
 // succeeds once space is freed, on the same connection.
+// A damaged row (a field that does not parse) is never served as if sound:
+// reading it is DataLoss naming it, lists leave it out, Damage() names it;
+// a reopen finds it by itself.
+TEST_F(SqliteMetaStoreTest, ADamagedRowIsNamedAndNeverServed) {
+  int64_t uid = MakeUser("ada");
+  Job job;
+  job.user_id = uid;
+  job.name = "a";
+  job.spec_json = "{}";
+  int64_t a = *store_->CreateJob(job, Task{});
+  int64_t b = *store_->CreateJob(job, Task{});
+  EXPECT_TRUE(store_->Damage().empty());
+  store_.reset();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "meta.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, ("UPDATE jobs SET state='BOGUS' WHERE id=" + std::to_string(b)).c_str(), nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Open();
+  const std::string named = "job " + std::to_string(b) + ": stored state \"BOGUS\" is not one";
+  ASSERT_EQ(store_->Damage().size(), 1u);  // found at open
+  EXPECT_EQ(store_->Damage()[0], named);
+  auto got = store_->GetJob(b);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find(named), std::string::npos) << got.status().message();
+  auto jobs = store_->ListJobs(0, 10);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id, a);
+  EXPECT_TRUE(store_->GetJob(a).ok());
+}
+
 TEST(SqliteMetaStoreDiskFullTest, WritesOnAFullDiskAreRefusedWholeAndSucceedOnceSpaceIsBack) {
   SmallTmpfs fs(4 << 20);
   if (!fs.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";
