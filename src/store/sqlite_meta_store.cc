@@ -21,7 +21,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -152,59 +151,6 @@ class Durability {
   bool syncing_ = false;  // GUARDED_BY(mu_)
   int fd_ = -1;           // GUARDED_BY(mu_)
   int failed_errno_ = 0;  // GUARDED_BY(mu_): an I/O error of a sync; sticks
-};
-
-// Checkpoints copy the log's pages into the database file. SQLite's own runs
-// inside the commit that takes the log past 1,000 pages, holding the store's
-// lock through two fsyncs: a spike for every request queued on the lock.
-// Here a second connection checkpoints on its own thread once the log has
-// grown by kPages (PASSIVE: writers go on meanwhile; the log restarts from its
-// beginning once every page is in the database).
-class Checkpointer {
- public:
-  static constexpr int kPages = 1000;
-  explicit Checkpointer(sqlite3* db) : db_(db), thread_([this] { Run(); }) {}
-  ~Checkpointer() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    sqlite3_close_v2(db_);
-  }
-  // The writer's log has `frames` pages (SQLite's WAL hook, after a commit).
-  void Grew(int frames) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      frames_ = frames;
-      if (frames_ < kPages) return;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> l(mu_);
-    while (true) {
-      cv_.wait(l, [this] { return stop_ || frames_ >= kPages; });
-      if (stop_) return;
-      frames_ = 0;
-      l.unlock();
-      int log = 0, done = 0;
-      if (int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done); rc != SQLITE_OK) {
-        spdlog::warn("store: checkpoint: {}", sqlite3_errmsg(db_));
-      }
-      l.lock();
-    }
-  }
-
-  sqlite3* const db_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int frames_ = 0;     // GUARDED_BY(mu_)
-  bool stop_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;
 };
 
 // The calling thread's last commit: what AwaitDurable() waits for.
@@ -458,27 +404,8 @@ class SqliteMetaStore final : public MetaStore {
         db_, [](void* mu) { static_cast<StoreMutex*>(mu)->NoteCommit(); return 0; }, &mu_);
   }
   ~SqliteMetaStore() override {
-    sqlite3_wal_hook(db_, nullptr, nullptr);
-    checkpointer_.reset();
     sqlite3_commit_hook(db_, nullptr, nullptr);
     sqlite3_close_v2(db_);
-  }
-
-  // Checkpoints from a connection of their own (Checkpointer); SQLite's
-  // automatic ones stop (the WAL hook replaces them).
-  Status StartCheckpointer(const std::string& path) {
-    sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
-      std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-      sqlite3_close_v2(db);
-      return Unavailable("open " + path + " for checkpoints: " + msg);
-    }
-    sqlite3_busy_timeout(db, 5000);
-    checkpointer_ = std::make_unique<Checkpointer>(db);
-    sqlite3_wal_hook(
-        db_, [](void* c, sqlite3*, const char*, int frames) { static_cast<Checkpointer*>(c)->Grew(frames); return SQLITE_OK; },
-        checkpointer_.get());
-    return Status::Ok();
   }
 
   Status Sync() override { return durability_->Await(durability_->LastCommitted()); }
@@ -1039,7 +966,6 @@ class SqliteMetaStore final : public MetaStore {
 
   std::mutex damage_mu_;
   std::vector<std::string> damage_;  // GUARDED_BY(damage_mu_)
-  std::unique_ptr<Checkpointer> checkpointer_;
   sqlite3* db_;
   StmtCache cache_;  // GUARDED_BY(mu_)
   Versions versions_;
@@ -1108,7 +1034,6 @@ StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path
   auto store = std::make_unique<SqliteMetaStore>(db, path);
   RM_RETURN_IF_ERROR(store->Init(up_to_version).Annotate("migrating " + path));
   store->CheckAtOpen();
-  RM_RETURN_IF_ERROR(store->StartCheckpointer(path));
   return std::unique_ptr<MetaStore>(std::move(store));
 }
 
