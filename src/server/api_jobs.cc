@@ -161,6 +161,10 @@ void AddJobRoutes(Api& api) {
     auto answer = [&api, id, c, respond, req_copy = req]() {
       api.job_waiters.Remove(c.user.id);
       auto v = VisibleView(api, id, c, /*fresh=*/true);
+      // The end was written on another thread (the scheduler's, an agent's
+      // report): on disk before anyone is told.
+      Status durable = v.ok() ? api.store->Sync() : Status::Ok();
+      if (!durable.ok()) return respond(ErrorFor(req_copy, durable));
       respond(v.ok() ? ViewResponse(*v) : ErrorFor(req_copy, v.status()));
     };
     auto finish = [&api, w, answer] {
@@ -174,9 +178,11 @@ void AddJobRoutes(Api& api) {
       std::lock_guard<std::mutex> l(w->mu);
       w->waiter = api.job_ends.Add(id, finish);
     }
-    // It may have ended between the view and the waiter: look again (no lock
-    // held: finish may run under the service's and the store's locks).
-    auto again = VisibleView(api, id, c);
+    // It may have ended between the view and the waiter: look again, in the
+    // store (its read waits for a change still committing; a cached view
+    // would not), with no lock held (finish may run under the service's and
+    // the store's locks).
+    auto again = VisibleView(api, id, c, /*fresh=*/true);
     if (!again.ok() || again->ended) return finish();
     std::lock_guard<std::mutex> l(w->mu);
     if (!w->done) w->timer = api.http->After(std::chrono::seconds(*wait), finish);

@@ -216,6 +216,11 @@ void AddUserRoutes(Api& api) {
     return Reply{200, {{"id", id}, {"deleted", true}}};
   }));
 
+  // ---- damage found in the database (admins: it may quote stored data; /healthz gives the count)
+  api.http->Route("GET", "/api/v1/damage", admin, Json([&api](const http::Request&, const Caller&) -> StatusOr<Reply> {
+    return Reply{200, {{"damage", api.store->Damage()}}};
+  }));
+
   // ---- audit log (admins)
   api.http->Route("GET", "/api/v1/audit", admin, Json([&api](const http::Request& req, const Caller&) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 10000));

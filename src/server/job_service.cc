@@ -237,8 +237,8 @@ Status JobService::SetJobState(Job& job, State to, const std::string& reason) {
   if (IsTerminal(to)) {
     job.finished_ms = now;
     specs_.erase(job.id);
-    not_before_steady_.erase(job.id);
   }
+  if (to != State::kPending) not_before_steady_.erase(job.id);
   RM_RETURN_IF_ERROR(store_->UpdateJob(job));
   RM_RETURN_IF_ERROR(store_->AddEvent(ev));
   if (IsTerminal(to) && options_.on_job_ended) options_.on_job_ended(job.id);
@@ -695,12 +695,10 @@ int64_t JobService::LastCheckpointMs(const Job& job) const {
 }
 
 bool JobService::BackoffOver(const Job& job, int64_t now) {
+  // Kept until the job leaves PENDING (SetJobState): a pass that does not
+  // place it must not fall back to the wall clock.
   auto it = not_before_steady_.find(job.id);
-  if (it != not_before_steady_.end()) {
-    if (clock_->SteadyMs() < it->second) return false;
-    not_before_steady_.erase(it);
-    return true;
-  }
+  if (it != not_before_steady_.end()) return clock_->SteadyMs() >= it->second;
   // Set before this server started: the wall clock's time, but never a wait
   // longer than the longest backoff (the clock was set back meanwhile).
   return job.not_before_ms <= now || job.not_before_ms - now > options_.max_restart_backoff_ms;

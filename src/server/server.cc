@@ -181,7 +181,9 @@ Status Server::Start() {
   health.max_body = 0;  // nobody may send a body without a token
   health.inline_handler = true;
   // Damage found in the database (at open, or since) makes the server
-  // unhealthy, naming it: it keeps serving what is sound.
+  // unhealthy: it keeps serving what is sound. The count only: what is
+  // damaged may quote another user's stored data, so its list is for admins
+  // (GET /api/v1/damage) and the server's log.
   http_->Route("GET", "/healthz", health, [store = store_.get()](http::Request&, http::Responder respond) {
     http::Response r;
     std::vector<std::string> damage = store->Damage();
@@ -189,7 +191,10 @@ Status Server::Start() {
       r.body = R"({"status":"ok"})";
     } else {
       r.status = 503;
-      r.body = nlohmann::json{{"status", "damaged"}, {"damage", damage}}.dump();
+      r.body = nlohmann::json{{"status", "damaged"},
+                              {"damaged", damage.size()},
+                              {"details", "GET /api/v1/damage (admins) and the server's log"}}
+                   .dump();
     }
     respond(std::move(r));
   });

@@ -113,19 +113,20 @@ class Durability {
       if (fd >= 0) {
         rc = ::fdatasync(fd);
         err = errno;
-      } else if (open_errno != ENOENT) {  // no log file (an in-memory database): nothing to sync
+      } else {  // the log of a database in WAL mode exists once anything was committed
         rc = -1;
         err = open_errno;
       }
       l.lock();
       syncing_ = false;
       cv_.notify_all();
-      // After an I/O error the kernel may have dropped the log's dirty pages
-      // and a later sync can succeed without them (PostgreSQL's "fsyncgate"):
+      // After a failed sync the kernel may have dropped the log's dirty pages
+      // and a later sync can succeed without them (PostgreSQL's "fsyncgate"),
+      // whatever the error (EIO, or ENOSPC on thin or network storage):
       // nothing is acknowledged again until the server restarts and reads
-      // the log back. A full disk is not that: the write failed, nothing was
-      // dropped, and the next sync retries it.
-      if (rc != 0 && fd >= 0 && !IsDiskFull(err)) failed_errno_ = err;
+      // the log back. A full disk seen by SQLite's own write is different
+      // (SQLITE_FULL: nothing was written, and the next write retries).
+      if (rc != 0 && fd >= 0) failed_errno_ = err;
       if (failed_errno_ != 0) {
         return Unavailable(std::string("the database's log could not be made durable (") + std::strerror(failed_errno_) +
                            "): no write is acknowledged until the server is restarted");
@@ -453,7 +454,16 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   Status Init(int up_to_version) {
-    RM_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
+    {
+      // The pragma answers with the mode it got rather than failing: the
+      // group commit syncs the WAL file, so anything else is an error.
+      Lock l(mu_);
+      Stmt mode(cache_, "PRAGMA journal_mode=WAL");
+      if (!mode.valid() || mode.Step() != SQLITE_ROW || mode.Text(0) != "wal") {
+        return FailedPrecondition("the database cannot use a write-ahead log (journal_mode " +
+                                  (mode.valid() ? mode.Text(0) : std::string("?")) + "): its file system may not support it");
+      }
+    }
     // Commits do not wait for the disk; acknowledgements do (Durability).
     RM_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL"));
     RM_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=ON"));
@@ -703,12 +713,14 @@ class SqliteMetaStore final : public MetaStore {
     for (const char* state : {"PENDING", "SCHEDULED", "RUNNING"}) {
       int64_t after = 0;
       while (true) {
+        Lock l(mu_);  // the page and what Many read with it
         RM_ASSIGN_OR_RETURN(auto page, Many<Job>(std::string("SELECT ") + kJobCols +
                                                      " FROM jobs WHERE state = ? AND id > ? ORDER BY id LIMIT ?",
                                                  ReadJob, state, after, kActivePage));
-        if (page.empty()) break;
-        after = page.back().id;
-        const bool last = page.size() < static_cast<size_t>(kActivePage);
+        // By the rows read: a damaged row left out of the page does not end the paging.
+        if (last_rows_read_ == 0) break;
+        after = last_row_id_;
+        const bool last = last_rows_read_ < static_cast<size_t>(kActivePage);
         out.insert(out.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
         if (last) break;
       }
@@ -767,12 +779,12 @@ class SqliteMetaStore final : public MetaStore {
   }
 
   StatusOr<std::vector<Task>> ListTasks(int64_t job_id) override {
-    return Many<Task>(std::string("SELECT ") + kTaskCols + " FROM tasks WHERE job_id=? ORDER BY rank",
+    return ManyWhole<Task>(std::string("SELECT ") + kTaskCols + " FROM tasks WHERE job_id=? ORDER BY rank",
                       ReadTask, job_id);
   }
 
   StatusOr<std::vector<Task>> ListPlacedTasks() override {
-    return Many<Task>(std::string("SELECT ") + kTaskCols +
+    return ManyWhole<Task>(std::string("SELECT ") + kTaskCols +
                           " FROM tasks WHERE state IN ('SCHEDULED','RUNNING') ORDER BY id",
                       ReadTask);
   }
@@ -949,13 +961,21 @@ class SqliteMetaStore final : public MetaStore {
     BindAll(s, std::forward<Args>(args)...);
     std::vector<T> out;
     int rc;
+    last_rows_read_ = 0;
     // A damaged row is left out of the list (and named in Damage()), not
-    // passed on as if it were sound; the other rows still are.
+    // passed on as if it were sound; the other rows still are. Lists the
+    // scheduler's bookkeeping depends on (ManyWhole) fail instead.
     while ((rc = s.Step()) == SQLITE_ROW) {
+      ++last_rows_read_;
+      last_row_id_ = s.Int(0);
       tl_row_damage.clear();
       T row = read(s);
       if (tl_row_damage.empty()) {
         out.push_back(std::move(row));
+      } else if (whole_) {
+        NoteDamage(tl_row_damage);
+        return DataLoss("the server's database is damaged: " + std::exchange(tl_row_damage, {}) +
+                        "; it is not served (an admin must repair it)");
       } else {
         NoteDamage(std::exchange(tl_row_damage, {}));
       }
@@ -964,8 +984,24 @@ class SqliteMetaStore final : public MetaStore {
     return out;
   }
 
+  // Many, but a damaged row fails the whole list (DataLoss naming it): for
+  // lists that must be complete to be right (a gang's tasks, the placed tasks
+  // that hold resources), where leaving a row out would be a wrong answer.
+  template <typename T, typename Reader, typename... Args>
+  StatusOr<std::vector<T>> ManyWhole(const std::string& sql, Reader read, Args&&... args) {
+    Lock l(mu_);
+    whole_ = true;
+    auto out = Many<T>(sql, read, std::forward<Args>(args)...);
+    whole_ = false;
+    return out;
+  }
+
   std::mutex damage_mu_;
   std::vector<std::string> damage_;  // GUARDED_BY(damage_mu_)
+  // The last Many's rows read (damaged ones too) and the first column of its last row.
+  size_t last_rows_read_ = 0;  // GUARDED_BY(mu_)
+  int64_t last_row_id_ = 0;    // GUARDED_BY(mu_)
+  bool whole_ = false;         // GUARDED_BY(mu_): Many fails on a damaged row
   sqlite3* db_;
   StmtCache cache_;  // GUARDED_BY(mu_)
   Versions versions_;

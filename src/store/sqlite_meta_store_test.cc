@@ -255,6 +255,40 @@ TEST_F(SqliteMetaStoreTest, ADamagedRowIsNamedAndNeverServed) {
   EXPECT_TRUE(store_->GetJob(a).ok());
 }
 
+// Active jobs come in pages: a damaged row in the first page must not end the
+// paging (every later job would go unscheduled); a damaged task fails its
+// gang's list whole (a gang short of a rank must not look complete).
+TEST_F(SqliteMetaStoreTest, ADamagedRowNeitherEndsThePagingNorShortensAGang) {
+  int64_t uid = MakeUser("ada");
+  Job job;
+  job.user_id = uid;
+  job.name = "a";
+  job.spec_json = "{}";
+  job.replicas = 2;
+  ASSERT_TRUE(store_->InTransaction([&]() -> Status {
+    for (int i = 0; i < 1500; ++i) RM_RETURN_IF_ERROR(store_->CreateJob(job, Task{}).status());
+    return Status::Ok();
+  }).ok());
+  store_.reset();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "meta.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE jobs SET state='BOGUS' WHERE id=10; UPDATE tasks SET desired='maybe' WHERE job_id=20 AND rank=1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Open();
+  auto active = store_->ListActiveJobs();
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(active->size(), 1499u);
+  EXPECT_EQ(active->back().id, 1500);
+  auto gang = store_->ListTasks(20);
+  ASSERT_FALSE(gang.ok());
+  EXPECT_EQ(gang.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(store_->ListTasks(21)->size(), 2u);
+}
+
 TEST(SqliteMetaStoreDiskFullTest, WritesOnAFullDiskAreRefusedWholeAndSucceedOnceSpaceIsBack) {
   SmallTmpfs fs(4 << 20);
   if (!fs.ok()) GTEST_SKIP() << "mounting a tmpfs needs root";

@@ -22,6 +22,8 @@ start
 SPEC='{"name": "NAME", "command": ["true"], "resources": {"cpu": 64, "memory": "16Mi"}}'  # no node: they stay PENDING
 for n in one two three; do rmc submit --no-workdir - <<< "${SPEC/NAME/$n}" > /dev/null; done
 rmc users create mallory > /dev/null  # an audited admin action: the audit table has a row
+rmc users create eve > /dev/null
+EVE=$(rmc tokens create --user eve)  # a user's token, for the admins-only damage list
 BEFORE1=$(rmc show 1 --json | jq -c '{name, state, reason, spec}')
 stop_up
 rm -f "$DATA/server.json"
@@ -38,12 +40,16 @@ pass "damaged: job 2's row (state BOGUS) and page $ROOT (the audit table's root)
 start
 HEALTH=$(curl -s -w '\n%{http_code}' "$URL/healthz")
 [ "$(tail -1 <<< "$HEALTH")" = 503 ] || fail "/healthz of a damaged database: $HEALTH"
-BODY=$(head -1 <<< "$HEALTH")
-[ "$(jq -r .status <<< "$BODY")" = damaged ] || fail "/healthz: $BODY"
-jq -r '.damage[]' <<< "$BODY" | grep -q 'job 2: stored state "BOGUS"' || fail "/healthz does not name job 2: $BODY"
-jq -r '.damage[]' <<< "$BODY" | grep -q 'audit' || fail "/healthz does not name the audit table: $BODY"
+HEALTH=$(head -1 <<< "$HEALTH")
+[ "$(jq -r .status <<< "$HEALTH")" = damaged ] && [ "$(jq -r .damaged <<< "$HEALTH")" -ge 2 ] || fail "/healthz: $HEALTH"
+! grep -q BOGUS <<< "$HEALTH" || fail "/healthz (no token) quotes stored data: $HEALTH"
+BODY=$(curl -s -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$URL/api/v1/damage")
+jq -r '.damage[]' <<< "$BODY" | grep -q 'job 2: stored state "BOGUS"' || fail "/api/v1/damage does not name job 2: $BODY"
+jq -r '.damage[]' <<< "$BODY" | grep -q 'audit' || fail "/api/v1/damage does not name the audit table: $BODY"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $EVE" "$URL/api/v1/damage")" = 403 ] ||
+  fail "a user's token read the damage list"
 grep -q 'database damaged: job 2' "$DATA/server.log" || fail "the server's log does not name job 2"
-pass "the server started and names the damage: $(jq -c .damage <<< "$BODY" | cut -c1-200)"
+pass "the server started: /healthz says damaged ($(jq -r .damaged <<< "$HEALTH")), and the admins' list and the log name it: $(jq -c .damage <<< "$BODY" | cut -c1-160)"
 
 [ "$(rmc show 1 --json | jq -c '{name, state, reason, spec}')" = "$BEFORE1" ] || fail "job 1 changed: $(rmc show 1 --json)"
 OUT=$(rmc show 2 2>&1) && fail "job 2 was shown: $OUT"

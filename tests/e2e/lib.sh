@@ -96,7 +96,7 @@ start_agent() {
 }
 # await_nodes N: until N nodes are ready.
 await_nodes() {
-  for _ in $(seq 1 100); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = "$1" ] && break; sleep 0.1; done
+  for _ in $(seq 1 300); do [ "$(rmc nodes 2>/dev/null | grep -c ' ready ')" = "$1" ] && break; sleep 0.1; done  # 30 s: agents start slowly on a loaded machine
   [ "$(rmc nodes | grep -c ' ready ')" = "$1" ] || { rmc nodes; fail "$1 agents did not register"; }
 }
 # Always succeeds: it runs in EXIT traps, where a failing command under
