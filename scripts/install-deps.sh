@@ -20,7 +20,10 @@ PACKAGES=(
   # the torch.distributed backend "ringmaster" and Python DDP (/usr/bin/python3)
   python3-torch python3-dev pybind11-dev
   # tools the tests and demo call
-  curl jq procps psmisc iproute2 bc
+  curl jq procps psmisc iproute2 bc tmux
+  # Prometheus and promtool: e2e.prometheus scrapes /metrics with a real
+  # Prometheus; promtool checks our exposition text (monitor_promtool_test)
+  prometheus
   # the files service's S3 backend is tested against a real Ceph RADOS Gateway
   # (tests/fixtures/ceph.sh: one mon, one memstore OSD, radosgw; no mgr)
   ceph-mon ceph-osd ceph-base ceph-common radosgw uuid-runtime

@@ -89,6 +89,7 @@ void Agent::Start() {
         t.ref.attempt = j.at("attempt");
         t.job_id = j.value("job_id", int64_t{0});
         t.outputs = j.value("outputs", std::vector<std::string>{});
+        t.gpus = j.value("gpus", std::vector<int>{});
       } catch (...) {
         executor_->Release(key);
         continue;
@@ -108,6 +109,7 @@ void Agent::Start() {
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  sample_thread_ = std::thread([this] { SampleLoop(); });
   // Fencing has a thread of its own: every other one may wait on the network.
   fence_thread_ = std::thread([this] {
     while (running_) {
@@ -124,6 +126,7 @@ void Agent::Stop() {
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (sample_thread_.joinable()) sample_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
   std::map<TaskRef, Worker> workers;
   std::vector<Worker> zombies;
@@ -346,6 +349,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   }
   t->job_id = plan->job_id;
   t->outputs = plan->outputs;
+  t->gpus = a.value("gpus", std::vector<int>{});
   for (const StageEntry& e : plan->checkpoint) {
     if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
   }
@@ -361,7 +365,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   const TaskIdentity who = launch.identity;
   launch.prepare = [this, &plan, who](int work_fd) { return files_.Place(*plan, work_fd, who.uid, who.gid); };
   launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}, {"job_id", plan->job_id},
-                                    {"outputs", plan->outputs}}
+                                    {"outputs", plan->outputs}, {"gpus", t->gpus}}
                          .dump();
   (void)WriteFileAtomic(SyncedPath(ref), plan->checkpoint_name, 0600);
   if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
@@ -426,6 +430,7 @@ void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<b
     if (it == tasks_.end()) return;
     it->second.job_id = t.job_id;
     it->second.outputs = t.outputs;
+    it->second.gpus = t.gpus;
     if (!running_) {
       // The agent is stopping: the next one re-adopts what started, and the
       // server assigns again what did not.

@@ -9,6 +9,8 @@
 // outputs when it ends, before its exit is reported. Tasks keep running
 // when the agent stops or dies; the next agent on the node re-adopts them.
 // Each task runs as its user's own unprivileged uid (TaskUsers), never root.
+// Every second it samples the node (CPU, memory, disk, network, GPUs through
+// NVML) and each task's cgroup, and sends the samples with its heartbeats.
 // With --network vxlan|ovs-gre it keeps the node's side of the container
 // overlay (net::Overlay) in step with the peers the server lists. An agent
 // cut off from the server for most of its lease stops its tasks (fencing):
@@ -20,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +57,10 @@ struct AgentOptions {
   std::map<std::string, std::string> labels;  // what jobs' node selectors match
   TaskUsers task_users;                       // who each user's tasks run as
   std::chrono::milliseconds heartbeat_interval{2000};
+  // How often the node and its tasks are sampled (the monitor); the samples
+  // ride on the heartbeats. 0 = not sampled.
+  std::chrono::milliseconds sample_interval{1000};
+  std::string nvml_library = "libnvidia-ml.so.1";
   std::chrono::milliseconds tick_interval{200};
   // A task's metrics file past this is not shipped (the server keeps no more).
   int64_t max_metrics_bytes = 16 << 20;
@@ -102,6 +109,7 @@ class Agent {
     TaskRef ref;
     int64_t job_id = 0;
     std::vector<std::string> outputs;  // what to upload when it ends
+    std::vector<int> gpus;             // the node's GPUs it holds, by index
     bool launched = false;    // the executor has it (staging is over)
     bool files_done = false;  // its last checkpoint and outputs are uploaded (or given up on)
     std::optional<TaskExit> exit;
@@ -142,6 +150,10 @@ class Agent {
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
   void Heartbeat();
+  // The monitor's sampling: the node (NodeSampler) and each running task's
+  // cgroup, every sample_interval, queued for the next heartbeat.
+  void SampleLoop();
+  monitor::NodeSample SampleOnce(NodeSampler& sampler);
   // The overlay as the server describes it (register and heartbeat replies):
   // set up once, its tunnels kept in step.
   void ApplyOverlay(const nlohmann::json& overlay);
@@ -159,7 +171,10 @@ class Agent {
   const client::ApiClient api_;
   NodeInventory inventory_;
   std::string address_;
-  UsageSampler usage_;
+  std::mutex samples_mu_;
+  std::deque<monitor::NodeSample> samples_;  // GUARDED_BY(samples_mu_): taken, not yet sent
+  // The sampler thread's: each task's CPU time at its last sample (ns, steady ms).
+  std::map<std::string, std::pair<int64_t, int64_t>> last_cpu_;
 
   std::atomic<bool> running_{false};
   std::atomic<int64_t> node_id_{0};
@@ -179,7 +194,7 @@ class Agent {
   std::set<TaskRef> released_;
   uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
   bool kick_ = false;     // GUARDED_BY(mu_): a task's thread asks for a tick now
-  std::thread sync_thread_, tick_thread_, heartbeat_thread_, fence_thread_;
+  std::thread sync_thread_, tick_thread_, heartbeat_thread_, sample_thread_, fence_thread_;
   std::mutex net_mu_;
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
   std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not

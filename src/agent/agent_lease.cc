@@ -1,16 +1,21 @@
 // The agent's side of its node's lease and network (split from agent.cc):
 // heartbeats, which also bring the overlay's peers; fencing, which stops
 // every task once the server has not answered for most of the lease; and the
-// node's side of the container overlay (net::Overlay).
+// node's side of the container overlay (net::Overlay); and the monitor's
+// sampling of the node and its tasks, whose samples ride on the heartbeats.
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
 
 namespace ringmaster::agent {
+
+// Samples per heartbeat, in JSON bytes: half the server's limit on a heartbeat.
+constexpr size_t kHeartbeatSampleBytes = 2 << 20;
 
 int64_t Agent::SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -30,8 +35,95 @@ void Agent::HeartbeatLoop() {
   }
 }
 
+void Agent::SampleLoop() {
+  if (options_.sample_interval.count() <= 0) return;
+  NodeSampler sampler(options_.data_dir, options_.nvml_library);
+  (void)sampler.Sample(RealClock::Get()->NowMs());  // the first one has no interval
+  while (running_) {
+    SleepFor(options_.sample_interval);
+    if (!running_) break;
+    monitor::NodeSample s = SampleOnce(sampler);
+    std::lock_guard<std::mutex> l(samples_mu_);
+    samples_.push_back(std::move(s));
+    // A server out of reach for long: the oldest go first, memory stays bounded.
+    while (samples_.size() > monitor::kMaxSamplesPerBody) samples_.pop_front();
+  }
+}
+
+monitor::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
+  monitor::NodeSample s = sampler.Sample(RealClock::Get()->NowMs());
+  struct Running {
+    TaskRef ref;
+    std::vector<int> gpus;
+  };
+  std::vector<Running> running;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [ref, t] : tasks_) {
+      if (t.launched && !t.exit) running.push_back({ref, t.gpus});
+    }
+  }
+  const int64_t now = SteadyMs();
+  std::map<std::string, std::pair<int64_t, int64_t>> seen;
+  for (const Running& r : running) {
+    const std::string key = r.ref.Key();
+    auto u = executor_->Usage(key);
+    // Without its cgroup (limits off) a task is still measured on its GPUs.
+    if (!u && r.gpus.empty()) continue;
+    monitor::TaskSample t;
+    t.task_id = r.ref.task_id;
+    t.attempt = r.ref.attempt;
+    if (u) {
+      t.memory_bytes = u->memory_bytes;
+      t.pids = u->pids;
+      t.oom_kills = u->oom_kills;
+      if (u->cpu_ns >= 0) {
+        // Its first sample has no interval yet: its CPU is not known (not 0).
+        auto last = last_cpu_.find(key);
+        if (last != last_cpu_.end() && now > last->second.second && u->cpu_ns >= last->second.first) {
+          t.cpu_cores =
+              static_cast<double>(u->cpu_ns - last->second.first) / 1e6 / static_cast<double>(now - last->second.second);
+        }
+        seen[key] = {u->cpu_ns, now};
+      }
+    }
+    if (!r.gpus.empty()) {
+      double sum = 0;
+      int n = 0;
+      for (const monitor::GpuSample& g : s.gpus) {
+        if (std::find(r.gpus.begin(), r.gpus.end(), g.index) == r.gpus.end()) continue;
+        sum += g.util;
+        ++n;
+      }
+      if (n > 0) t.gpu_util = sum / n;
+    }
+    s.tasks.push_back(t);
+  }
+  last_cpu_ = std::move(seen);  // ended tasks are forgotten
+  return s;
+}
+
 void Agent::Heartbeat() {
-  nlohmann::json body = {{"cpu_util", usage_.CpuUtil()}, {"memory_used_bytes", UsageSampler::MemoryUsedBytes()}};
+  std::deque<monitor::NodeSample> taken;
+  {
+    std::lock_guard<std::mutex> l(samples_mu_);
+    taken.swap(samples_);
+  }
+  // The newest samples that fit well within the server's limit on a
+  // heartbeat (4 MiB): a node with many tasks sends fewer at a time.
+  nlohmann::json samples = nlohmann::json::array();
+  size_t bytes = 0, first = taken.size();
+  std::vector<nlohmann::json> each;
+  for (size_t i = taken.size(); i-- > 0;) {
+    nlohmann::json j = monitor::ToJson(taken[i]);
+    bytes += j.dump().size() + 1;
+    if (bytes > kHeartbeatSampleBytes) break;
+    each.push_back(std::move(j));
+    first = i;
+  }
+  for (size_t i = each.size(); i-- > 0;) samples.push_back(std::move(each[i]));
+  taken.erase(taken.begin(), taken.begin() + static_cast<ptrdiff_t>(first));  // older ones are dropped
+  nlohmann::json body = {{"samples", std::move(samples)}};
   // A heartbeat that waits long is as good as lost: within the fencing
   // window there is time for a few more.
   auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));
@@ -43,7 +135,20 @@ void Agent::Heartbeat() {
   const int64_t sent = SteadyMs();
   auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body, {deadline});
   if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
-  if (!res.ok()) return;
+  if (!res.ok()) {
+    // Not delivered: sent again with the next heartbeat (the newest, if too
+    // many by then). Refused (4xx): they would be refused again, so they go.
+    const StatusCode code = res.status().code();
+    if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded || code == StatusCode::kInternal) {
+      std::lock_guard<std::mutex> l(samples_mu_);
+      samples_.insert(samples_.begin(), taken.begin(), taken.end());
+      while (samples_.size() > monitor::kMaxSamplesPerBody) samples_.pop_front();
+    }
+    return;
+  }
+  if (res->is_object() && res->contains("samples_refused")) {
+    spdlog::warn("agent: the server refused samples: {}", res->value("samples_refused", ""));
+  }
   last_contact_ms_ = sent;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -81,24 +82,23 @@ void KillAndRemove(const std::string& dir) {
 
 }  // namespace
 
-const std::vector<std::string>& Cgroups::Controllers() {
-  static const std::vector<std::string> kControllers = {"memory", "cpu", "pids", "devices"};
-  return kControllers;
-}
-
 StatusOr<Cgroups> Cgroups::Detect(const std::string& instance, const std::string& mount_root) {
-  for (const std::string& c : Controllers()) {
+  std::vector<std::string> controllers = {"memory", "cpu", "pids", "devices"};
+  for (const std::string& c : controllers) {
     const std::string dir = mount_root + "/" + c;
     if (access((dir + "/cgroup.procs").c_str(), W_OK) != 0) {
       return FailedPrecondition(fmt::format("no writable cgroup v1 {} hierarchy at {} ({}); task limits need root "
                                             "on a host with cgroup v1", c, dir, std::strerror(errno)));
     }
   }
+  // CPU time: its own hierarchy here, co-mounted with cpu elsewhere (the same directory then).
+  if (access((mount_root + "/cpuacct/cgroup.procs").c_str(), W_OK) == 0) controllers.push_back("cpuacct");
   // Empty subtrees of gone agents (rmdir refuses any that holds a cgroup).
-  for (const std::string& c : Controllers()) {
+  for (const std::string& c : controllers) {
     for (const std::string& dir : SubDirs(mount_root + "/" + c + "/ringmaster")) rmdir(dir.c_str());
   }
   Cgroups g;
+  g.controllers_ = std::move(controllers);
   g.mount_root_ = mount_root;
   g.base_ = "/ringmaster/" + instance;
   return g;
@@ -145,6 +145,24 @@ Status Cgroups::Create(const std::string& key, const TaskLimits& limits) const {
 }
 
 CgroupUsage Cgroups::Usage(const std::string& key) const { return ReadCgroupUsage(DirOf("memory", key), DirOf("cpu", key)); }
+
+std::optional<LiveUsage> Cgroups::Live(const std::string& key) const {
+  LiveUsage u;
+  const std::string mem = DirOf("memory", key);
+  int64_t usage = 0;
+  {
+    std::ifstream in(mem + "/memory.usage_in_bytes");
+    if (!(in >> usage)) return std::nullopt;
+  }
+  u.memory_bytes = std::max<int64_t>(0, usage - ReadStat(mem + "/memory.stat", "total_inactive_file"));
+  u.oom_kills = ReadStat(mem + "/memory.oom_control", "oom_kill");
+  u.pids = ReadInt(DirOf("pids", key) + "/pids.current");
+  if (std::find(controllers_.begin(), controllers_.end(), "cpuacct") != controllers_.end()) {
+    std::ifstream in(DirOf("cpuacct", key) + "/cpuacct.usage");
+    if (!(in >> u.cpu_ns)) u.cpu_ns = -1;  // a task adopted from an agent without cpuacct
+  }
+  return u;
+}
 
 CgroupUsage ReadCgroupUsage(const std::string& mem, const std::string& cpu) {
   CgroupUsage u;

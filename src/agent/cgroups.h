@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ struct CgroupUsage {
   int64_t cpu_throttled_ns = 0;
 };
 
+// A task cgroup's use at one moment.
+struct LiveUsage {
+  int64_t cpu_ns = -1;        // CPU time so far (cpuacct.usage); -1 = not accounted
+  int64_t memory_bytes = 0;   // usage less inactive page cache (what `docker stats` shows)
+  int64_t pids = 0;
+  int64_t oom_kills = 0;
+};
+
 class Cgroups {
  public:
   // The v1 hierarchies of this host; `instance` names this agent's subtree.
@@ -59,13 +68,18 @@ class Cgroups {
   // of an earlier attempt with the same key is emptied and reused.
   Status Create(const std::string& key, const TaskLimits& limits) const;
   CgroupUsage Usage(const std::string& key) const;
+  // What the task's cgroup uses now (the monitor samples it every second);
+  // nullopt when the cgroup is not there (removed, or never made).
+  std::optional<LiveUsage> Live(const std::string& key) const;
   // Kills what is left in the task's cgroup and removes it (children first).
   void Remove(const std::string& key) const;
 
-  // The controllers Create touches.
-  static const std::vector<std::string>& Controllers();
+  // The controllers Create touches: memory, cpu, pids, devices, and cpuacct
+  // where its hierarchy is writable (the CPU time the monitor reads).
+  const std::vector<std::string>& Controllers() const { return controllers_; }
 
  private:
+  std::vector<std::string> controllers_;
   std::string mount_root_;
   std::string base_;  // "/ringmaster/<instance>"
 };

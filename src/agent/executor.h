@@ -107,6 +107,9 @@ class Executor {
   virtual int ExitFd(const std::string& key) { return -1; }
   // How it can run tasks (TaskLaunch::runtime): what the agent offers the server.
   virtual std::vector<std::string> Runtimes() const { return {"process"}; }
+  // What the task's cgroup uses now; nullopt when its use is not accounted
+  // (limits off). Thread-safe: the monitor's sampler calls it.
+  virtual std::optional<LiveUsage> Usage(const std::string& key) { return std::nullopt; }
 };
 
 }  // namespace ringmaster::agent

@@ -23,15 +23,31 @@ TEST(NodeInfo, ReadsGpusThroughNvml) {
 
 TEST(NodeInfo, NoNvmlMeansNoGpus) { EXPECT_TRUE(DetectGpus("libno-such-nvml.so.1").empty()); }
 
-TEST(NodeInfo, UtilisationIsAFraction) {
-  UsageSampler s;
-  s.CpuUtil();
+TEST(NodeInfo, SamplesTheNode) {
+  NodeSampler s("/");
+  monitor::NodeSample first = s.Sample(1'000);
+  EXPECT_EQ(first.cpu, 0.0);  // no interval yet
   volatile double x = 0;
   for (int i = 0; i < 2'000'000; ++i) x += i;
-  double u = s.CpuUtil();
-  EXPECT_GE(u, 0.0);
-  EXPECT_LE(u, 1.0);
-  EXPECT_GT(UsageSampler::MemoryUsedBytes(), 0);
+  monitor::NodeSample u = s.Sample(2'000);
+  EXPECT_GE(u.cpu, 0.0);
+  EXPECT_LE(u.cpu, 1.0);
+  EXPECT_GT(u.memory_used_bytes, 0);
+  EXPECT_GT(u.disk_used_bytes, 0);
+  EXPECT_GE(u.net_rx_bps, 0.0);
+  EXPECT_TRUE(u.gpus.empty());  // no NVIDIA driver here
+}
+
+TEST(NodeInfo, SamplesGpusThroughNvml) {
+  setenv("FAKE_NVML_UTIL", "37", 1);
+  NodeSampler s("/", FAKE_NVML);
+  monitor::NodeSample u = s.Sample(1'000);
+  unsetenv("FAKE_NVML_UTIL");
+  ASSERT_EQ(u.gpus.size(), 2u);
+  EXPECT_DOUBLE_EQ(u.gpus[1].util, 0.37);
+  EXPECT_EQ(u.gpus[0].memory_used_bytes, 1LL << 30);
+  EXPECT_DOUBLE_EQ(u.gpus[0].power_w, 70.0);
+  EXPECT_DOUBLE_EQ(u.gpus[0].temperature_c, 35.0);
 }
 
 }  // namespace

@@ -623,4 +623,10 @@ void ProcessExecutor::Release(const std::string& key) {
   fs::remove_all(TaskDir(key), ec);
 }
 
+std::optional<LiveUsage> ProcessExecutor::Usage(const std::string& key) {
+  // The cgroup's layout is fixed from Create on: no lock needed to read it.
+  if (!cgroups_) return std::nullopt;
+  return cgroups_->Live(key);  // nullopt when its cgroup is gone
+}
+
 }  // namespace ringmaster::agent

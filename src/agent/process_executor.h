@@ -76,6 +76,7 @@ class ProcessExecutor final : public Executor {
   std::vector<std::string> Runtimes() const override;
   // A pidfd of the task's shim, which writes exit.json and then exits.
   int ExitFd(const std::string& key) override;
+  std::optional<LiveUsage> Usage(const std::string& key) override;
   // The task cgroups' layout; nullopt when limits are not enforced.
   const std::optional<Cgroups>& cgroups() const { return cgroups_; }
   const std::string& instance() const { return instance_; }

@@ -62,6 +62,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.ovs_dir = f.ovs_dir;
   o.self_exe = SelfExe();
   o.fence_after_lease = f.fence_after_lease;
+  o.sample_interval = std::chrono::milliseconds(static_cast<int64_t>(f.sample_interval_s * 1000));
   if (o.network != "host") {
     if (o.address.empty()) Die("--network " + o.network + ": give --address, this node's IPv4 address on the network between nodes");
     if (!net::ParseIpv4(o.address)) {
@@ -220,6 +221,13 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.scheduler = MakeSchedulerConfig(sched);
   so.jobs.elastic_scale_up_below = sched.scale_up_below;
   so.jobs.elastic_scale_down_above = sched.scale_down_above;
+  so.monitor.straggler_factor = flags.straggler_factor;
+  so.monitor.straggler_windows = flags.straggler_windows;
+  so.monitor.straggler_window_ms = static_cast<int64_t>(flags.straggler_window_s * 1000);
+  so.monitor.idle_below = flags.idle_below;
+  so.monitor.idle_for_ms = static_cast<int64_t>(flags.idle_for_s * 1000);
+  // Flags are looked for at least once per straggler window.
+  so.jobs.usage_eval_interval_ms = std::min<int64_t>(so.jobs.usage_eval_interval_ms, so.monitor.straggler_window_ms);
   // Bad agent flags die here, before the server prints that it is up.
   if (with_agent) (void)MakeAgentOptions(node, "", "", data + "/agent");
   server::Server srv(so);

@@ -34,6 +34,7 @@ struct NodeFlags {
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
   double fence_after_lease = 0.7;  // stop tasks after this share of the lease without the server (0 = never)
+  double sample_interval_s = 1;    // the monitor's sampling of the node and its tasks (0 = none)
 };
 
 // Flags of `up` and `server` beyond the scheduler's.
@@ -48,6 +49,12 @@ struct ServerFlags {
   int64_t max_tokens = 100;
   std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
   std::string overlay_subnet = "10.244.0.0/16";
+  // The monitor: stragglers and idle allocations (monitor::MonitorOptions).
+  double straggler_factor = 1.5;
+  int straggler_windows = 3;
+  double straggler_window_s = 10;
+  double idle_below = 0.05;
+  double idle_for_s = 600;
 };
 
 struct SchedulerFlags {

@@ -1,8 +1,8 @@
 // The `ringmaster` command: parses the command line and runs one command.
 // The long-running ones (up, server, agent) are in daemon.cc; the client
-// commands of the REST API in commands.cc; how the CLI finds the server and
-// its token in connect.cc. Errors print one line to stderr and exit 2; `wait`
-// exits 1 when the job failed or was cancelled.
+// commands of the REST API in commands.cc, the live view (`top`) in top.cc;
+// how the CLI finds the server and its token in connect.cc. Errors print one
+// line to stderr and exit 2; `wait` exits 1 when the job failed or was cancelled.
 #include <csignal>
 #include <CLI/CLI.hpp>
 
@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/images.h"
+#include "cli/top.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
 #include "common/log.h"
@@ -112,6 +113,24 @@ int Main(int argc, char** argv) {
     cmd->add_option("--overlay-subnet", srv_flags.overlay_subnet,
                     "the container overlay's addresses: a /24 of it per node with agent --network vxlan|ovs-gre")
         ->capture_default_str();
+    // The monitor (docs/monitoring.md).
+    cmd->add_option("--straggler-factor", srv_flags.straggler_factor,
+                    "a rank is a straggler when its step time is above this times the gang's median ...")
+        ->check(CLI::Range(1.0, 100.0))
+        ->capture_default_str();
+    cmd->add_option("--straggler-windows", srv_flags.straggler_windows, "... in this many consecutive windows ...")
+        ->check(CLI::Range(1, 100))
+        ->capture_default_str();
+    cmd->add_option("--straggler-window", srv_flags.straggler_window_s, "... of this many seconds")
+        ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--idle-below", srv_flags.idle_below,
+                    "a job's GPUs (or, without GPUs, CPUs) used less than this share are idle ...")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_option("--idle-for", srv_flags.idle_for_s, "... when they stay so for this many seconds (0 = never flagged)")
+        ->check(CLI::Range(0.0, 7.0 * 86400))
+        ->capture_default_str();
   };
   NodeFlags node;
   auto add_node_flags = [&](CLI::App* cmd) {
@@ -140,6 +159,10 @@ int Main(int argc, char** argv) {
     cmd->add_option("--network", node.network,
                     "containers' network: host (the node's), vxlan (the kernel's VXLAN overlay across nodes) or "
                     "ovs-gre (Open vSwitch with GRE tunnels; needs its daemons) (docs/cluster.md)")
+        ->capture_default_str();
+    cmd->add_option("--sample-interval", node.sample_interval_s,
+                    "seconds between samples of the node and its tasks (the monitor; 0 = none)")
+        ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
     cmd->add_option("--fence-after-lease", node.fence_after_lease,
                     "stop every task after this share of the server's lease without an answered heartbeat, so "
@@ -252,6 +275,13 @@ int Main(int argc, char** argv) {
   auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
   nodes->add_flag("--json", as_json, "print JSON");
   auto* whoami = app.add_subcommand("whoami", "show who the token belongs to");
+  auto* top = app.add_subcommand("top", "a live view of the nodes and of your running and pending jobs "
+                                        "(admins: everyone's); q quits");
+  TopFlags top_flags;
+  top->add_option("--interval", top_flags.interval_s, "seconds between redraws")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  top->add_flag("--once", top_flags.once, "print one frame as plain text and exit (also when stdout is not a terminal)");
 
   auto* users = app.add_subcommand("users", "manage users (admins)");
   users->require_subcommand(1);
@@ -278,7 +308,7 @@ int Main(int argc, char** argv) {
   tokens_create->add_option("--user", user_name, "for this user (admins)");
   tokens_create->add_option("--name", token_name, "a label for the token")->capture_default_str();
   tokens_create->add_option("--scope", scope,
-                            "read, submit, admin or agent (default: all the user may have; agent needs --node)");
+                            "read, submit, admin, agent or metrics (/metrics only, for Prometheus) (default: all the user may have; agent needs --node)");
   tokens_create->add_option("--node", node_for, "agent tokens: the node the agent runs as");
   auto* tokens_ls = tokens->add_subcommand("ls", "list your tokens");
   tokens_ls->add_option("--user", user_name, "this user's tokens (admins)");
@@ -356,6 +386,7 @@ int Main(int argc, char** argv) {
   if (*del) return Delete(conn, job_id);
   if (*nodes) return Nodes(conn, as_json);
   if (*whoami) return Whoami(conn);
+  if (*top) return Top(conn, top_flags);
   if (*users_create) return UsersCreate(conn, user_name, role, password_stdin);
   if (*users_ls) return UsersLs(conn);
   if (*users_disable) return UsersSetDisabled(conn, user_name, true);

@@ -100,6 +100,10 @@ void PrintJob(const json& j) {
   std::cout << fmt::format("created:  {}\n", Str(j, "created_at"));
   if (!Str(j, "started_at").empty()) std::cout << fmt::format("started:  {}\n", Str(j, "started_at"));
   if (!Str(j, "finished_at").empty()) std::cout << fmt::format("finished: {}\n", Str(j, "finished_at"));
+  // Stragglers and idle allocations the server sees now (docs/monitoring.md).
+  if (j.contains("flags") && j["flags"].is_array()) {
+    for (const auto& f : j["flags"]) std::cout << fmt::format("flagged:  {}\n", Str(f, "message"));
+  }
   std::cout << fmt::format("restarts: {} of {}\n", Str(j, "restarts"), Str(j, "max_restarts"));
   if (j.contains("spec")) {
     const json& r = j["spec"]["resources"];

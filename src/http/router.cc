@@ -133,6 +133,7 @@ Status ParseTarget(std::string_view target, std::string* path,
 void Router::Add(std::string method, const std::string& pattern, RouteOptions options, Handler handler) {
   Route r;
   r.method = std::move(method);
+  r.pattern = pattern;
   for (std::string_view s : SplitPath(pattern)) r.segments.emplace_back(s);
   r.options = std::move(options);
   r.handler = std::move(handler);

@@ -132,6 +132,9 @@ using Authenticator = std::function<StatusOr<Principal>(const Request& head, con
 struct AccessRecord {
   uint64_t id = 0;
   std::string remote, user, method, path;
+  // The matched route's pattern ("/api/v1/jobs/{id}"); nullptr when none
+  // matched. Lives as long as the server (routes are fixed once it starts).
+  const std::string* route = nullptr;
   int status = 0;
   double ms = 0;
   uint64_t bytes = 0;  // body bytes sent
@@ -174,6 +177,7 @@ class Router {
  public:
   struct Route {
     std::string method;
+    std::string pattern;
     std::vector<std::string> segments;
     RouteOptions options;
     Handler handler;

@@ -474,6 +474,7 @@ class HttpSession : public SessionBase {
     rec.path = Printable(req_.path.empty() ? req_.target.substr(0, req_.target.find('?')) : req_.path, 256);
     // One field: a space in a (decoded) path could otherwise forge the fields after it.
     for (size_t at; (at = rec.path.find(' ')) != std::string::npos;) rec.path.replace(at, 1, "\\x20");
+    rec.route = route_ ? &route_->pattern : nullptr;
     rec.status = status_;
     rec.ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start_).count();
     rec.bytes = bytes_;

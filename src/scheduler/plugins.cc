@@ -160,15 +160,27 @@ class SpreadScore final : public ScorePlugin {
   }
 };
 
+}  // namespace
+
+double MeasuredHeadroom(const NodeState& n, const JobRequest& job, int already_here) {
+  auto share = [](double request, double capacity) { return capacity > 0 ? request / capacity : 0.0; };
+  const double k = already_here;
+  double busiest = std::max(n.cpu_util + k * share(static_cast<double>(job.per_task.cpu_milli), static_cast<double>(n.capacity.cpu_milli)),
+                            n.memory_util + k * share(static_cast<double>(job.per_task.memory_bytes),
+                                                      static_cast<double>(n.capacity.memory_bytes)));
+  if (job.per_task.gpus > 0) busiest = std::max(busiest, n.gpu_util + k * share(job.per_task.gpus, n.capacity.gpus));
+  return 1.0 - std::clamp(busiest, 0.0, 1.0);
+}
+
+namespace {
+
 // The first thesis' host choice: nodes with low measured use first, whatever
 // their allocations say (a node can be busy with work the platform does not own).
 class LoadAwareScore final : public ScorePlugin {
  public:
   std::string_view Name() const override { return "load-aware"; }
-  double Score(const NodeState& n, const JobRequest& job, const GangState&) const override {
-    double busiest = std::max(n.cpu_util, n.memory_util);
-    if (job.per_task.gpus > 0) busiest = std::max(busiest, n.gpu_util);
-    return 1.0 - std::clamp(busiest, 0.0, 1.0);
+  double Score(const NodeState& n, const JobRequest& job, const GangState& gang) const override {
+    return MeasuredHeadroom(n, job, gang.already_here);
   }
 };
 

@@ -71,4 +71,9 @@ inline bool Fits(const Resources& have, const Resources& need) {
   return have.cpu_milli >= need.cpu_milli && have.memory_bytes >= need.memory_bytes && have.gpus >= need.gpus;
 }
 
+// 1 - the node's measured use (0..1) once `already_here` replicas of the
+// job are added to it: the larger of CPU and memory, and of GPUs when the
+// job asks for them. What the load-aware score and measured-use placement rank by.
+double MeasuredHeadroom(const NodeState& n, const JobRequest& job, int already_here);
+
 }  // namespace ringmaster::scheduler

@@ -153,11 +153,15 @@ class Scheduler::Pass {
         if (!ok) continue;
         GangState gang{job.replicas - r, static_cast<int>(std::count(chosen.begin(), chosen.end(), static_cast<int>(i)))};
         double score = 0;
-        for (const auto& [plugin, w] : s_.scores_) score += w * plugin->Score(node, job, gang);
+        if (job.rank_by_measured_use) {
+          score = MeasuredHeadroom(node, job, gang.already_here);
+        } else {
+          for (const auto& [plugin, w] : s_.scores_) score += w * plugin->Score(node, job, gang);
+        }
         if (score > best_score + 1e-12) {
           best = static_cast<int>(i);
           best_score = score;
-          if (best_score >= max_total - 1e-9) break;  // cannot be beaten
+          if (best_score >= (job.rank_by_measured_use ? 1.0 : max_total) - 1e-9) break;  // cannot be beaten
         }
         if (++scored >= limit_) break;
       }

@@ -71,6 +71,10 @@ struct JobRequest {
   double attained_service_s = 0;
   // Backfill: how long a run is expected to take (its time limit); 0 = unknown.
   int64_t expected_runtime_ms = 0;
+  // Placed by measured use alone (the load-aware score, with what the gang
+  // adds to each node): an elastic job that scales on measured use grows
+  // onto the least-loaded nodes and leaves the most loaded when it shrinks.
+  bool rank_by_measured_use = false;
 };
 
 struct RunningJob {

@@ -1,7 +1,8 @@
 // The REST API's routes (docs/api.md), one file per resource: api_jobs.cc,
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
 // audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
-// api_agent_files.cc (jobs' files, for agents). This header holds what they
+// api_agent_files.cc (jobs' files, for agents), api_monitor.cc (usage
+// series and /metrics). This header holds what they
 // share: the service handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
@@ -23,6 +24,8 @@
 #include "common/status.h"
 #include "files/blob_store.h"
 #include "http/server.h"
+#include "monitor/monitor.h"
+#include "monitor/prometheus.h"
 #include "server/auth.h"
 #include "server/job_service.h"
 #include "server/log_store.h"
@@ -85,8 +88,25 @@ class JobEnds {
   std::map<uint64_t, std::pair<int64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
 };
 
+// Requests and their latency by route, for /metrics (the access log feeds it).
+class HttpMetrics {
+ public:
+  void Observe(const http::AccessRecord& r);
+  void Write(monitor::Exposition& out) const;
+
+ private:
+  struct Route {
+    std::map<int, uint64_t> codes;
+    std::unique_ptr<monitor::Histogram> latency;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, Route> routes_;  // GUARDED_BY(mu_): (route, method)
+};
+
 struct Api {
   store::MetaStore* store = nullptr;
+  monitor::Monitor* monitor = nullptr;
+  HttpMetrics http_metrics;
   JobService* jobs = nullptr;
   LogStore* logs = nullptr;
   LogStore* metrics = nullptr;
@@ -146,6 +166,13 @@ void AddFileRoutes(Api& api);
 // The agent's side of the files service: a task's staging plan, reads of its
 // inputs and checkpoints, writes of its outputs and checkpoints.
 void AddAgentFileRoutes(Api& api);
+void AddMonitorRoutes(Api& api);
+// What the monitor routes and views share: a flag on a job as JSON, a job's
+// latest use ({cpu_cores, memory_bytes, gpu_util}, null when not measured),
+// and the /metrics text.
+nlohmann::json FlagJson(const monitor::Finding& f);
+nlohmann::json JobUsageJson(Api& api, const std::vector<store::Task>& tasks);
+StatusOr<std::string> MetricsText(Api& api);
 // The route's task, if it is placed on the calling agent's node; else
 // FailedPrecondition (409), which tells an agent the task is no longer its own.
 StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller& c);

@@ -3,12 +3,15 @@
 // long-poll as gpu-1, and report on and ship logs of tasks placed on gpu-1.
 // These routes run on the agent pool, which user traffic never occupies.
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/log.h"
 #include "net/ipv4.h"
 #include "server/api.h"
+#include "server/metrics_line.h"
 
 namespace ringmaster::server {
 namespace {
@@ -23,15 +26,6 @@ StatusOr<int64_t> IntField(const json& b, const std::string& name, int64_t def, 
                         ? INT64_MAX
                         : it->get<int64_t>();
   if (v < lo || v > hi) return InvalidArgument(fmt::format("{}: must be between {} and {}, got {}", name, lo, hi, v));
-  return v;
-}
-
-StatusOr<double> RatioField(const json& b, const std::string& name) {
-  auto it = b.find(name);
-  if (it == b.end()) return 0.0;
-  if (!it->is_number()) return InvalidArgument(fmt::format("{}: must be a number", name));
-  const double v = it->get<double>();
-  if (!(v >= 0 && v <= 1)) return InvalidArgument(fmt::format("{}: must be between 0 and 1", name));
   return v;
 }
 
@@ -50,6 +44,35 @@ struct Poll {
   std::shared_ptr<http::Timer> timer;  // GUARDED_BY(mu)
 };
 
+// A heartbeat's body: the samples of up to two minutes (monitor::kMaxSamplesPerBody).
+constexpr size_t kMaxHeartbeatBytes = 4 << 20;
+
+// Puts the samples on the server's clock and drops those that cannot be
+// right: an agent whose clock is off keeps its samples' spacing, not its idea
+// of now; then only what lies in [now - 130 s, now + 2 s], in increasing time
+// order, is kept (the agent keeps two minutes of samples while the server is
+// out of reach). What was dropped, or "".
+std::string KeepSamplesInTime(std::vector<monitor::NodeSample>* samples, int64_t now) {
+  if (samples->empty()) return "";
+  const int64_t skew = now - samples->back().t_ms;
+  if (std::abs(skew) > 30'000) {
+    for (auto& s : *samples) s.t_ms += skew;
+  }
+  std::vector<monitor::NodeSample> kept;
+  int64_t last = INT64_MIN;
+  size_t dropped = 0;
+  for (auto& s : *samples) {
+    if (s.t_ms < now - 130'000 || s.t_ms > now + 2'000 || s.t_ms <= last) {
+      ++dropped;
+      continue;
+    }
+    last = s.t_ms;
+    kept.push_back(std::move(s));
+  }
+  samples->swap(kept);
+  return dropped == 0 ? "" : fmt::format("samples: {} out of time order or more than 2 minutes from the newest", dropped);
+}
+
 }  // namespace
 
 StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller& c) {
@@ -59,6 +82,19 @@ StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller
     return FailedPrecondition(fmt::format("task {} is not assigned to node {}", task.id, c.token.node));
   }
   return task;
+}
+
+// Trainer records in a shipped piece of a task's metrics file: the lines that
+// carry step_time_s or samples_per_s go to the monitor (stragglers,
+// `autoscale: {metric: samples_per_s}`). A line cut between two pieces is skipped.
+static void IngestTrainerRecords(Api& api, int64_t task_id, const std::string& body) {
+  const int64_t now = api.clock->NowMs();
+  size_t start = 0;
+  for (size_t nl; (nl = body.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string_view line(body.data() + start, nl - start);
+    if (line.find("step_time_s") == std::string_view::npos && line.find("samples_per_s") == std::string_view::npos) continue;
+    if (auto rec = ParseMetricsLine(line)) api.monitor->IngestTrainer(task_id, now, *rec);
+  }
 }
 
 void AddAgentRoutes(Api& api) {
@@ -136,16 +172,47 @@ void AddAgentRoutes(Api& api) {
     return Reply{200, {{"node_id", id}, {"overlay", overlay}, {"lease_ms", api.jobs->LeaseMs()}}};
   }));
 
-  api.http->Route("POST", "/api/v1/agent/nodes/{id}/heartbeat", agent,
+  // The samples the agent took since its last heartbeat (monitor/samples.h):
+  // the newest one is the node's usage now. The lease is renewed whatever the
+  // samples hold: bad samples are refused in the answer ("samples_refused",
+  // naming the field), never by failing the heartbeat, which would end the
+  // node's lease and its tasks for a telemetry error.
+  http::RouteOptions beat{kMaxHeartbeatBytes, http::Pool::kAgent, true, access::kAgent};
+  api.http->Route("POST", "/api/v1/agent/nodes/{id}/heartbeat", beat,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(api, req, c));
                     RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
-                    RM_ASSIGN_OR_RETURN(double cpu, RatioField(b, "cpu_util"));
-                    RM_ASSIGN_OR_RETURN(int64_t mem, IntField(b, "memory_used_bytes", 0, 0, int64_t{1} << 60));
+                    const int64_t now = api.clock->NowMs();
+                    std::vector<monitor::NodeSample> samples;
+                    std::string refused;
+                    if (b.contains("samples")) {
+                      auto parsed = monitor::ParseSamples(b["samples"]);
+                      if (parsed.ok()) {
+                        samples = std::move(*parsed);
+                        refused = KeepSamplesInTime(&samples, now);
+                      } else {
+                        refused = parsed.status().message();
+                      }
+                    }
+                    if (!refused.empty()) {
+                      spdlog::warn("node {}: samples refused: {}", node.name, refused);
+                    }
+                    double cpu = 0;
+                    int64_t mem = 0;
+                    if (!samples.empty()) {
+                      cpu = samples.back().cpu;
+                      mem = samples.back().memory_used_bytes;
+                    } else if (auto last = api.monitor->LatestNode(node.id, now, 60'000)) {
+                      cpu = last->cpu;
+                      mem = last->memory_used_bytes;
+                    }
                     RM_RETURN_IF_ERROR(api.jobs->Heartbeat(node.id, cpu, mem));
+                    api.monitor->IngestNode(node.id, samples, api.jobs->TasksOn(node.id));
                     // The overlay's peers ride on the heartbeat: the agent keeps its tunnels in step.
                     RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(node.id));
-                    return Reply{200, {{"overlay", overlay}}};
+                    json out = {{"overlay", overlay}};
+                    if (!refused.empty()) out["samples_refused"] = refused;
+                    return Reply{200, out};
                   }));
 
   // Long-poll: answers at once if `index` is stale, else when the node's
@@ -224,6 +291,11 @@ void AddAgentRoutes(Api& api) {
                       LogStore* to = is_logs ? api.logs : api.metrics;
                       RM_ASSIGN_OR_RETURN(int64_t size, to->Append(task.job_id, task.rank, static_cast<int>(attempt),
                                                                    offset, req.body));
+                      // Trainer records once: not again for a piece resent or refused at its offset.
+                      if (!is_logs && api.monitor && size == offset + static_cast<int64_t>(req.body.size()) &&
+                          !req.body.empty()) {
+                        IngestTrainerRecords(api, task.id, req.body);
+                      }
                       return Reply{200, {{"size", size}}};
                     }));
   }

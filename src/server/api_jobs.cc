@@ -68,6 +68,14 @@ StatusOr<JobViews::View> BuildJobView(Api& api, int64_t id) {
     ej.push_back(x);
   }
   out["events"] = ej;
+  // Stragglers and idle allocations: raised and cleared as events, so the
+  // view is rebuilt when they change.
+  // Only while it runs: the view of an ended job is cached for good.
+  json flags = json::array();
+  if (job.state == store::State::kRunning) {
+    for (const auto& f : api.monitor->Flags(job.id)) flags.push_back(FlagJson(f));
+  }
+  out["flags"] = flags;
   return JobViews::View{0, job.user_id, store::IsTerminal(job.state), std::make_shared<const std::string>(Dump(out))};
 }
 
@@ -131,7 +139,15 @@ void AddJobRoutes(Api& api) {
     for (const auto& j : jobs) {
       auto u = users.find(j.user_id);
       if (u == users.end()) u = users.emplace(j.user_id, UserName(api, j.user_id)).first;
-      out.push_back(JobJson(j, u->second));
+      json x = JobJson(j, u->second);
+      if (j.state == store::State::kRunning) {  // what `ringmaster top` shows
+        RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(j.id));
+        x["usage"] = JobUsageJson(api, tasks);
+        json flags = json::array();
+        for (const auto& f : api.monitor->Flags(j.id)) flags.push_back(FlagJson(f));
+        x["flags"] = flags;
+      }
+      out.push_back(std::move(x));
     }
     return Reply{200, {{"jobs", out}}};
   }));
@@ -205,9 +221,14 @@ void AddJobRoutes(Api& api) {
                     }
                     // Its files first: a job's files without the job could be read and removed by nobody.
                     RM_RETURN_IF_ERROR(DeleteJobFiles(api, job));
+                    RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(job.id));
                     RM_RETURN_IF_ERROR(api.store->DeleteJob(job.id));
                     api.logs->DeleteJob(job.id);
                     api.metrics->DeleteJob(job.id);
+                    // Its usage series and flags too (they would otherwise stay until idle).
+                    std::vector<int64_t> task_ids;
+                    for (const auto& t : tasks) task_ids.push_back(t.id);
+                    api.monitor->ForgetJob(job.id, task_ids);
                     AuditIfAdminAction(api, req, c, job, "job.delete");
                     return Reply{200, {{"id", job.id}, {"deleted", true}}};
                   }));

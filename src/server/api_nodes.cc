@@ -9,6 +9,32 @@ namespace ringmaster::server {
 
 using nlohmann::json;
 
+namespace {
+
+// The node's use now: its last heartbeat's, and its GPUs' from the monitor.
+json Usage(Api& api, const store::Node& n, int64_t now) {
+  json u = {{"cpu_util", n.cpu_util}, {"memory_used_bytes", n.memory_used_bytes}};
+  if (auto s = api.monitor->LatestNode(n.id, now, 30'000)) {
+    u["disk_used_bytes"] = s->disk_used_bytes;
+    u["net_rx_bps"] = s->net_rx_bps;
+    u["net_tx_bps"] = s->net_tx_bps;
+    if (!s->gpus.empty()) {
+      double sum = 0;
+      json gpus = json::array();
+      for (const auto& g : s->gpus) {
+        sum += g.util;
+        gpus.push_back({{"index", g.index}, {"util", g.util}, {"memory_used_bytes", g.memory_used_bytes},
+                        {"power_w", g.power_w}, {"temperature_c", g.temperature_c}});
+      }
+      u["gpu_util"] = sum / static_cast<double>(s->gpus.size());
+      u["gpus"] = gpus;
+    }
+  }
+  return u;
+}
+
+}  // namespace
+
 void AddNodeRoutes(Api& api) {
   http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
   api.http->Route("GET", "/api/v1/nodes", read, Json([&api](const http::Request&, const Caller&) -> StatusOr<Reply> {
@@ -41,7 +67,7 @@ void AddNodeRoutes(Api& api) {
                      {"memory_bytes", n.memory_bytes},
                      {"gpus", stored(n.gpus_json)},
                      {"allocated", {{"cpu", FormatCpu(cpu)}, {"memory_bytes", mem}, {"gpus", gpus}, {"tasks", tasks}}},
-                     {"usage", {{"cpu_util", n.cpu_util}, {"memory_used_bytes", n.memory_used_bytes}}},
+                     {"usage", Usage(api, n, now)},
                      {"agent_version", n.agent_version},
                      {"address", n.address},
                      {"labels", stored(n.labels_json)},

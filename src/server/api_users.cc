@@ -152,11 +152,13 @@ void AddUserRoutes(Api& api) {
     Scope scope = owner.role == Role::kAdmin && c.admin() ? Scope::kAdmin : Scope::kSubmit;
     if (!scope_name.empty()) {
       auto s = ParseScope(scope_name);
-      if (!s) return InvalidArgument("scope: \"" + scope_name.substr(0, 20) + "\" is not read, submit, admin or agent");
+      if (!s) {
+        return InvalidArgument("scope: \"" + scope_name.substr(0, 20) + "\" is not read, submit, admin, agent or metrics");
+      }
       scope = *s;
     }
-    if (scope == Scope::kAdmin && (owner.role != Role::kAdmin || !c.admin())) {
-      return PermissionDenied("scope: admin tokens are only for admin users, made with an admin token");
+    if ((scope == Scope::kAdmin || scope == Scope::kMetrics) && (owner.role != Role::kAdmin || !c.admin())) {
+      return PermissionDenied(fmt::format("scope: {} tokens are only for admin users, made with an admin token", ScopeName(scope)));
     }
     if (scope == Scope::kAgent) {
       if (!c.admin()) return PermissionDenied("scope: agent tokens are made with an admin token");

@@ -29,12 +29,13 @@ const char* ScopeName(Scope s) {
     case Scope::kSubmit: return "submit";
     case Scope::kAdmin: return "admin";
     case Scope::kAgent: return "agent";
+    case Scope::kMetrics: return "metrics";
   }
   return "?";
 }
 
 std::optional<Scope> ParseScope(const std::string& s) {
-  for (Scope x : {Scope::kRead, Scope::kSubmit, Scope::kAdmin, Scope::kAgent}) {
+  for (Scope x : {Scope::kRead, Scope::kSubmit, Scope::kAdmin, Scope::kAgent, Scope::kMetrics}) {
     if (s == ScopeName(x)) return x;
   }
   return std::nullopt;
@@ -186,6 +187,7 @@ StatusOr<Caller> Auth::LookUpBearer(const std::string& hash) {
   if (!scope) return Unauthenticated("token has an unknown scope");
   // A scope is never more than the user's role allows (should the role change).
   if (*scope == Scope::kAdmin && user.role != store::Role::kAdmin) scope = Scope::kSubmit;
+  if (*scope == Scope::kMetrics && user.role != store::Role::kAdmin) return PermissionDenied("this metrics token's user is no longer an admin");
   return Caller{std::move(user), std::move(*token), *scope};
 }
 
@@ -243,8 +245,11 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
   const std::string& need = route.access;
   if (need == access::kAgent) {
     if (s != Scope::kAgent) return PermissionDenied("this call is for agents: it needs an agent token");
+  } else if (need == access::kMetrics) {
+    if (s != Scope::kMetrics && s != Scope::kAdmin) return PermissionDenied("this call needs a metrics or admin token");
   } else if (UserRoute(need)) {
     if (s == Scope::kAgent) return PermissionDenied("an agent token reaches only the agent protocol");
+    if (s == Scope::kMetrics) return PermissionDenied("a metrics token reaches only /metrics");
     if (need == access::kAdmin && s != Scope::kAdmin) return PermissionDenied("this call needs an admin token");
     if ((need == access::kSubmit || need == access::kLogin) && s == Scope::kRead) {
       return PermissionDenied("this token's scope is read: this call needs a submit token");

@@ -34,7 +34,9 @@
 
 namespace ringmaster::server {
 
-enum class Scope { kRead, kSubmit, kAdmin, kAgent };
+// kMetrics: a token for a Prometheus server, which reaches /metrics only
+// (made by an admin, for an admin user: it counts every user's jobs).
+enum class Scope { kRead, kSubmit, kAdmin, kAgent, kMetrics };
 const char* ScopeName(Scope s);
 std::optional<Scope> ParseScope(const std::string& s);
 
@@ -44,6 +46,7 @@ inline constexpr const char* kRead = "read";      // any user token
 inline constexpr const char* kSubmit = "submit";  // submit or admin
 inline constexpr const char* kAdmin = "admin";
 inline constexpr const char* kAgent = "agent";
+inline constexpr const char* kMetrics = "metrics";  // admin or metrics tokens
 inline constexpr const char* kLogin = "login";  // a submit token, or HTTP Basic user:password
 }  // namespace access
 

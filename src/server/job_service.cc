@@ -534,129 +534,9 @@ Status JobService::ResizeLocked(Job& job, int replicas, const std::string& why) 
   job.stop_reason = why;
   RM_RETURN_IF_ERROR(store_->UpdateJob(job));
   last_resize_ms_[job.id] = clock_->NowMs();
+  resized_this_pass_.insert(job.id);
   spdlog::info("job {}: {}", job.id, why);
   return SettleJobLocked(job.id);
-}
-
-Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<Job>& active,
-                                   const std::vector<scheduler::JobRequest>& waiting,
-                                   std::map<int64_t, std::string>* reasons, std::set<int64_t>* made_room) {
-  const int64_t now = clock_->NowMs();
-  struct Elastic {
-    Job job;
-    std::shared_ptr<const JobSpec> spec;
-    scheduler::JobRequest one;  // one replica's request
-  };
-  std::vector<Elastic> elastic;
-  for (const Job& j : active) {
-    if (j.state != State::kRunning || j.stop_state) continue;
-    auto spec = SpecLocked(j);
-    if (!spec.ok() || !(*spec)->elastic()) continue;
-    scheduler::JobRequest one = RequestFor(j, **spec, "");
-    one.replicas = 1;
-    elastic.push_back({j, *spec, one});
-  }
-  if (elastic.empty()) return Status::Ok();
-  // Lowest priority first: the first to shrink, the last to grow.
-  std::stable_sort(elastic.begin(), elastic.end(),
-                   [](const Elastic& a, const Elastic& b) { return a.job.priority < b.job.priority; });
-
-  // The cluster's allocated share: the larger of CPU and GPU, over ready nodes.
-  auto share = [&] {
-    double cpu_cap = 0, cpu_used = 0, gpu_cap = 0, gpu_used = 0;
-    for (const auto& n : nodes) {
-      if (!n.ready) continue;
-      cpu_cap += static_cast<double>(n.capacity.cpu_milli);
-      cpu_used += static_cast<double>(n.allocated.cpu_milli);
-      gpu_cap += n.capacity.gpus;
-      gpu_used += n.allocated.gpus;
-    }
-    double s = cpu_cap > 0 ? cpu_used / cpu_cap : 1.0;
-    if (gpu_cap > 0) s = std::max(s, gpu_used / gpu_cap);
-    return s;
-  };
-  if (!waiting.empty()) {
-    // Shrink: for each waiting job, in queue order, the lowest-priority elastic job
-    // below it that can give back enough replicas, by as few as will do. Above
-    // the scale-down threshold, workers beyond min also yield to equal priority.
-    const bool crowded = share() > options_.elastic_scale_down_above;
-    std::set<int64_t> shrunk;
-    for (const scheduler::JobRequest& w : waiting) {
-      RM_ASSIGN_OR_RETURN(Job wj, store_->GetJob(w.job_id));
-      for (Elastic& e : elastic) {
-        const bool outranked = e.job.priority < wj.priority || (crowded && e.job.priority == wj.priority);
-        if (shrunk.count(e.job.id) || !outranked || e.job.replicas <= e.spec->min_replicas) continue;
-        RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(e.job.id));
-        std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.rank > b.rank; });
-        std::vector<scheduler::NodeState> trial = nodes;
-        int give = 0;
-        bool fits = false;
-        for (const Task& t : tasks) {  // highest ranks go first
-          if (e.job.replicas - give <= e.spec->min_replicas) break;
-          for (auto& n : trial) {
-            if (n.id != t.node_id) continue;
-            n.allocated.cpu_milli -= t.cpu_milli;
-            n.allocated.memory_bytes -= t.memory_bytes;
-            n.allocated.gpus -= t.gpus;
-          }
-          ++give;
-          std::vector<scheduler::NodeState> fit = trial;
-          if (!scheduler_->PlaceGang(fit, w).empty()) {
-            fits = true;
-            break;
-          }
-        }
-        if (!fits) continue;
-        const int to = e.job.replicas - give;
-        RM_RETURN_IF_ERROR(ResizeLocked(e.job, to, fmt::format("scale down from {} to {} workers for job {} (priority {})",
-                                                                e.job.replicas, to, wj.id, wj.priority)));
-        (*reasons)[wj.id] = fmt::format("needs {}; job {} is scaling down to make room",
-                                        scheduler::DescribeRequest(w), e.job.id);
-        made_room->insert(wj.id);
-        shrunk.insert(e.job.id);
-        break;
-      }
-    }
-    return Status::Ok();
-  }
-
-  // Grow: nothing waits. Add replicas while the cluster's allocated share is
-  // below the threshold and another replica fits.
-  for (auto it = elastic.rbegin(); it != elastic.rend(); ++it) {
-    Elastic& e = *it;
-    auto last = last_resize_ms_.find(e.job.id);
-    const int64_t since = std::max(e.job.started_ms, last == last_resize_ms_.end() ? 0 : last->second);
-    if (now - since < options_.elastic_cooldown_ms || e.job.replicas >= e.spec->max_replicas) continue;
-    const double before = share();
-    int add = 0;
-    while (e.job.replicas + add < e.spec->max_replicas && share() < options_.elastic_scale_up_below &&
-           !scheduler_->PlaceGang(nodes, e.one).empty()) {
-      ++add;
-    }
-    if (add == 0) continue;
-    const int to = e.job.replicas + add;
-    RM_RETURN_IF_ERROR(ResizeLocked(e.job, to, fmt::format("scale up from {} to {} workers: no job waits and the "
-                                                           "cluster was {:.0f}% allocated",
-                                                           e.job.replicas, to, 100 * before)));
-  }
-  return Status::Ok();
-}
-
-Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
-  for (const store::Node& n : nodes) {
-    const int64_t silent = SilentMs(n.id);
-    if (silent <= options_.node_timeout_ms) continue;
-    for (Task t : placed) {
-      if (t.node_id != n.id) continue;
-      RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
-        RM_RETURN_IF_ERROR(SetTaskState(t, State::kLost, fmt::format("node {} lost: no heartbeat for {}", n.name,
-                                                                     FormatDuration(silent))));
-        return SettleJobLocked(t.job_id);
-      }));
-      spdlog::warn("task {} (job {} rank {}) lost with node {}", t.id, t.job_id, t.rank, n.name);
-    }
-  }
-  return Status::Ok();
 }
 
 scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, const std::string& user) const {
@@ -682,6 +562,7 @@ scheduler::JobRequest JobService::RequestFor(const Job& j, const JobSpec& spec, 
   r.submit_ms = j.created_ms;
   r.expected_runtime_ms = spec.time_limit_ms;
   r.attained_service_s = j.service_s;  // ended runs; ScheduleOnce adds the current one
+  r.rank_by_measured_use = spec.autoscale.has_value();
   return r;
 }
 
@@ -706,6 +587,14 @@ bool JobService::BackoffOver(const Job& job, int64_t now) {
 
 Status JobService::ScheduleOnce() {
   std::lock_guard<std::mutex> l(mu_);
+  const int64_t pass_start = clock_->SteadyMs();
+  struct PassTimer {
+    monitor::Histogram& h;
+    Clock* clock;
+    int64_t start;
+    ~PassTimer() { h.Observe(static_cast<double>(clock->SteadyMs() - start) / 1000.0); }
+  } timer{pass_seconds_, clock_, pass_start};
+  resized_this_pass_.clear();
   RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
   for (auto& n : nodes) ApplyLive(&n);
   {
@@ -715,6 +604,11 @@ Status JobService::ScheduleOnce() {
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   RM_ASSIGN_OR_RETURN(auto active, store_->ListActiveJobs());
   RM_ASSIGN_OR_RETURN(auto users, store_->ListUsers());
+  {
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    tasks_on_.clear();
+    for (const Task& t : placed) tasks_on_[t.node_id].insert(t.id);
+  }
   std::map<int64_t, std::string> user_names;
   for (const auto& u : users) user_names[u.id] = u.name;
   const int64_t now = clock_->NowMs();
@@ -730,6 +624,12 @@ Status JobService::ScheduleOnce() {
     s.capacity = {n.cpu_milli, n.memory_bytes, n.gpu_count};
     s.gpu_model = n.gpu_model;
     s.cpu_util = n.cpu_util;
+    if (monitor::Monitor* m = options_.monitor) {
+      // Measured over a window, not one heartbeat's reading: a spike does not steer placement.
+      const int64_t since = now - options_.load_window_ms;
+      s.cpu_util = m->NodeCpuUtil(n.id, since).value_or(n.cpu_util);
+      s.gpu_util = m->NodeGpuUtil(n.id, since).value_or(0.0);
+    }
     const auto labels = nlohmann::json::parse(n.labels_json, nullptr, /*allow_exceptions=*/false);
     if (labels.is_object()) {
       for (const auto& [k, v] : labels.items()) {
@@ -853,6 +753,7 @@ Status JobService::ScheduleOnce() {
     }
     return 0;
   };
+  std::vector<std::pair<int64_t, int64_t>> newly_placed;  // (node, task) of the gang being placed
   for (const auto& p : plan.placements) {
     Job& job = *by_id[p.job_id];
     // Ports first: a gang whose node has no free port stays pending, whole.
@@ -925,6 +826,7 @@ Status JobService::ScheduleOnce() {
         t.overlay_ip = ips[i];
         RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, "placed on " + node_names[t.node_id]));
         touched.insert(t.node_id);
+        newly_placed.emplace_back(t.node_id, t.id);
       }
       for (int64_t n : touched) {
         where += (where.empty() ? "" : ", ") + node_names[n];
@@ -934,6 +836,13 @@ Status JobService::ScheduleOnce() {
                          "placed on " + where + (p.borrowing ? " (borrowing idle quota: preemptible)" : ""));
     }));
     spdlog::info("job {} scheduled", job.id);
+    {
+      // Its agent may report on these from now on, not only after the next pass.
+      std::lock_guard<std::mutex> sl(stats_mu_);
+      ++stats_.placements;
+      for (const auto& [node_id, task_id] : newly_placed) tasks_on_[node_id].insert(task_id);
+      newly_placed.clear();
+    }
     for (int64_t node_id : p.node_ids) {
       for (auto& n : snapshot) {
         if (n.id != node_id) continue;
@@ -948,7 +857,9 @@ Status JobService::ScheduleOnce() {
     if (plan.pending_reasons.count(r.job_id)) waiting.push_back(r);
   }
   std::set<int64_t> made_room;
+  RM_RETURN_IF_ERROR(AutoscaleMeasuredLocked(snapshot, active, placed, !waiting.empty()));
   RM_RETURN_IF_ERROR(AutoscaleLocked(std::move(snapshot), active, waiting, &plan.pending_reasons, &made_room));
+  RM_RETURN_IF_ERROR(WatchUsageLocked(active, placed, now));
   // Preempted jobs checkpoint (SIGTERM, then stop_grace_ms) and go back to
   // the queue at once, not counted as restarts; the job they made room for
   // starts when they have stopped.
@@ -962,6 +873,15 @@ Status JobService::ScheduleOnce() {
                                            victim.reason}));
       return ResizeLocked(vj, vj.replicas, victim.reason);
     }));
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    ++stats_.preemptions;
+  }
+  {
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    ++stats_.passes;
+    stats_.queue_length = static_cast<int64_t>(queue.size());
+    stats_.pending_by_reason.clear();
+    for (const auto& [job_id, reason] : plan.pending_reasons) ++stats_.pending_by_reason[PendingReasonKind(reason)];
   }
   for (const auto& [job_id, reason] : plan.pending_reasons) {
     Job& job = *by_id[job_id];

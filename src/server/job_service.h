@@ -25,6 +25,8 @@
 
 #include "common/clock.h"
 #include "files/blob_store.h"
+#include "monitor/monitor.h"
+#include "monitor/prometheus.h"
 #include "net/ipv4.h"
 #include "scheduler/scheduler.h"
 #include "server/job_spec.h"
@@ -65,6 +67,13 @@ struct JobServiceOptions {
   // A user may have at most this many PENDING jobs; more is refused with
   // ResourceExhausted (HTTP 429). 0 = no limit.
   int64_t max_pending_jobs_per_user = 500;
+  // The metrics pipeline (monitor/): measured use for the load-aware score
+  // and `autoscale`, stragglers and idle allocations. nullptr = none.
+  monitor::Monitor* monitor = nullptr;
+  // How often stragglers and idle allocations are looked for (events on the job).
+  int64_t usage_eval_interval_ms = 5'000;
+  // The window of measured use the load-aware score reads.
+  int64_t load_window_ms = 30'000;
   // The scheduler's policy, plugins, preemption and quotas (scheduler.h).
   // REQUIRES: valid (scheduler::Scheduler::Create accepts it).
   scheduler::SchedulerConfig scheduler;
@@ -78,6 +87,21 @@ struct TaskReport {
   int signal = 0;
   std::string message;
 };
+
+// What /metrics tells of the scheduler. Counters count since the server started.
+struct SchedulerStats {
+  uint64_t passes = 0;
+  uint64_t placements = 0;   // gangs placed
+  uint64_t preemptions = 0;  // gangs preempted
+  uint64_t resizes = 0;      // elastic grows and shrinks on measured use (autoscale)
+  int64_t queue_length = 0;  // pending jobs at the last pass
+  std::map<std::string, int64_t> pending_by_reason;  // at the last pass, by kind
+  monitor::HistogramData pass_seconds;
+};
+
+// A pending reason's kind ("resources", "gpus", "ports", "quota", ...): a
+// label of few values for /metrics.
+std::string PendingReasonKind(const std::string& reason);
 
 class JobService {
  public:
@@ -126,6 +150,10 @@ class JobService {
 
   // One scheduling pass; the loop calls it, tests call it directly.
   Status ScheduleOnce();
+  SchedulerStats Stats() const;
+  // The tasks placed on the node at the last pass: the ones its agent may
+  // report samples of.
+  std::set<int64_t> TasksOn(int64_t node_id) const;
   // Whether the node's lease holds: heard from within node_timeout_ms (steady clock).
   bool NodeReady(const store::Node& node) const;
   // The node as last heard from (heartbeats are held in memory): its
@@ -143,6 +171,15 @@ class JobService {
   Status AutoscaleLocked(std::vector<scheduler::NodeState> nodes, const std::vector<store::Job>& active,
                          const std::vector<scheduler::JobRequest>& waiting, std::map<int64_t, std::string>* reasons,
                          std::set<int64_t>* made_room);
+  // Elastic jobs with `autoscale`: one replica more or fewer on their
+  // measured use over the window (monitor/), at most once per cooldown.
+  // `nodes` holds this pass's placements; `grown` gets the jobs resized.
+  Status AutoscaleMeasuredLocked(const std::vector<scheduler::NodeState>& nodes, const std::vector<store::Job>& active,
+                                 const std::vector<store::Task>& placed, bool anyone_waiting);
+  // Stragglers and idle allocations (monitor/): each raised or cleared flag an event on its job.
+  Status WatchUsageLocked(const std::vector<store::Job>& active, const std::vector<store::Task>& placed, int64_t now);
+  // What the monitor knows of a running gang.
+  monitor::RunningGang GangOf(const store::Job& job, const std::vector<store::Task>& placed) const;
   // Stops a job's gang so that it is requeued at once with `replicas` tasks,
   // not counted as a restart: an elastic resize, or a preemption (same size).
   Status ResizeLocked(store::Job& job, int replicas, const std::string& why);
@@ -195,6 +232,13 @@ class JobService {
   const JobServiceOptions options_;
   const std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::map<int64_t, int64_t> last_resize_ms_;  // GUARDED_BY(mu_): elastic job -> when it was last resized
+  int64_t last_usage_eval_ms_ = 0;             // GUARDED_BY(mu_)
+  std::set<int64_t> resized_this_pass_;        // GUARDED_BY(mu_): one resize per job and pass
+  // Counters for /metrics, and the placed tasks by node (for TasksOn).
+  mutable std::mutex stats_mu_;  // acquired after mu_ (never before it)
+  SchedulerStats stats_;         // GUARDED_BY(stats_mu_), but pass_seconds
+  monitor::Histogram pass_seconds_{{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
+  std::map<int64_t, std::set<int64_t>> tasks_on_;  // GUARDED_BY(stats_mu_)
   std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change

@@ -331,6 +331,126 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   EXPECT_EQ(Job(id).restarts, 0);
 }
 
+// `autoscale` (issue 15): one worker more when the job's measured CPU is
+// above the threshold over the window, one fewer below the other; placed by
+// measured use (the least-loaded node); events name metric, value and threshold.
+TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedNode) {
+  monitor::Monitor mon;
+  JobServiceOptions o;
+  o.monitor = &mon;
+  Restart(o);
+  // Node a holds another job, so bin-packing (the default profile) would put
+  // ranks there; and it is busier, by measured use, with work the platform
+  // does not own. Placed by measured use, the job's ranks go to b.
+  const int64_t a = AddNode("a", 4000);
+  const int64_t other = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(other)[0], "running").ok());
+  const int64_t b = AddNode("b", 4000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 3}\nresources: {cpu: 1}\n"
+                      "autoscale: {metric: cpu, scale_up_above: 80, scale_down_below: 30, window: 10s, cooldown: 10s}\n");
+  auto feed = [&](int64_t ms, double task_cores) {
+    for (int64_t t = 0; t < ms; t += 1'000) {
+      clock_.AdvanceMs(1'000);
+      for (int64_t node : {a, b}) {
+        monitor::NodeSample s;
+        s.t_ms = clock_.NowMs();
+        s.cpu = node == a ? 0.3 : 0.1;
+        std::set<int64_t> here;
+        for (const auto& task : Tasks(id)) {
+          if (task.node_id != node || task.state != State::kRunning) continue;
+          s.tasks.push_back({task.id, task.attempt, task_cores, 1, 1, 0, -1});
+          here.insert(task.id);
+        }
+        mon.IngestNode(node, {s}, here);
+      }
+      ASSERT_TRUE(svc_->Heartbeat(a, 0.3, 0).ok());
+      ASSERT_TRUE(svc_->Heartbeat(b, 0.1, 0).ok());
+    }
+  };
+  auto run_all = [&] {
+    for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
+  };
+  auto end_all = [&] {
+    for (const auto& t : Tasks(id)) {
+      if (!store::IsTerminal(t.state)) ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+    }
+  };
+  feed(5'000, 0);  // the nodes' load is known before the job is placed
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Tasks(id).size(), 1u);
+  EXPECT_EQ(Tasks(id)[0].node_id, b);  // the least loaded by measured use; bin-packing would say a
+  run_all();
+
+  // Busy, but not yet for a whole window: nothing.
+  feed(5'000, 0.95);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).resize_to, 0);
+  feed(6'000, 0.95);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Job(id).resize_to, 2);
+  EXPECT_EQ(Job(id).stop_reason, "scale up 1\u21922: cpu 95% > 80% over 10s; the gang restarts with 2 ranks placed by measured use "
+            "(least loaded: b, cpu 10%)");
+  end_all();
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto grown = Tasks(id);
+  ASSERT_EQ(grown.size(), 2u);
+  // Rank 0 on b; with it, b's projected use (10% + a quarter) is above a's 30%: rank 1 on a.
+  EXPECT_EQ(grown[0].node_id, b);
+  EXPECT_EQ(grown[1].node_id, a);
+  run_all();
+
+  // Idle now: after a whole window (and the cooldown), one worker fewer.
+  feed(5'000, 0.1);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_FALSE(Job(id).stop_state.has_value());  // the window since the resize is not over
+  feed(6'000, 0.1);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Job(id).resize_to, 1);
+  EXPECT_EQ(Job(id).stop_reason, "scale down 2\u21921: cpu 10% < 30% over 10s; the gang restarts with 1 rank placed by measured use "
+            "(most loaded of its nodes: a, cpu 30%)");
+  end_all();
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Tasks(id).size(), 1u);
+  EXPECT_EQ(Tasks(id)[0].node_id, b);  // the rank on the most-loaded node is the one given up
+  EXPECT_EQ(Job(id).restarts, 0);
+  // Never below min.
+  run_all();
+  feed(25'000, 0.0);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_FALSE(Job(id).stop_state.has_value());
+  EXPECT_EQ(svc_->Stats().resizes, 2u);
+}
+
+// A spec's autoscale: what it needs, and errors that name the field.
+TEST(AutoscaleSpec, ParsesAndRefuses) {
+  auto spec = ParseJobSpec("command: x\nkind: distributed\nreplicas: {min: 1, max: 4}\n"
+                           "autoscale: {metric: samples_per_s, scale_up_above: 5000, scale_down_below: 100, window: 2m}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->autoscale->metric, "samples_per_s");
+  EXPECT_EQ(spec->autoscale->window_ms, 120'000);
+  EXPECT_EQ(spec->autoscale->cooldown_ms, 60'000);
+  auto back = JobSpecFromJson(JobSpecToJson(*spec).dump());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *spec);
+  auto err = [](const std::string& extra, const std::string& replicas = "{min: 1, max: 4}") {
+    return ParseJobSpec("command: x\nkind: distributed\nreplicas: " + replicas + "\nautoscale: " + extra + "\n")
+        .status()
+        .message();
+  };
+  EXPECT_EQ(err("{metric: cpu}", "2"), "autoscale: needs an elastic job (replicas: {min: N, max: M} with M > N)");
+  EXPECT_EQ(err("{metric: disk}"), "autoscale.metric: must be cpu, gpu, memory or samples_per_s, got \"disk\"");
+  EXPECT_EQ(err("{metric: gpu}"), "autoscale.metric: gpu, but resources.gpu is 0");
+  EXPECT_EQ(err("{scale_up_above: 50}"), "autoscale.metric: missing (cpu, gpu, memory or samples_per_s)");
+  EXPECT_EQ(err("{metric: cpu, scale_up_above: 20, scale_down_below: 40}"),
+            "autoscale.scale_down_below: must be below scale_up_above (20), got 40");
+  EXPECT_EQ(err("{metric: cpu, scale_up_above: -1}"), "autoscale.scale_up_above: must be a number >= 0, got \"-1\"");
+  EXPECT_EQ(err("{metric: cpu, window: 2y}"), "autoscale.window: \"2y\" is not a duration (use e.g. 90m, 2h or 3600)");
+  EXPECT_EQ(err("{metric: cpu, cooldown: 2d}"), "autoscale.cooldown: must be between 1s and 1d, got 2d");
+  EXPECT_EQ(err("{metric: cpu, speed: 1}"),
+            "autoscale.speed: unknown field (expected one of: cooldown, metric, scale_down_below, scale_up_above, window)");
+}
+
 TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPriority) {
   int64_t node = AddNode("vm", 3000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 3}\nresources: {cpu: 1}\n");

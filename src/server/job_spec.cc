@@ -287,6 +287,7 @@ class SpecReader {
   // the same checks as Text; refused when it appeared before in `seen`.
   StatusOr<std::string> Key(const YAML::Node& key, const std::string& map_field, std::set<std::string>* seen);
   Status CheckKeys(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& allowed);
+  Status ReadAutoscale(const YAML::Node& a, JobSpec* spec);
   Status ReadInputs(const YAML::Node& ins, JobSpec* spec);
   StatusOr<std::string> RelativePath(std::string path, const std::string& field);
   Status ReadResources(const YAML::Node& r, JobSpec* spec);
@@ -435,11 +436,75 @@ Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
   return Status::Ok();
 }
 
+// A duration: digits with an optional unit (s, m, h, d), between 1 s and max_s.
+StatusOr<int64_t> DurationMs(const YAML::Node& t, const std::string& field, int64_t max_s) {
+  const std::string_view text = t.IsScalar() ? std::string_view(t.Scalar()) : std::string_view();
+  size_t digits = 0;
+  while (digits < text.size() && IsDigit(text[digits])) ++digits;
+  const std::string_view unit = text.substr(digits);
+  if (digits == 0 || !(unit.empty() || unit == "s" || unit == "m" || unit == "h" || unit == "d")) {
+    return InvalidArgument(fmt::format("{}: {} is not a duration (use e.g. 90m, 2h or 3600)", field, Quote(t)));
+  }
+  const int64_t unit_s = unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : 1;
+  const Int parsed = ToInt(text.substr(0, digits));
+  const int64_t n = parsed.result == Int::kOk ? parsed.value : -1;
+  if (n <= 0 || n > max_s / unit_s) {
+    const std::string most = max_s % 86400 == 0 ? fmt::format("{}d", max_s / 86400) : fmt::format("{}s", max_s);
+    return InvalidArgument(fmt::format("{}: must be between 1s and {}, got {}", field, most, Printable(text)));
+  }
+  return n * unit_s * 1000;
+}
+
+// A finite number >= 0 (a percentage, a rate).
+StatusOr<double> NonNegative(const YAML::Node& n, const std::string& field) {
+  double v = -1;
+  if (n.IsScalar()) {
+    std::string_view s = n.Scalar();
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || s[0] == '-' || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) v = -1;
+  }
+  if (!(v >= 0)) return InvalidArgument(fmt::format("{}: must be a number >= 0, got {}", field, Quote(n)));
+  return v;
+}
+
+Status SpecReader::ReadAutoscale(const YAML::Node& a, JobSpec* spec) {
+  if (!a.IsMap()) return InvalidArgument("autoscale: must be a mapping (metric, scale_up_above, scale_down_below, window, cooldown), got " + Quote(a));
+  RM_RETURN_IF_ERROR(CheckKeys(a, "autoscale.", {"metric", "scale_up_above", "scale_down_below", "window", "cooldown"}));
+  if (!spec->elastic()) return InvalidArgument("autoscale: needs an elastic job (replicas: {min: N, max: M} with M > N)");
+  JobSpec::Autoscale as;
+  if (!a["metric"]) return InvalidArgument("autoscale.metric: missing (cpu, gpu, memory or samples_per_s)");
+  RM_ASSIGN_OR_RETURN(as.metric, GetString(a["metric"], "autoscale.metric"));
+  if (as.metric != "cpu" && as.metric != "gpu" && as.metric != "memory" && as.metric != "samples_per_s") {
+    return InvalidArgument(fmt::format("autoscale.metric: must be cpu, gpu, memory or samples_per_s, got \"{}\"",
+                                       Printable(as.metric)));
+  }
+  if (as.metric == "gpu" && spec->gpus == 0) return InvalidArgument("autoscale.metric: gpu, but resources.gpu is 0");
+  if (a["scale_up_above"]) {
+    RM_ASSIGN_OR_RETURN(as.scale_up_above, NonNegative(a["scale_up_above"], "autoscale.scale_up_above"));
+  }
+  if (a["scale_down_below"]) {
+    RM_ASSIGN_OR_RETURN(as.scale_down_below, NonNegative(a["scale_down_below"], "autoscale.scale_down_below"));
+  }
+  if (as.scale_down_below >= as.scale_up_above) {
+    return InvalidArgument(fmt::format("autoscale.scale_down_below: must be below scale_up_above ({}), got {}",
+                                       as.scale_up_above, as.scale_down_below));
+  }
+  if (a["window"]) {
+    RM_ASSIGN_OR_RETURN(as.window_ms, DurationMs(a["window"], "autoscale.window", 86400));
+  }
+  if (a["cooldown"]) {
+    RM_ASSIGN_OR_RETURN(as.cooldown_ms, DurationMs(a["cooldown"], "autoscale.cooldown", 86400));
+  }
+  spec->autoscale = as;
+  return Status::Ok();
+}
+
 StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
                                           "max_restarts", "priority", "time_limit", "node_selector", "working_dir", "keep_checkpoints",
-                                          "inputs", "outputs", "executor", "network"}));
+                                          "inputs", "outputs", "executor", "network", "autoscale"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -584,22 +649,9 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
     }
   }
   if (root["time_limit"]) {
-    const YAML::Node& t = root["time_limit"];
-    const std::string_view text = t.IsScalar() ? std::string_view(t.Scalar()) : std::string_view();
-    size_t digits = 0;
-    while (digits < text.size() && IsDigit(text[digits])) ++digits;
-    const std::string_view unit = text.substr(digits);
-    if (digits == 0 || !(unit.empty() || unit == "s" || unit == "m" || unit == "h" || unit == "d")) {
-      return InvalidArgument(fmt::format("time_limit: {} is not a duration (use e.g. 90m, 2h or 3600)", Quote(t)));
-    }
-    const int64_t unit_s = unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : 1;
-    const Int parsed = ToInt(text.substr(0, digits));
-    const int64_t n = parsed.result == Int::kOk ? parsed.value : -1;
-    if (n <= 0 || n > 366LL * 86400 / unit_s) {
-      return InvalidArgument(fmt::format("time_limit: must be between 1s and 366d, got {}", Printable(text)));
-    }
-    spec.time_limit_ms = n * unit_s * 1000;
+    RM_ASSIGN_OR_RETURN(spec.time_limit_ms, DurationMs(root["time_limit"], "time_limit", 366 * 86400));
   }
+  if (root["autoscale"]) RM_RETURN_IF_ERROR(ReadAutoscale(root["autoscale"], &spec));
   if (root["working_dir"]) {
     RM_ASSIGN_OR_RETURN(spec.working_dir, GetString(root["working_dir"], "working_dir"));
     if (spec.working_dir.empty() || spec.working_dir[0] != '/') {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,20 @@ struct JobSpec {
   int min_replicas = 0;
   int max_replicas = 0;
   bool elastic() const { return max_replicas > min_replicas; }
+  // Scaling on measured use (`autoscale: {metric: cpu, scale_up_above: 80,
+  // scale_down_below: 30, window: 30s, cooldown: 60s}`), for an elastic job:
+  // one replica more when the job's use of `metric` over the window is above
+  // scale_up_above, one fewer below scale_down_below, at most once per
+  // cooldown. Without it, an elastic job grows into free capacity.
+  struct Autoscale {
+    std::string metric;  // cpu | gpu | memory (percent of what it holds) | samples_per_s
+    double scale_up_above = 80;
+    double scale_down_below = 30;
+    int64_t window_ms = 30'000;
+    int64_t cooldown_ms = 60'000;
+    bool operator==(const Autoscale&) const = default;
+  };
+  std::optional<Autoscale> autoscale;
   int max_restarts = 0;
   int priority = 0;
   // Node labels the job's nodes must have (`node_selector: {rack: r1}`).

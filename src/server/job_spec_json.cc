@@ -53,6 +53,14 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.network.empty()) j["network"] = s.network;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
+  if (s.autoscale) {
+    const JobSpec::Autoscale& a = *s.autoscale;
+    j["autoscale"] = {{"metric", a.metric},
+                      {"scale_up_above", a.scale_up_above},
+                      {"scale_down_below", a.scale_down_below},
+                      {"window", std::to_string(a.window_ms / 1000)},
+                      {"cooldown", std::to_string(a.cooldown_ms / 1000)}};
+  }
   if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
   if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
   if (!s.inputs.empty()) {
@@ -94,6 +102,17 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
       if (!j["elastic"].is_object()) throw std::runtime_error("elastic: not an object");
       s.min_replicas = StoredInt<int>(j["elastic"], "min", s.replicas);
       s.max_replicas = StoredInt<int>(j["elastic"], "max", s.replicas);
+    }
+    if (j.contains("autoscale")) {
+      const auto& a = j["autoscale"];
+      if (!a.is_object()) throw std::runtime_error("autoscale: not an object");
+      JobSpec::Autoscale as;
+      as.metric = a.at("metric").get<std::string>();
+      as.scale_up_above = a.at("scale_up_above").get<double>();
+      as.scale_down_below = a.at("scale_down_below").get<double>();
+      as.window_ms = std::stoll(a.at("window").get<std::string>()) * 1000;
+      as.cooldown_ms = std::stoll(a.at("cooldown").get<std::string>()) * 1000;
+      s.autoscale = as;
     }
     s.max_restarts = StoredInt<int>(j, "max_restarts", 0);
     s.keep_checkpoints = StoredInt<int>(j, "keep_checkpoints", 3);

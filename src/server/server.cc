@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/rotating_file_sink.h>
@@ -135,6 +136,22 @@ Status Server::SetUpTls(http::ServerOptions* h) {
 Status Server::Start() {
   RM_RETURN_IF_ERROR(Bootstrap());
   options_.jobs.files = files_.get();
+  monitor_ = std::make_unique<monitor::Monitor>(options_.monitor);
+  if (Status st = monitor_->series().Load(MonitorPath()); !st.ok()) {
+    // History only: the server starts without it and says so.
+    spdlog::warn("monitor: {}", st.message());
+  }
+  // Series of tasks deleted since it was saved go (ids are not reused, so
+  // this only frees memory).
+  std::set<int64_t> gone;
+  for (const std::string& key : monitor_->series().Keys("task/")) {
+    const int64_t id = std::atoll(key.c_str() + 5);
+    if (gone.count(id)) continue;
+    auto t = store_->GetTask(id);
+    if (!t.ok() && t.status().code() == StatusCode::kNotFound) gone.insert(id);
+  }
+  for (int64_t id : gone) monitor_->series().Erase(fmt::format("task/{}/", id));
+  options_.jobs.monitor = monitor_.get();
   options_.jobs.on_job_ended = [this](int64_t job_id) {
     if (archiver_) archiver_->Enqueue(job_id);
     if (api_) api_->job_ends.Fire(job_id);  // GET /api/v1/jobs/{id}?wait=S
@@ -153,7 +170,8 @@ Status Server::Start() {
   auto access = std::make_shared<spdlog::logger>("access", sink);
   access->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %v", spdlog::pattern_time_type::utc);
   access->flush_on(spdlog::level::info);
-  h.access_log = [access](const http::AccessRecord& r) {
+  h.access_log = [access, this](const http::AccessRecord& r) {
+    if (api_) api_->http_metrics.Observe(r);
     access->info("{} {} {} {} {} {:.1f}ms {}B #{}", r.remote, r.user.empty() ? "-" : r.user, r.method, r.path,
                  r.status, r.ms, r.bytes, r.id);
   };
@@ -167,6 +185,7 @@ Status Server::Start() {
 
   api_ = std::make_unique<Api>();
   api_->store = store_.get();
+  api_->monitor = monitor_.get();
   api_->jobs = jobs_.get();
   api_->logs = logs_.get();
   api_->metrics = metrics_.get();
@@ -205,6 +224,7 @@ Status Server::Start() {
   AddAgentRoutes(*api_);
   AddFileRoutes(*api_);
   AddAgentFileRoutes(*api_);
+  AddMonitorRoutes(*api_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
@@ -213,6 +233,16 @@ Status Server::Start() {
   RM_RETURN_IF_ERROR(http_->Start());
   port_ = http_->port();
   jobs_->Start();
+  monitor_saver_ = std::thread([this] {
+    std::unique_lock<std::mutex> l(saver_mu_);
+    while (!stopping_) {
+      saver_cv_.wait_for(l, std::chrono::milliseconds(options_.monitor_save_interval_ms));
+      if (stopping_) break;
+      l.unlock();
+      SaveMonitor();
+      l.lock();
+    }
+  });
   json info = {{"url", url()}, {"pid", getpid()}};
   if (!ca_path_.empty()) info["ca"] = ca_path_;
   RM_RETURN_IF_ERROR(WriteFileAtomic(options_.data_dir + "/server.json", info.dump() + "\n", 0600));
@@ -225,6 +255,29 @@ void Server::Stop() {
   if (jobs_) jobs_->Stop();  // ends long-polls: their answers go out before the connections close
   if (http_) http_->Stop();
   if (archiver_) archiver_->Stop();
+  {
+    std::lock_guard<std::mutex> l(saver_mu_);
+    stopping_ = true;
+  }
+  saver_cv_.notify_all();
+  if (monitor_saver_.joinable()) {
+    monitor_saver_.join();
+    SaveMonitor();
+  }
+}
+
+std::string Server::MonitorPath() const { return options_.data_dir + "/monitor.series"; }
+
+void Server::SaveMonitor() {
+  if (!monitor_) return;
+  // Series of what has been silent for longer than the coarsest ring reaches
+  // are of no use; a task's are kept an hour after it ended (users make
+  // tasks: their series must not crowd out the nodes').
+  const auto& tiers = options_.monitor.series.tiers;
+  const int64_t now = clock_->NowMs();
+  if (!tiers.empty()) monitor_->series().EraseIdle(now - tiers.back().resolution_ms * tiers.back().points);
+  monitor_->series().EraseIdle(now - options_.monitor_task_retention_ms, "task/");
+  if (Status st = monitor_->series().Save(MonitorPath()); !st.ok()) spdlog::warn("monitor: saving its history: {}", st.message());
 }
 
 StatusOr<std::string> Server::LocalAgentToken(const std::string& node) {

@@ -9,6 +9,9 @@
 #pragma once
 
 #include <memory>
+#include <thread>
+#include <mutex>
+#include <condition_variable>
 #include <string>
 
 #include "common/clock.h"
@@ -18,6 +21,7 @@
 #include "server/auth.h"
 #include "server/job_service.h"
 #include "files/blob_store.h"
+#include "monitor/monitor.h"
 #include "server/log_archiver.h"
 #include "server/log_store.h"
 #include "store/meta_store.h"
@@ -49,6 +53,13 @@ struct ServerOptions {
   bool listen = true;
   Clock* clock = nullptr;  // nullptr = the real clock
   JobServiceOptions jobs;
+  // The metrics pipeline (docs/monitoring.md): its series, straggler and idle
+  // thresholds. Its coarse history is saved to <data>/monitor.series this
+  // often and at Stop, and read back at Start.
+  monitor::MonitorOptions monitor;
+  int64_t monitor_save_interval_ms = 60'000;
+  // An ended task's usage series are kept this long after its last sample.
+  int64_t monitor_task_retention_ms = 3'600'000;
 };
 
 class Server {
@@ -84,6 +95,7 @@ class Server {
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;
   std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)
+  std::unique_ptr<monitor::Monitor> monitor_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<Auth> auth_;
   std::unique_ptr<http::Server> http_;
@@ -91,6 +103,13 @@ class Server {
   std::unique_ptr<LogArchiver> archiver_;  // uses api_: declared after it, so destroyed first
   std::string ca_path_;
   int port_ = 0;
+  // Saves the monitor's history every monitor_save_interval_ms.
+  void SaveMonitor();
+  std::string MonitorPath() const;
+  std::thread monitor_saver_;
+  std::mutex saver_mu_;
+  std::condition_variable saver_cv_;
+  bool stopping_ = false;  // GUARDED_BY(saver_mu_)
 };
 
 }  // namespace ringmaster::server

@@ -323,6 +323,110 @@ TEST_F(ServerTest, ANestedMetricsLineLeavesTheServerUpAndShowWorks) {
   }
 }
 
+// Monitoring (issue 15): samples ride on heartbeats; a node's series is for
+// anyone, a job's only for its owner (and admins), /metrics only for admins;
+// an agent speaks only for its own tasks; history survives a restart.
+TEST_F(ServerTest, UsageSeriesAndMetricsKeepUsersApart) {
+  std::string bob = MakeUser("bob"), carol = MakeUser("carol"), a1, a2;
+  const int64_t n1 = RegisterAgent("n1", &a1);
+  RegisterAgent("n2", &a2, 1000);
+  const int64_t id = SubmitAs(bob, "command: train\nresources: {cpu: 2}\n");
+  json task = PlacedTask(bob, id);
+  const int64_t task_id = task["id"].get<int64_t>();
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  json samples = json::array();
+  for (int i = 0; i < 3; ++i) {
+    samples.push_back({{"t", now - 2000 + i * 1000}, {"cpu", 0.25}, {"memory_used_bytes", 1 << 30},
+                       {"gpus", {{{"index", 0}, {"util", 0.5}}}},
+                       {"tasks", {{{"task", task_id}, {"attempt", 1}, {"cpu_cores", 1.5}, {"memory_bytes", 4096}}}}});
+  }
+  const std::string beat1 = fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1);
+  ASSERT_EQ(Call("POST", beat1, a1, json{{"samples", samples}}.dump())->status, 200);
+  // Another node's agent cannot speak for bob's task.
+  json forged = {{"samples", {{{"t", now}, {"cpu", 0.1}, {"memory_used_bytes", 1},
+                                {"tasks", {{{"task", task_id}, {"attempt", 1}, {"cpu_cores", 99.0}, {"memory_bytes", 1}}}}}}}};
+  ASSERT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1 + 1), a2, forged.dump())->status, 200);
+  // Bad samples are refused naming the field, but the heartbeat still renews
+  // the lease: telemetry never takes a node's tasks down.
+  auto bad = Call("POST", beat1, a1, R"({"samples":[{"t":1,"cpu":7,"memory_used_bytes":0}]})");
+  EXPECT_EQ(bad->status, 200);
+  EXPECT_EQ(json::parse(bad->body).value("samples_refused", ""), "samples[0].cpu: must be within [0, 1]") << bad->body;
+  EXPECT_EQ(Call("POST", beat1, a1, "{}")->status, 200);  // no samples: a lease renewal only
+  for (int round = 0; round < 2; ++round) {
+    auto node = Call("GET", fmt::format("/api/v1/nodes/{}/usage?since=60", n1), carol);
+    ASSERT_EQ(node->status, 200) << node->body;
+    json nb = json::parse(node->body);
+    ASSERT_FALSE(nb["series"]["cpu"].empty()) << nb.dump();
+    EXPECT_DOUBLE_EQ(nb["series"]["cpu"][0][1].get<double>(), 0.25);
+    EXPECT_FALSE(nb["series"]["gpu_0_util"].empty());
+
+    auto mine = Call("GET", fmt::format("/api/v1/jobs/{}/usage?since=60", id), bob);
+    ASSERT_EQ(mine->status, 200) << mine->body;
+    json jb = json::parse(mine->body);
+    ASSERT_EQ(jb["tasks"].size(), 1u);
+    const json& cpu = jb["tasks"][0]["series"]["cpu_cores"];
+    ASSERT_FALSE(cpu.empty()) << jb.dump();
+    for (const auto& p : cpu) EXPECT_DOUBLE_EQ(p[2].get<double>(), 1.5);  // never the forged 99
+    EXPECT_EQ(Call("GET", fmt::format("/api/v1/jobs/{}/usage", id), carol)->status, 404);
+    EXPECT_EQ(Call("GET", fmt::format("/api/v1/jobs/{}/usage?since=x", id), bob)->status, 400);
+    if (round == 0) {
+      auto list = Call("GET", "/api/v1/nodes", bob);
+      json nodes = json::parse(list->body)["nodes"];
+      EXPECT_DOUBLE_EQ(nodes[0]["usage"]["gpu_util"].get<double>(), 0.5) << nodes.dump();
+
+      EXPECT_EQ(Call("GET", "/metrics", bob)->status, 403);
+      EXPECT_EQ(Call("GET", "/metrics", "")->status, 401);
+      // A metrics token: /metrics and nothing else; only for admin users.
+      auto made = Call("POST", "/api/v1/tokens", admin_, R"({"scope":"metrics","name":"prometheus"})");
+      ASSERT_EQ(made->status, 201) << made->body;
+      const std::string prom = json::parse(made->body)["token"];
+      EXPECT_EQ(Call("GET", "/metrics", prom)->status, 200);
+      EXPECT_EQ(Call("GET", "/api/v1/jobs", prom)->status, 403);
+      EXPECT_EQ(Call("GET", fmt::format("/api/v1/nodes/{}/usage", n1), prom)->status, 403);
+      EXPECT_EQ(Call("POST", "/api/v1/tokens", bob, R"({"scope":"metrics"})")->status, 403);
+      auto m = Call("GET", "/metrics", admin_);
+      ASSERT_EQ(m->status, 200);
+      EXPECT_NE(m->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+      EXPECT_NE(m->body.find("ringmaster_node_cpu_ratio{node=\"n1\"} 0.25"), std::string::npos) << m->body;
+      EXPECT_NE(m->body.find("ringmaster_gpu_utilisation_ratio{node=\"n1\",gpu=\"0\"} 0.5"), std::string::npos);
+      EXPECT_NE(m->body.find(fmt::format("ringmaster_task_cpu_cores{{job=\"{}\",rank=\"0\",user=\"bob\"}} 1.5", id)),
+                std::string::npos);
+      EXPECT_NE(m->body.find("ringmaster_jobs{state=\"scheduled\",user=\"bob\"} 1"), std::string::npos);
+      EXPECT_NE(m->body.find("ringmaster_http_requests_total{route=\"/api/v1/jobs/{id}/usage\",method=\"GET\",code=\"404\"} 1"),
+                std::string::npos);
+      EXPECT_NE(m->body.find("ringmaster_scheduler_placements_total 1"), std::string::npos);
+    }
+    StartServer();  // the 10 s and 1 min rings are saved at stop and read at start
+  }
+  // A sample far in the future (or out of order) cannot freeze a series: it is dropped.
+  json future = {{"samples", {{{"t", now + (int64_t{1} << 40)}, {"cpu", 0.9}, {"memory_used_bytes", 1}},
+                                {{"t", now}, {"cpu", 0.25}, {"memory_used_bytes", 1 << 30}}}}};
+  auto f = Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1), a1, future.dump());
+  ASSERT_EQ(f->status, 200);
+  EXPECT_NE(json::parse(f->body).value("samples_refused", "").find("1 out of time order"), std::string::npos) << f->body;
+
+  // A deleted job's usage series go with it.
+  auto series_count = [&] {
+    const std::string body = Call("GET", "/metrics", admin_)->body;
+    const size_t at = body.find("\nringmaster_monitor_series ");
+    return at == std::string::npos ? -1 : std::atoi(body.c_str() + at + 27);
+  };
+  const int before = series_count();
+  ASSERT_EQ(Call("POST", fmt::format("/api/v1/jobs/{}/cancel", id), bob)->status, 202);
+  for (int i = 0; i < 100 && json::parse(Call("GET", fmt::format("/api/v1/jobs/{}", id), bob)->body)["state"] != "CANCELLED"; ++i) {
+    Call("POST", fmt::format("/api/v1/agent/tasks/{}/status", task_id), a1,
+         json{{"attempt", 1}, {"state", "exited"}, {"exit_code", -1}, {"signal", 15}}.dump());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(Call("DELETE", fmt::format("/api/v1/jobs/{}", id), bob)->status, 200);
+  EXPECT_EQ(series_count(), before - 2) << "cpu_cores and memory_bytes of its task";
+  auto m = Call("GET", "/metrics", admin_);
+  StartServer();
+  m = Call("GET", "/metrics", admin_);
+  EXPECT_EQ(m->body.find(fmt::format("job=\"{}\"", id)), std::string::npos);
+}
+
 // Finding 13: scopes. Agent tokens reach only the agent protocol, only for
 // their node; admin tokens cannot act as agents; read tokens change nothing.
 TEST_F(ServerTest, TokenScopesSeparateAgentsAdminsReadersAndSubmitters) {
@@ -340,7 +444,7 @@ TEST_F(ServerTest, TokenScopesSeparateAgentsAdminsReadersAndSubmitters) {
   EXPECT_EQ(Call("POST", "/api/v1/agent/register", a1, R"({"name":"n2","cpu_milli":1000,"memory_bytes":1})")->status, 403);
   EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n2), a1, "{}")->status, 403);
   EXPECT_EQ(Call("GET", fmt::format("/api/v1/agent/nodes/{}/assignments", n2), a1)->status, 403);
-  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1), a1, R"({"cpu_util":0.5})")->status, 200);
+  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1), a1, R"({"samples":[]})")->status, 200);
   // A task placed on n2 is not n1's to report on or ship logs for.
   int64_t id = SubmitAs(bob, "command: x\nresources: {cpu: 1}\n");
   json t = PlacedTask(bob, id);
@@ -611,7 +715,7 @@ TEST_F(ServerTest, LogFollowersHoldNoThreadAndAreCappedPerUser) {
     ASSERT_EQ(StatusOf(followers.back()->Read(std::chrono::seconds(10), "\r\n\r\n")), 200) << "follower " << i;
   }
   // 100 followers on 4 API threads: the API and the agent protocol still answer.
-  auto r = Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", node), agent, "{}");
+  auto r = Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", node), agent, R"({"samples":[]})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(Call("GET", "/api/v1/nodes", bob)->status, 200);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,8 @@ class MetaStore {
   virtual StatusOr<std::vector<Job>> ListActiveJobs() = 0;
   // The user's jobs in `state`.
   virtual StatusOr<int64_t> CountJobs(int64_t user_id, State state) = 0;
+  // Every user's jobs by state (what /metrics exposes): {user_id, state} -> count.
+  virtual StatusOr<std::map<std::pair<int64_t, State>, int64_t>> CountJobsByUserAndState() = 0;
   virtual Status UpdateJob(const Job& job) = 0;
   virtual Status DeleteJob(int64_t id) = 0;
 

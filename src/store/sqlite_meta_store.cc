@@ -739,6 +739,20 @@ class SqliteMetaStore final : public MetaStore {
     return s.Int(0);
   }
 
+  StatusOr<std::map<std::pair<int64_t, State>, int64_t>> CountJobsByUserAndState() override {
+    Lock l(mu_);
+    Stmt s(cache_, "SELECT user_id, state, COUNT(*) FROM jobs GROUP BY user_id, state");
+    std::map<std::pair<int64_t, State>, int64_t> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto state = ParseState(s.Text(1));
+      if (!state) continue;  // a damaged row: counted nowhere (the damage list names it)
+      out[{s.Int(0), *state}] = s.Int(2);
+    }
+    if (rc != SQLITE_DONE) return Internal(Err("count jobs by state"));
+    return out;
+  }
+
   Status UpdateJob(const Job& j) override {
     Lock l(mu_);
     mu_.TouchJob(j.id);

@@ -296,7 +296,12 @@ int Train(TrainerOptions& o) {
                 << std::endl;
     }
   }
-  MetricsWriter metrics(lead ? o.metrics_file : "");
+  // Every rank writes its own step times (each task has a metrics file of its
+  // own): the server finds stragglers by them. Rank 0 also writes the run's
+  // records (loss, accuracy, throughput).
+  MetricsWriter metrics(o.metrics_file);
+  double compute_s = 0, wait_s = 0;
+  int timed_steps = 0;
   Progress progress(o.progress, lead);
   if (lead) {
     std::cout << fmt::format("training {} on fashion-mnist: {} worker{}, batch {} per worker, {} steps per epoch, "
@@ -322,6 +327,7 @@ int Train(TrainerOptions& o) {
     int64_t samples = 0;
     progress.StartEpoch();
     for (; batch < steps_per_epoch; ++batch) {
+      const auto step_start = std::chrono::steady_clock::now();
       auto idx = all.slice(0, batch * o.batch_size, std::min<int64_t>((batch + 1) * o.batch_size, per_rank));
       auto x = train->images.index_select(0, idx), y = train->labels.index_select(0, idx);
       // The step's learning rate is a function of the step alone, so a resumed run follows the same curve.
@@ -332,11 +338,22 @@ int Train(TrainerOptions& o) {
       opt.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
       loss.backward();
+      const auto computed = std::chrono::steady_clock::now();
       if (dp) {
         if (Status st = dp->FinishGradients(); !st.ok()) return Fail(st);
       }
+      // A rank's step time is its own work, not the wait for the others in
+      // the all-reduce (which is the same for all of them).
+      compute_s += Seconds(computed - step_start).count();
+      wait_s += Seconds(std::chrono::steady_clock::now() - computed).count();
       opt.step();
       ++step;
+      if (++timed_steps == 10) {
+        metrics.Write({{"kind", "timing"}, {"rank", rank}, {"step", step}, {"step_time_s", compute_s / timed_steps},
+                       {"allreduce_wait_s", wait_s / timed_steps}});
+        compute_s = wait_s = 0;
+        timed_steps = 0;
+      }
       samples += idx.size(0) * world;
       loss_sum[0] += loss.item<double>() * static_cast<double>(idx.size(0));
       loss_sum[1] += static_cast<double>(idx.size(0));

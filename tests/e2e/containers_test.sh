@@ -30,15 +30,7 @@ esac
 AGENT_FLAGS=(--executors "$EXECUTORS" --gpu-devices "$TOOLS/dev" --image-cache "$IMAGE_CACHE")
 [ "$EXEC" = docker ] && AGENT_FLAGS+=(--docker-socket "$DOCKER_SOCK")
 
-# Two fake GPUs: NVML says so, and their device nodes are NVIDIA's numbers
-# (no driver behind them: opening one that is allowed fails with ENXIO).
-mkdir -p "$TOOLS/dev" "$DATA/nvml"
-mknod "$TOOLS/dev/nvidia0" c 195 0
-mknod "$TOOLS/dev/nvidia1" c 195 1
-mknod "$TOOLS/dev/nvidiactl" c 195 255
-chmod 0755 "$TOOLS/dev"
-chmod 0666 "$TOOLS/dev"/nvidia*
-ln -s "$FAKE_NVML" "$DATA/nvml/libnvidia-ml.so.1"
+fake_gpus
 
 start_server
 if [ "$EXEC" != process ]; then

@@ -126,6 +126,21 @@ stage_tool() {
   echo "$dest/$(basename "$1")"
 }
 
+# fake_gpus: two fake GPUs for an agent: NVML says so (the fake library,
+# $FAKE_NVML, linked as $DATA/nvml/libnvidia-ml.so.1: start the agent with
+# LD_LIBRARY_PATH=$DATA/nvml), and their device nodes are NVIDIA's numbers in
+# $TOOLS/dev (agent --gpu-devices; no driver behind them: opening one fails with ENXIO).
+fake_gpus() {
+  : "${FAKE_NVML:?set FAKE_NVML to the fake libnvidia-ml.so.1}"
+  mkdir -p "$TOOLS/dev" "$DATA/nvml"
+  mknod "$TOOLS/dev/nvidia0" c 195 0
+  mknod "$TOOLS/dev/nvidia1" c 195 1
+  mknod "$TOOLS/dev/nvidiactl" c 195 255
+  chmod 0755 "$TOOLS/dev"
+  chmod 0666 "$TOOLS/dev"/nvidia*
+  ln -s "$FAKE_NVML" "$DATA/nvml/libnvidia-ml.so.1"
+}
+
 # task_key JOB [RANK]: "TASK.ATTEMPT" of a job's task (rank 0 by default).
 task_key() { rmc show "$1" --json | jq -r --argjson r "${2:-0}" '.tasks[] | select(.rank == $r) | "\(.id).\(.attempt)"'; }
 
