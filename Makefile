@@ -67,6 +67,8 @@ bench: build
 	$(BUILD)/bench/sched-throughput
 	$(BUILD)/bench/http-bench
 	bench/files_throughput --build $(BUILD)
+	bench/metrics_ingest --build $(BUILD)
+	bench/agent_overhead --build $(BUILD)
 	if [ -f $(TRACE) ]; then $(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8; fi
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.

@@ -36,6 +36,8 @@ PACKAGES=(
   openvswitch-switch ethtool iperf3
   # the API load test (bench/load/): JMeter headless, and wrk for each endpoint's peak
   jmeter jmeter-http wrk
+  # the monitor's benchmark anchor (bench/agent_overhead): Prometheus' node exporter
+  prometheus-node-exporter
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
 )

@@ -91,6 +91,10 @@ void SeriesStore::AddToRing(size_t tier, Ring& r, int64_t t_ms, double value, in
           const size_t right = static_cast<size_t>(Mod(r.first_slot, static_cast<int64_t>(points)));
           std::rotate(r.avg.begin(), r.avg.begin() + static_cast<ptrdiff_t>((points - right) % points), r.avg.end());
           std::rotate(r.max.begin(), r.max.begin() + static_cast<ptrdiff_t>((points - right) % points), r.max.end());
+          // Grown by doubling, the vectors may hold up to twice the ring: from
+          // now on they never grow, so they keep exactly its size.
+          r.avg.shrink_to_fit();
+          r.max.shrink_to_fit();
           r.full = true;
         }
       } else {
