@@ -66,7 +66,7 @@ void Monitor::IngestTrainer(int64_t task_id, int64_t t_ms, const nlohmann::json&
   // server's: records shipped late still land where they belong.
   if (auto it = record.find("time_ms"); it != record.end() && it->is_number_integer()) {
     const int64_t at = it->get<int64_t>();
-    if (at <= t_ms && t_ms - at < 5 * 60'000) t_ms = at;
+    if (at <= t_ms && at > t_ms - 5 * 60'000) t_ms = at;  // no subtraction of what the task wrote
   }
   for (const char* name : {"step_time_s", "samples_per_s"}) {
     auto it = record.find(name);

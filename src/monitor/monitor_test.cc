@@ -114,6 +114,20 @@ TEST(Monitor, AnAgentSpeaksOnlyForItsOwnTasks) {
   EXPECT_TRUE(m.series().Keys("task/999/").empty());
 }
 
+TEST(Monitor, ATrainersTimeIsUsedOnlyWhenItIsRecent) {
+  Monitor m;
+  m.IngestTrainer(7, 1'000'000, {{"step_time_s", 0.1}, {"time_ms", 990'000}});
+  m.IngestTrainer(7, 1'001'000, {{"step_time_s", 0.2}, {"time_ms", INT64_MIN}});  // no overflow, no rewind
+  m.IngestTrainer(7, 1'002'000, {{"step_time_s", 0.3}, {"time_ms", INT64_MAX}});
+  auto pts = m.series().Query("task/7/step_time_s", 0, 0);
+  ASSERT_EQ(pts.size(), 3u);
+  EXPECT_EQ(pts[0].t_ms, 990'000);
+  EXPECT_EQ(pts[1].t_ms, 1'001'000);
+  EXPECT_EQ(pts[2].t_ms, 1'002'000);
+  EXPECT_FALSE(m.series().Add("x", -1, 1));
+  EXPECT_FALSE(m.series().Add("x", INT64_MAX, 1));
+}
+
 TEST(Monitor, GangUseIsOverWhatItHolds) {
   Monitor m;
   RunningGang g = Gang(2);  // 2 CPUs each

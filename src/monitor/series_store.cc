@@ -136,7 +136,9 @@ bool SeriesStore::Get(size_t tier, const Ring& r, int64_t slot, float* avg, floa
 }
 
 bool SeriesStore::Add(const std::string& key, int64_t t_ms, double value) {
-  if (!std::isfinite(value) || key.size() > kMaxKeyBytes) return false;
+  // Times are milliseconds since 1970, well within 2^50 (year 37,000): no
+  // arithmetic on them can overflow.
+  if (!std::isfinite(value) || key.size() > kMaxKeyBytes || t_ms < 0 || t_ms > (int64_t{1} << 50)) return false;
   std::lock_guard<std::mutex> l(mu_);
   auto it = series_.find(key);
   if (it == series_.end()) {

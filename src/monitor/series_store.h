@@ -48,8 +48,9 @@ class SeriesStore {
  public:
   explicit SeriesStore(SeriesStoreOptions options = {});
 
-  // Adds a sample; false when refused (max_series reached for a new key, or
-  // a time before what the series holds already at the finest tier).
+  // Adds a sample; false when refused (max_series reached for a new key, a
+  // time before what the series holds already at the finest tier, a time
+  // outside [0, 2^50] ms, a value that is not finite).
   bool Add(const std::string& key, int64_t t_ms, double value);
 
   // The series from `since_ms` on, in steps of `step_ms` (rounded up to a

@@ -4,10 +4,12 @@
 // These routes run on the agent pool, which user traffic never occupies.
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/json_limits.h"
 #include "common/log.h"
 #include "net/ipv4.h"
 #include "server/api.h"
@@ -71,6 +73,28 @@ std::string KeepSamplesInTime(std::vector<monitor::NodeSample>* samples, int64_t
   }
   samples->swap(kept);
   return dropped == 0 ? "" : fmt::format("samples: {} out of time order or more than 2 minutes from the newest", dropped);
+}
+
+// Drops samples of GPUs the node did not register (by index; the first
+// monitor::kMaxGpusPerSample of them): an agent cannot make a node's series
+// without bound, nor series that every user's node usage read would carry.
+std::string KeepRegisteredGpus(std::vector<monitor::NodeSample>* samples, const store::Node& node) {
+  std::set<int> registered;
+  auto gpus = ParseJson(node.gpus_json, JsonLimits{1 << 20, 8}, "stored node");
+  if (gpus.ok() && gpus->is_array()) {
+    for (size_t i = 0; i < gpus->size() && registered.size() < monitor::kMaxGpusPerSample; ++i) {
+      const json& g = (*gpus)[i];
+      const json index = g.is_object() ? g.value("index", json(static_cast<int>(i))) : json(static_cast<int>(i));
+      if (index.is_number_integer()) registered.insert(index.get<int>());
+    }
+  }
+  size_t dropped = 0;
+  for (auto& s : *samples) {
+    const size_t before = s.gpus.size();
+    std::erase_if(s.gpus, [&](const monitor::GpuSample& g) { return !registered.count(g.index); });
+    dropped += before - s.gpus.size();
+  }
+  return dropped == 0 ? "" : fmt::format("gpus: {} samples of GPUs node {} did not register", dropped, node.name);
 }
 
 }  // namespace
@@ -190,6 +214,8 @@ void AddAgentRoutes(Api& api) {
                       if (parsed.ok()) {
                         samples = std::move(*parsed);
                         refused = KeepSamplesInTime(&samples, now);
+                        const std::string gpus = KeepRegisteredGpus(&samples, node);
+                        if (!gpus.empty()) refused += (refused.empty() ? "" : "; ") + gpus;
                       } else {
                         refused = parsed.status().message();
                       }

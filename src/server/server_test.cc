@@ -134,10 +134,11 @@ class ServerTest : public ::testing::Test {
   }
 
   // An agent for `node` with a token bound to it; returns its node id.
-  int64_t RegisterAgent(const std::string& node, std::string* token, int64_t cpu_milli = 4000) {
+  int64_t RegisterAgent(const std::string& node, std::string* token, int64_t cpu_milli = 4000,
+                        json gpus = json::array()) {
     *token = MakeToken("admin", "agent", node);
     auto r = Call("POST", "/api/v1/agent/register", *token,
-                  json{{"name", node}, {"cpu_milli", cpu_milli}, {"memory_bytes", 8LL << 30}}.dump());
+                  json{{"name", node}, {"cpu_milli", cpu_milli}, {"memory_bytes", 8LL << 30}, {"gpus", gpus}}.dump());
     EXPECT_EQ(r->status, 200) << r->body;
     return r->status == 200 ? json::parse(r->body)["node_id"].get<int64_t>() : 0;
   }
@@ -328,7 +329,7 @@ TEST_F(ServerTest, ANestedMetricsLineLeavesTheServerUpAndShowWorks) {
 // an agent speaks only for its own tasks; history survives a restart.
 TEST_F(ServerTest, UsageSeriesAndMetricsKeepUsersApart) {
   std::string bob = MakeUser("bob"), carol = MakeUser("carol"), a1, a2;
-  const int64_t n1 = RegisterAgent("n1", &a1);
+  const int64_t n1 = RegisterAgent("n1", &a1, 4000, json::array({{{"index", 0}, {"model", "NVIDIA H200"}}}));
   RegisterAgent("n2", &a2, 1000);
   const int64_t id = SubmitAs(bob, "command: train\nresources: {cpu: 2}\n");
   json task = PlacedTask(bob, id);
@@ -353,6 +354,12 @@ TEST_F(ServerTest, UsageSeriesAndMetricsKeepUsersApart) {
   EXPECT_EQ(bad->status, 200);
   EXPECT_EQ(json::parse(bad->body).value("samples_refused", ""), "samples[0].cpu: must be within [0, 1]") << bad->body;
   EXPECT_EQ(Call("POST", beat1, a1, "{}")->status, 200);  // no samples: a lease renewal only
+  // GPUs the node did not register make no series (every user's node read would carry them).
+  json ghost = {{"samples", {{{"t", now}, {"cpu", 0.25}, {"memory_used_bytes", 1 << 30},
+                               {"gpus", {{{"index", 0}, {"util", 0.5}}, {{"index", 1023}, {"util", 1.0}}}}}}}};
+  auto g = Call("POST", beat1, a1, ghost.dump());
+  ASSERT_EQ(g->status, 200);
+  EXPECT_EQ(json::parse(g->body).value("samples_refused", ""), "gpus: 1 samples of GPUs node n1 did not register") << g->body;
   for (int round = 0; round < 2; ++round) {
     auto node = Call("GET", fmt::format("/api/v1/nodes/{}/usage?since=60", n1), carol);
     ASSERT_EQ(node->status, 200) << node->body;
@@ -360,6 +367,7 @@ TEST_F(ServerTest, UsageSeriesAndMetricsKeepUsersApart) {
     ASSERT_FALSE(nb["series"]["cpu"].empty()) << nb.dump();
     EXPECT_DOUBLE_EQ(nb["series"]["cpu"][0][1].get<double>(), 0.25);
     EXPECT_FALSE(nb["series"]["gpu_0_util"].empty());
+    EXPECT_FALSE(nb["series"].contains("gpu_1023_util")) << nb.dump();
 
     auto mine = Call("GET", fmt::format("/api/v1/jobs/{}/usage?since=60", id), bob);
     ASSERT_EQ(mine->status, 200) << mine->body;
