@@ -42,13 +42,21 @@ UP=$(rmc show "$ID" --json | jq -r '[.events[].reason | select(startswith("scale
 [ "${BASH_REMATCH[1]}" -gt 25 ] || fail "scaled up at cpu ${BASH_REMATCH[1]}%, not above 25%"
 pass "under load it grew to 2 workers: $UP"
 
-# The usage API shows what the decision read: each task's CPU in cores.
+# The usage API shows what the decision read: each task's CPU in cores. A
+# restarted rank's first CPU point needs two cgroup readings and a heartbeat
+# to carry them, seconds on a loaded machine: poll (a hang guard, 30 s).
 wait_state "$ID" RUNNING 30
-sleep 3
-USAGE=$(curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$(jq -r .url "$DATA/server.json")/api/v1/jobs/$ID/usage?since=30")
+usage() { curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$(jq -r .url "$DATA/server.json")/api/v1/jobs/$ID/usage?since=30"; }
+for _ in $(seq 1 60); do
+  USAGE=$(usage)
+  [ "$(jq '[.tasks[] | select(.state == "RUNNING")] | length' <<<"$USAGE")" = 2 ] &&
+    jq -e '[.tasks[] | select(.state == "RUNNING") | (.series.cpu_cores // []) | map(.[2]) | max // 0] | all(. > 0.1)' \
+      <<<"$USAGE" > /dev/null && break
+  sleep 0.5
+done
 [ "$(jq '[.tasks[] | select(.state == "RUNNING")] | length' <<<"$USAGE")" = 2 ] || fail "usage lists no 2 running tasks: $USAGE"
-jq -e '[.tasks[] | select(.state == "RUNNING") | .series.cpu_cores | map(.[2]) | max] | all(. > 0.1)' <<<"$USAGE" > /dev/null ||
-  fail "the running tasks' cpu_cores series do not show the load: $USAGE"
+jq -e '[.tasks[] | select(.state == "RUNNING") | (.series.cpu_cores // []) | map(.[2]) | max // 0] | all(. > 0.1)' <<<"$USAGE" > /dev/null ||
+  fail "the running tasks' cpu_cores series do not show the load in 30 s: $USAGE"
 pass "GET /api/v1/jobs/$ID/usage shows both workers' CPU"
 
 rm -f load
