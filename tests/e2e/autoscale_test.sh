@@ -47,16 +47,18 @@ pass "under load it grew to 2 workers: $UP"
 # to carry them, seconds on a loaded machine: poll (a hang guard, 30 s).
 wait_state "$ID" RUNNING 30
 usage() { curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$(jq -r .url "$DATA/server.json")/api/v1/jobs/$ID/usage?since=30"; }
+two_running() { [ "$(jq '[.tasks[] | select(.state == "RUNNING")] | length' <<<"$USAGE")" = 2 ]; }
+both_loaded() {
+  jq -e '[.tasks[] | select(.state == "RUNNING") | (.series.cpu_cores // []) | map(.[2]) | max // 0] | all(. > 0.1)' \
+    <<<"$USAGE" > /dev/null
+}
 for _ in $(seq 1 60); do
-  USAGE=$(usage)
-  [ "$(jq '[.tasks[] | select(.state == "RUNNING")] | length' <<<"$USAGE")" = 2 ] &&
-    jq -e '[.tasks[] | select(.state == "RUNNING") | (.series.cpu_cores // []) | map(.[2]) | max // 0] | all(. > 0.1)' \
-      <<<"$USAGE" > /dev/null && break
+  USAGE=$(usage) || true  # a refused read is retried like an early one
+  two_running && both_loaded && break
   sleep 0.5
 done
-[ "$(jq '[.tasks[] | select(.state == "RUNNING")] | length' <<<"$USAGE")" = 2 ] || fail "usage lists no 2 running tasks: $USAGE"
-jq -e '[.tasks[] | select(.state == "RUNNING") | (.series.cpu_cores // []) | map(.[2]) | max // 0] | all(. > 0.1)' <<<"$USAGE" > /dev/null ||
-  fail "the running tasks' cpu_cores series do not show the load in 30 s: $USAGE"
+two_running || fail "usage lists no 2 running tasks: $USAGE"
+both_loaded || fail "the running tasks' cpu_cores series do not show the load in 30 s: $USAGE"
 pass "GET /api/v1/jobs/$ID/usage shows both workers' CPU"
 
 rm -f load
