@@ -256,6 +256,22 @@ StatusOr<UniqueFd> OpenOwnedDir(int parent, const std::string& name, uid_t uid) 
   return fd;
 }
 
+Status PublishOnce(const std::string& tmp, const std::string& path) {
+  if (link(tmp.c_str(), path.c_str()) == 0 || errno == EEXIST) {
+    unlink(tmp.c_str());
+    return Status::Ok();
+  }
+  if (errno != EPERM && errno != EMLINK && errno != ENOSYS && errno != EOPNOTSUPP) {
+    const std::string why = Errno();
+    unlink(tmp.c_str());
+    return Internal(fmt::format("link {}: {}", path, why));
+  }
+  if (rename(tmp.c_str(), path.c_str()) == 0) return Status::Ok();
+  const std::string why = Errno();
+  unlink(tmp.c_str());
+  return Internal(fmt::format("rename {}: {}", path, why));
+}
+
 std::vector<std::string> PathParts(const std::string& path) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -65,6 +65,15 @@ Status RemoveTree(int parent, const std::string& name);
 // exist; PermissionDenied, saying why, when it is anything else.
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid);
 
+// Gives the finished file `tmp` the name `path` (same directory) unless
+// `path` exists, for content-addressed names (one name, one content): then
+// the existing file is kept. `tmp` is gone either way. rename(2) would
+// replace `path`, and a linkat(2) of `path` racing the replacement can find
+// the old inode with no links left and fail with ENOENT (two tasks fetching
+// the same checkpoint file at once did). Where the filesystem has no hard
+// links this falls back to rename(2).
+Status PublishOnce(const std::string& tmp, const std::string& path);
+
 // The non-empty '/'-separated parts of `path` ("a//b/" gives a, b).
 std::vector<std::string> PathParts(const std::string& path);
 

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/files.h"
 
@@ -159,6 +161,55 @@ TEST_F(SafeFsTest, MakeOwnedDirHandsANewDirectoryToTheUserAndRefusesOthersAndSym
   EXPECT_EQ(link.message(), "8 is a symlink or not a directory");
   ASSERT_EQ(stat("/etc", &st), 0);
   EXPECT_EQ(st.st_uid, 0u);  // not handed over through the link
+}
+
+TEST_F(SafeFsTest, PublishOnceKeepsTheFirstFileUnderAName) {
+  Write(dir_ / "tmp1", "first");
+  ASSERT_TRUE(PublishOnce((dir_ / "tmp1").string(), (dir_ / "entry").string()).ok());
+  struct stat first {};
+  ASSERT_EQ(stat((dir_ / "entry").c_str(), &first), 0);
+  Write(dir_ / "tmp2", "second");
+  ASSERT_TRUE(PublishOnce((dir_ / "tmp2").string(), (dir_ / "entry").string()).ok());
+  struct stat now {};
+  ASSERT_EQ(stat((dir_ / "entry").c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, first.st_ino);
+  EXPECT_EQ(ReadFile((dir_ / "entry").string()).value(), "first");
+  EXPECT_FALSE(fs::exists(dir_ / "tmp1"));
+  EXPECT_FALSE(fs::exists(dir_ / "tmp2"));
+  auto missing = PublishOnce((dir_ / "never-written").string(), (dir_ / "other").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("other"), std::string::npos) << missing.message();
+}
+
+// Tasks fetching the same file publish it again and again while others
+// hard-link it into their work dirs: no link may find the name gone
+// (with rename(2) in PublishOnce, about 9,700 links of a run failed).
+TEST_F(SafeFsTest, ALinkRacingPublishesOfTheSameNameAlwaysSucceeds) {
+  const fs::path entry = dir_ / "entry";
+  Write(dir_ / "seed", "content");
+  ASSERT_TRUE(PublishOnce((dir_ / "seed").string(), entry.string()).ok());
+  std::atomic<bool> done{false};
+  std::thread publisher([&] {
+    for (int i = 0; i < 20000 && !done; ++i) {
+      const fs::path tmp = dir_ / (".tmp-" + std::to_string(i));
+      Write(tmp, "content");
+      if (!PublishOnce(tmp.string(), entry.string()).ok()) break;
+    }
+    done = true;
+  });
+  int links = 0, vanished = 0;
+  const fs::path mine = dir_ / "work-link";
+  while (!done) {
+    if (link(entry.c_str(), mine.c_str()) == 0) {
+      ++links;
+      unlink(mine.c_str());
+    } else if (errno == ENOENT) {
+      ++vanished;
+    }
+  }
+  publisher.join();
+  EXPECT_GT(links, 0);
+  EXPECT_EQ(vanished, 0) << "of " << links + vanished << " links";
 }
 
 }  // namespace

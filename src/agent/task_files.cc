@@ -165,11 +165,12 @@ Status TaskFiles::FetchOne(int64_t task_id, int attempt, const std::string& cach
   }
   if (st.ok() && fchmod(fd.get(), 0444) != 0) st = Internal("chmod: " + Errno());
   if (st.ok() && fsync(fd.get()) != 0) st = Internal("fsync: " + Errno());
-  if (st.ok() && rename(tmp.c_str(), (cache + "/" + digest).c_str()) != 0) st = Internal("rename: " + Errno());
   if (!st.ok()) {
     unlink(tmp.c_str());
     return st.Annotate("fetching " + e->path);
   }
+  // Other tasks may be fetching the same file and placing it: the first copy stays.
+  RM_RETURN_IF_ERROR(PublishOnce(tmp, cache + "/" + digest).Annotate("fetching " + e->path));
   e->sha256 = digest;
   e->size = got;
   return Status::Ok();
