@@ -17,7 +17,7 @@
 #
 #   scripts/cluster/up.sh N [--network host|vxlan|ovs-gre] [--name rmc]
 #       [--state DIR] [--bin build/src/cli/ringmaster] [--rate 1gbit]
-#       [--subnet 10.231.0] [--image-cache DIR] [--agent-flags "..."]
+#       [--subnet 10.231.0] [--image-cache DIR] [--agent-flags "..."] [--server-flags "..."]
 #
 # Then `$STATE/rm <command>` runs the CLI as the cluster's admin (on host 1),
 # `$STATE/on hI <command>` runs a command on host I.
@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${1:?usage: scripts/cluster/up.sh N [--network host|vxlan|ovs-gre] [--name NAME] [--state DIR] ...}
 shift
-NETWORK=host NAME=rmc STATE="" BIN=build/src/cli/ringmaster RATE="" SUBNET=10.231.0 IMAGE_CACHE="" AGENT_FLAGS=""
+NETWORK=host NAME=rmc STATE="" BIN=build/src/cli/ringmaster RATE="" SUBNET=10.231.0 IMAGE_CACHE="" AGENT_FLAGS="" SERVER_FLAGS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --network) NETWORK=$2; shift 2 ;;
@@ -36,6 +36,7 @@ while [ $# -gt 0 ]; do
     --subnet) SUBNET=$2; shift 2 ;;
     --image-cache) IMAGE_CACHE=$2; shift 2 ;;
     --agent-flags) AGENT_FLAGS=$2; shift 2 ;;
+    --server-flags) SERVER_FLAGS=$2; shift 2 ;;
     *) echo "up.sh: unknown flag $1" >&2; exit 2 ;;
   esac
 done
@@ -116,7 +117,7 @@ done
 # ---- the server on host 1
 SRV=$STATE/server
 mkdir -p "$SRV"
-nsenter --net="/run/netns/$(ns h1)" -- "$BIN" server --data "$SRV" --host "$SUBNET.1" --port 8443 > "$STATE/server.log" 2>&1 &
+nsenter --net="/run/netns/$(ns h1)" -- "$BIN" server --data "$SRV" --host "$SUBNET.1" --port 8443 $SERVER_FLAGS > "$STATE/server.log" 2>&1 &
 echo "server $!" >> "$STATE/pids"
 cat > "$STATE/rm" <<SH
 #!/bin/sh

@@ -12,10 +12,10 @@
 // Every second it samples the node (CPU, memory, disk, network, GPUs through
 // NVML) and each task's cgroup, and sends the samples with its heartbeats.
 // With --network vxlan|ovs-gre it keeps the node's side of the container
-// overlay (net::Overlay) in step with the peers the server lists. An agent
-// cut off from the server for most of its lease stops its tasks (fencing):
-// the server restarts them elsewhere once the lease is out, and no rank ever
-// runs twice.
+// overlay (net::Overlay) in step with the peers the server lists. Tasks keep
+// running while the server is away (a restart, an upgrade); an agent without
+// it for the server's fencing window stops them (fencing), a lease before the
+// server restarts them elsewhere, so no rank ever runs twice.
 // Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
 #pragma once
 
@@ -38,6 +38,7 @@
 #include "agent/node_info.h"
 #include "agent/task_files.h"
 #include "agent/task_users.h"
+#include "common/agent_protocol.h"
 #include "client/api_client.h"
 #include "net/overlay.h"
 
@@ -81,10 +82,9 @@ struct AgentOptions {
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
   std::string self_exe;  // the ringmaster binary: runc's hook that attaches a container
-  // Stop every task after this share of the server's lease without a
-  // heartbeat answered (0 = never): by the time the server gives up on the
-  // node and restarts its tasks elsewhere, the copies here have ended.
-  double fence_after_lease = 0.7;
+  // The agent protocol this agent speaks (common/agent_protocol.h); another
+  // value only to test how a server refuses a skewed agent.
+  int protocol_version = kAgentProtocol;
 };
 
 class Agent {
@@ -159,8 +159,14 @@ class Agent {
   void ApplyOverlay(const nlohmann::json& overlay);
   // Stops every task when the server has not answered for too long.
   void FenceIfCutOff();
-  // The silence after which tasks are fenced, ms; 0 = never (or no lease yet).
+  // The silence after which tasks are fenced, ms; 0 = never (or not told yet).
   int64_t FenceWindowMs() const;
+  // The server answered a heartbeat (or a registration) sent at steady `sent_ms`:
+  // the fencing clock restarts there, kept on disk for the next agent.
+  void NoteContact(int64_t sent_ms);
+  // What an earlier agent on this node knew: the fencing window and the last
+  // contact (if this boot's), so re-adopted tasks keep counting from it.
+  void LoadFencing();
   static int64_t SteadyMs();
   // What the overlay keeps for an ended task (its port, flows); not under mu_.
   void Detach(const std::string& key);
@@ -199,9 +205,10 @@ class Agent {
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
   std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not
   std::string peers_applied_;              // GUARDED_BY(net_mu_)
-  // Fencing: the server's lease, and when it last answered (steady clock, ms).
-  std::atomic<int64_t> lease_ms_{0};
+  // Fencing: the server's window, and when it last answered (steady clock, ms).
+  std::atomic<int64_t> fence_after_ms_{0};
   std::atomic<int64_t> last_contact_ms_{0};
+  std::atomic<int64_t> contact_saved_ms_{0};  // when last_contact was last written to disk
   bool fenced_ = false;  // GUARDED_BY(mu_): tasks were stopped for it; said once
 };
 

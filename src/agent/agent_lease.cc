@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/shim.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -22,10 +23,32 @@ int64_t Agent::SteadyMs() {
       .count();
 }
 
-int64_t Agent::FenceWindowMs() const {
-  const int64_t lease = lease_ms_;
-  if (lease <= 0 || options_.fence_after_lease <= 0) return 0;
-  return static_cast<int64_t>(options_.fence_after_lease * static_cast<double>(lease));
+int64_t Agent::FenceWindowMs() const { return std::max<int64_t>(0, fence_after_ms_); }
+
+// The last contact is kept as "<boot id> <steady ms>": the steady clock
+// (CLOCK_MONOTONIC) runs on across the agent's restarts within one boot.
+constexpr const char* kContactFile = "last_contact";
+
+void Agent::NoteContact(int64_t sent_ms) {
+  last_contact_ms_ = sent_ms;
+  // On disk every 10 s at most: a restarted agent may count its silence from
+  // up to 10 s too early, and so fence early, never late.
+  if (sent_ms - contact_saved_ms_ < 10'000) return;
+  contact_saved_ms_ = sent_ms;
+  (void)WriteFileAtomic(options_.data_dir + "/" + kContactFile, fmt::format("{} {}", BootId(), sent_ms), 0600);
+}
+
+void Agent::LoadFencing() {
+  if (auto text = ReadFile(options_.data_dir + "/fence_after_ms"); text.ok()) fence_after_ms_ = std::atoll(text->c_str());
+  int64_t last = SteadyMs();
+  if (auto text = ReadFile(options_.data_dir + "/" + kContactFile); text.ok()) {
+    char boot[64] = {0};
+    long long ms = 0;
+    // Another boot's clock means nothing here (and its tasks are gone anyway).
+    if (sscanf(text->c_str(), "%63s %lld", boot, &ms) == 2 && boot == BootId() && ms > 0 && ms <= last) last = ms;
+  }
+  last_contact_ms_ = last;
+  contact_saved_ms_ = last;
 }
 
 void Agent::HeartbeatLoop() {
@@ -149,7 +172,7 @@ void Agent::Heartbeat() {
   if (res->is_object() && res->contains("samples_refused")) {
     spdlog::warn("agent: the server refused samples: {}", res->value("samples_refused", ""));
   }
-  last_contact_ms_ = sent;
+  NoteContact(sent);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
@@ -173,9 +196,9 @@ void Agent::FenceIfCutOff() {
     ++stopped;
   }
   if (stopped > 0 || !fenced_) {
-    spdlog::warn("agent: no answer from the server for {} ms (its lease is {} ms): stopped {} tasks, which it "
-                 "restarts elsewhere once the lease is out",
-                 silent, lease_ms_.load(), stopped);
+    spdlog::warn("agent: no answer from the server for {} (its fencing window is {}): stopped {} tasks, which it "
+                 "restarts elsewhere once the node's lease is out too",
+                 FormatDuration(silent), FormatDuration(window), stopped);
   }
   fenced_ = true;
 }

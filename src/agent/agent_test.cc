@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <unistd.h>
+
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -26,7 +30,7 @@ class FakeExecutor final : public Executor {
   StatusOr<OutputChunk> ReadOutput(const std::string&, TaskOutput, int64_t, size_t) override {
     return NotFound("nothing");
   }
-  std::map<std::string, std::string> Recover() override { return {}; }
+  std::map<std::string, std::string> Recover() override { return recovered_; }
   StatusOr<TaskSandbox> SandboxOf(const std::string&) override { return NotFound("no sandbox"); }
   void Release(const std::string&) override {}
 
@@ -34,6 +38,8 @@ class FakeExecutor final : public Executor {
     std::lock_guard<std::mutex> l(mu_);
     return launches_;
   }
+
+  std::map<std::string, std::string> recovered_;  // what an earlier agent left running (set before Start)
 
  private:
   std::mutex mu_;
@@ -44,8 +50,11 @@ class FakeExecutor final : public Executor {
 class FakeServer {
  public:
   FakeServer() {
-    http_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"node_id": 1})", "application/json");
+    http_.Post("/api/v1/agent/register", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      registrations_.push_back(json::parse(req.body));
+      cv_.notify_all();
+      res.set_content(R"({"node_id": 1, "lease_ms": 10000, "fence_after_ms": 120000})", "application/json");
     });
     http_.Post("/api/v1/agent/nodes/1/heartbeat", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("{}", "application/json");
@@ -133,9 +142,17 @@ class FakeServer {
     std::lock_guard<std::mutex> l(mu_);
     return plans_;
   }
+  // Waits (a hang guard) for the agent's first registration; returns its body.
+  json FirstRegistration() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(20), [&] { return !registrations_.empty(); });
+    EXPECT_FALSE(registrations_.empty()) << "the agent never registered";
+    return registrations_.empty() ? json() : registrations_[0];
+  }
 
  private:
   std::vector<int64_t> plans_;  // GUARDED_BY(mu_): tasks whose staging plan was asked for
+  std::vector<json> registrations_;  // GUARDED_BY(mu_)
 };
 
 json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string& user) {
@@ -153,7 +170,12 @@ json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_agent_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
     AgentOptions o;
+    o.data_dir = dir_.string();
     o.server_url = server_.url();
     o.token = "t";
     o.node_name = "test-node";
@@ -163,11 +185,18 @@ class AgentTest : public ::testing::Test {
     o.task_users = TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
     auto exec = std::make_unique<FakeExecutor>();
     exec_ = exec.get();
+    Prepare();
     agent_ = std::make_unique<Agent>(o, std::move(exec));
     agent_->Start();
   }
-  void TearDown() override { agent_->Stop(); }
+  void TearDown() override {
+    agent_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  // What a test sets up before the agent starts.
+  virtual void Prepare() {}
 
+  std::filesystem::path dir_;
   FakeServer server_;
   FakeExecutor* exec_ = nullptr;
   std::unique_ptr<Agent> agent_;
@@ -216,6 +245,29 @@ TEST_F(AgentTest, ATaskIdThatComesBackAfterTheServerDroppedItRunsAgain) {
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[1].identity.user, "bob");
   EXPECT_EQ(launches[1].identity.uid, 300003u);
+}
+
+// An agent re-adopting a task says so when it registers, with the protocol
+// it speaks, and keeps the fencing window the server answers for the next
+// agent on the node.
+class AgentReadoptingTest : public AgentTest {
+ protected:
+  void Prepare() override {
+    exec_->recovered_["9.3"] = R"({"task_id": 9, "attempt": 3, "job_id": 4})";
+  }
+};
+
+TEST_F(AgentReadoptingTest, ItRegistersWithItsProtocolAndTheTasksItHoldsAndKeepsTheFencingWindow) {
+  json r = server_.FirstRegistration();
+  EXPECT_EQ(r["protocol_version"], kAgentProtocol);
+  EXPECT_EQ(r["tasks"], json::parse(R"([{"task_id": 9, "attempt": 3}])"));
+  for (int i = 0; i < 200 && !std::filesystem::exists(dir_ / "fence_after_ms"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a hang guard: written as the answer is read
+  }
+  std::ifstream in(dir_ / "fence_after_ms");
+  int64_t ms = 0;
+  in >> ms;
+  EXPECT_EQ(ms, 120000);
 }
 
 }  // namespace

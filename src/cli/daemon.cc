@@ -61,7 +61,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.network = f.network;
   o.ovs_dir = f.ovs_dir;
   o.self_exe = SelfExe();
-  o.fence_after_lease = f.fence_after_lease;
+  if (f.protocol_version != 0) o.protocol_version = f.protocol_version;
   o.sample_interval = std::chrono::milliseconds(static_cast<int64_t>(f.sample_interval_s * 1000));
   if (o.network != "host") {
     if (o.address.empty()) Die("--network " + o.network + ": give --address, this node's IPv4 address on the network between nodes");
@@ -208,6 +208,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.insecure_http = flags.insecure_http;
   if (auto cap = ParseBytes(node.max_log_size); cap && *cap >= 0) so.max_log_bytes = *cap;
   so.jobs.max_pending_jobs_per_user = flags.max_pending_jobs;
+  so.jobs.node_lost_after_ms = static_cast<int64_t>(flags.node_lost_after_s * 1000);
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
   so.files_url = flags.files;

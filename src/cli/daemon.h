@@ -33,7 +33,7 @@ struct NodeFlags {
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
-  double fence_after_lease = 0.7;  // stop tasks after this share of the lease without the server (0 = never)
+  int protocol_version = 0;        // 0 = this build's (a hidden flag, to test version skew)
   double sample_interval_s = 1;    // the monitor's sampling of the node and its tasks (0 = none)
 };
 
@@ -55,6 +55,9 @@ struct ServerFlags {
   double straggler_window_s = 10;
   double idle_below = 0.05;
   double idle_for_s = 600;
+  // A node silent this long is lost (its agent has stopped its tasks): they
+  // restart elsewhere; a server away for less stops nothing (docs/cluster.md).
+  double node_lost_after_s = 300;
 };
 
 struct SchedulerFlags {

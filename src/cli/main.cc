@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/files.h"
 #include "cli/images.h"
+#include "cli/nodes.h"
 #include "cli/top.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
@@ -107,6 +108,12 @@ int Main(int argc, char** argv) {
                     "concurrent `logs -f` streams one user may hold")
         ->capture_default_str();
     cmd->add_option("--max-tokens-per-user", srv_flags.max_tokens, "API tokens one user may have")->capture_default_str();
+    cmd->add_option("--node-lost-after", srv_flags.node_lost_after_s,
+                    "seconds without the server after which an agent stops its tasks; a lease (10 s) later the server "
+                    "restarts them elsewhere. A server away for less (a restart, an upgrade) stops no task "
+                    "(docs/cluster.md)")
+        ->check(CLI::Range(10.0, 86400.0))
+        ->capture_default_str();
     cmd->add_option("--files", srv_flags.files,
                     "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
                     "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");
@@ -164,11 +171,8 @@ int Main(int argc, char** argv) {
                     "seconds between samples of the node and its tasks (the monitor; 0 = none)")
         ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
-    cmd->add_option("--fence-after-lease", node.fence_after_lease,
-                    "stop every task after this share of the server's lease without an answered heartbeat, so "
-                    "that no rank runs twice when the server restarts it elsewhere (0 = never; docs/cluster.md)")
-        ->check(CLI::Range(0.0, 0.95))
-        ->capture_default_str();
+    // Only to test how a server refuses an agent of another protocol (docs/install.md, versions).
+    cmd->add_option("--protocol-version", node.protocol_version, "the agent protocol to speak")->group("");
     cmd->add_option("--ovs-dir", node.ovs_dir, "Open vSwitch's run directory (db.sock, <bridge>.mgmt), for --network ovs-gre")
         ->capture_default_str();
     cmd->add_option("--executors", node.executors,
@@ -272,8 +276,28 @@ int Main(int argc, char** argv) {
   auto* wait = app.add_subcommand("wait", "wait for a job to end; exit 0 if it succeeded, 1 if not");
   wait->add_option("id", job_id, "job id")->required();
   wait->add_option("--timeout", timeout_s, "give up after this many seconds (exit 2)");
-  auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
+  auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes; cordon, drain or delete one (admins)");
   nodes->add_flag("--json", as_json, "print JSON");
+  std::string node_name, node_reason;
+  double drain_timeout_s = 600;
+  bool force = false;
+  auto* nodes_cordon = nodes->add_subcommand("cordon", "give a node no new work (what runs there stays)");
+  auto* nodes_uncordon = nodes->add_subcommand("uncordon", "let a cordoned or drained node take new work again");
+  auto* nodes_drain = nodes->add_subcommand(
+      "drain", "cordon a node and move its jobs away (elastic ones shrink off it, others checkpoint and restart "
+               "elsewhere); waits until it is empty");
+  auto* nodes_delete = nodes->add_subcommand(
+      "delete", "forget a node that is gone: its tasks restart elsewhere now (a node still heard from needs --force)");
+  for (CLI::App* cmd : {nodes_cordon, nodes_uncordon, nodes_drain, nodes_delete}) {
+    cmd->add_option("node", node_name, "the node's name (or id)")->required();
+  }
+  for (CLI::App* cmd : {nodes_cordon, nodes_drain}) {
+    cmd->add_option("--reason", node_reason, "why, shown in `nodes` and in the reasons of pending jobs");
+  }
+  nodes_drain->add_option("--timeout", drain_timeout_s, "give up waiting after this many seconds (exit 1; it keeps draining)")
+      ->capture_default_str();
+  nodes_drain->add_flag("--no-wait", no_wait, "return once the drain has begun");
+  nodes_delete->add_flag("--force", force, "delete a node that is still heard from (its agent registers it again)");
   auto* whoami = app.add_subcommand("whoami", "show who the token belongs to");
   auto* top = app.add_subcommand("top", "a live view of the nodes and of your running and pending jobs "
                                         "(admins: everyone's); q quits");
@@ -384,6 +408,10 @@ int Main(int argc, char** argv) {
   if (*show) return Show(conn, job_id, as_json);
   if (*cancel) return Cancel(conn, job_id, no_wait);
   if (*del) return Delete(conn, job_id);
+  if (*nodes_cordon) return NodesCordon(conn, node_name, node_reason);
+  if (*nodes_uncordon) return NodesUncordon(conn, node_name);
+  if (*nodes_drain) return NodesDrain(conn, node_name, node_reason, drain_timeout_s, no_wait);
+  if (*nodes_delete) return NodesDelete(conn, node_name, force);
   if (*nodes) return Nodes(conn, as_json);
   if (*whoami) return Whoami(conn);
   if (*top) return Top(conn, top_flags);

@@ -141,7 +141,14 @@ void PrintNodes(const json& nodes) {
     if (n.contains("labels") && n["labels"].is_object()) {
       for (const auto& [k, v] : n["labels"].items()) labels += (labels.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     }
-    rows.push_back({Str(n, "id"), Str(n, "name"), Str(n, "state"), Str(n, "cpu"),
+    // An admin's cordon or drain follows the state: "ready (draining: kernel update)".
+    std::string state = Str(n, "state");
+    if (!n.value("cordon", "").empty()) {
+      std::string cordon = n.value("cordon", "");
+      if (n.value("drained", false) && cordon.rfind("draining", 0) == 0) cordon = "drained" + cordon.substr(8);
+      state += " (" + cordon + ")";
+    }
+    rows.push_back({Str(n, "id"), Str(n, "name"), state, Str(n, "cpu"),
                     FormatBytes(n.value("memory_bytes", int64_t{0})), gpus,
                     fmt::format("{} cpu, {}, {} gpu, {} tasks", Str(a, "cpu"), FormatBytes(a.value("memory_bytes", int64_t{0})),
                                 Str(a, "gpus"), Str(a, "tasks")),

@@ -25,6 +25,7 @@ class HealthFilter final : public FilterPlugin {
   bool Static() const override { return true; }
   bool Pass(const NodeState& node, const JobRequest&) const override { return node.ready; }
   std::string Reject(const NodeState& node, const JobRequest&) const override {
+    if (!node.cordoned.empty()) return fmt::format("node {} is {}", node.name, node.cordoned);
     return fmt::format("node {} is not ready (no heartbeat)", node.name);
   }
 };

@@ -34,7 +34,8 @@ struct Resources {
 struct NodeState {
   int64_t id = 0;
   std::string name;
-  bool ready = true;           // false: heartbeat lost; nothing new is placed there
+  bool ready = true;           // false: heartbeat lost, or cordoned; nothing new is placed there
+  std::string cordoned;        // not ready for an admin: "cordoned: <why>", "draining"; "" = not
   Resources capacity;
   Resources allocated;         // held by tasks already placed there
   std::string gpu_model;       // e.g. "NVIDIA H200"; "" when the node has no GPUs

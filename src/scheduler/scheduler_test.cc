@@ -207,6 +207,19 @@ TEST(Schedule, NodesWithoutHeartbeatGetNothing) {
   EXPECT_NE(plan.pending_reasons[10].find("node vm is not ready"), std::string::npos);
 }
 
+TEST(Schedule, CordonedNodesGetNothingAndTheReasonSaysWhy) {
+  std::vector<NodeState> nodes = {MakeNode(1, "vm", 2000), MakeNode(2, "gpu-1", 2000)};
+  nodes[0].ready = false;
+  nodes[0].cordoned = "cordoned: disk replacement";
+  nodes[1].ready = false;
+  nodes[1].cordoned = "draining";
+  Plan plan = Schedule(nodes, {MakeJob(10, 1, 1000)});
+  EXPECT_TRUE(plan.placements.empty());
+  EXPECT_NE(plan.pending_reasons[10].find("node vm is cordoned: disk replacement"), std::string::npos)
+      << plan.pending_reasons[10];
+  EXPECT_NE(plan.pending_reasons[10].find("node gpu-1 is draining"), std::string::npos) << plan.pending_reasons[10];
+}
+
 TEST(Schedule, NoNodes) {
   Plan plan = Schedule({}, {MakeJob(10, 1, 1000)});
   EXPECT_NE(plan.pending_reasons[10].find("no nodes registered"), std::string::npos);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/agent_protocol.h"
 #include "common/json_limits.h"
 #include "common/log.h"
 #include "net/ipv4.h"
@@ -19,6 +20,9 @@ namespace ringmaster::server {
 namespace {
 
 using nlohmann::json;
+
+// This server's release, as agents are told when refused.
+std::string ServerVersion() { return "0.1.0"; }
 
 StatusOr<int64_t> IntField(const json& b, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
   auto it = b.find(name);
@@ -131,6 +135,20 @@ void AddAgentRoutes(Api& api) {
     RM_ASSIGN_OR_RETURN(n.name, StringField(b, "name", ""));
     if (n.name.empty()) return InvalidArgument("name: required");
     RM_RETURN_IF_ERROR(Auth::CheckNode(c, n.name));
+    RM_ASSIGN_OR_RETURN(n.agent_version, StringField(b, "agent_version", ""));
+    n.agent_version = n.agent_version.substr(0, 64);
+    // The protocol both must speak (common/agent_protocol.h): an agent of one
+    // release back is served, a newer one or an older one is not.
+    RM_ASSIGN_OR_RETURN(const int64_t protocol, IntField(b, "protocol_version", 1, 0, INT32_MAX));
+    if (protocol < kMinAgentProtocol || protocol > kAgentProtocol) {
+      const std::string range = kMinAgentProtocol == kAgentProtocol
+                                    ? std::to_string(kAgentProtocol)
+                                    : fmt::format("{} to {}", kMinAgentProtocol, kAgentProtocol);
+      return FailedPrecondition(fmt::format(
+          "agent protocol {} (agent {}) is not one this server speaks: protocol {} (server {}); {}", protocol,
+          n.agent_version.empty() ? "of unknown version" : n.agent_version, range, ServerVersion(),
+          protocol > kAgentProtocol ? "upgrade the server first, then the agents" : "upgrade the agent"));
+    }
     RM_ASSIGN_OR_RETURN(n.cpu_milli, IntField(b, "cpu_milli", -1, 1, int64_t{1} << 40));
     if (n.cpu_milli < 0) return InvalidArgument("cpu_milli: required");
     RM_ASSIGN_OR_RETURN(n.memory_bytes, IntField(b, "memory_bytes", -1, 1, int64_t{1} << 60));
@@ -144,7 +162,6 @@ void AddAgentRoutes(Api& api) {
     n.gpu_count = static_cast<int>(gpus.size());
     n.gpus_json = Dump(gpus);
     if (!gpus.empty()) n.gpu_model = gpus[0].value("model", "");
-    RM_ASSIGN_OR_RETURN(n.agent_version, StringField(b, "agent_version", ""));
     RM_ASSIGN_OR_RETURN(n.address, StringField(b, "address", ""));
     RM_ASSIGN_OR_RETURN(int64_t lo, IntField(b, "port_lo", 0, 0, 65535));
     RM_ASSIGN_OR_RETURN(int64_t hi, IntField(b, "port_hi", -1, -1, 65535));
@@ -189,11 +206,31 @@ void AddAgentRoutes(Api& api) {
                                "(agent --address), got \"" + n.address.substr(0, 64) + "\"");
       }
     }
-    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n));
+    // The tasks it holds (protocol 2): a task it ran here and lost with its data is LOST now.
+    std::optional<std::set<std::pair<int64_t, int>>> held;
+    if (protocol >= 2) {
+      json tasks = b.value("tasks", json::array());
+      if (!tasks.is_array() || tasks.size() > 100'000) return InvalidArgument("tasks: must be a list of {task_id, attempt}");
+      held.emplace();
+      for (const auto& t : tasks) {
+        if (!t.is_object() || !t.contains("task_id") || !t["task_id"].is_number_integer() || !t.contains("attempt") ||
+            !t["attempt"].is_number_integer()) {
+          return InvalidArgument("tasks: each must be {\"task_id\": N, \"attempt\": N}");
+        }
+        held->insert({t["task_id"].get<int64_t>(), t["attempt"].get<int>()});
+      }
+    }
+    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n, held));
     api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);
     RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(id));
-    // The lease: an agent that cannot renew it for most of this stops its tasks (fencing).
-    return Reply{200, {{"node_id", id}, {"overlay", overlay}, {"lease_ms", api.jobs->LeaseMs()}}};
+    // Fencing (docs/cluster.md): without an answered heartbeat for
+    // fence_after_ms the agent stops its tasks; protocol 1 agents stop them
+    // after 70% of lease_ms, sooner, which is as safe.
+    return Reply{200, {{"node_id", id},
+                       {"overlay", overlay},
+                       {"lease_ms", api.jobs->LeaseMs()},
+                       {"fence_after_ms", api.jobs->FenceAfterMs()},
+                       {"protocol_version", kAgentProtocol}}};
   }));
 
   // The samples the agent took since its last heartbeat (monitor/samples.h):

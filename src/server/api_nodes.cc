@@ -1,4 +1,6 @@
-// Nodes: capacity, allocation, utilisation, labels.
+// Nodes: capacity, allocation, utilisation, labels; an admin's cordon, drain and delete.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
@@ -60,7 +62,7 @@ void AddNodeRoutes(Api& api) {
       };
       out.push_back({{"id", n.id},
                      {"name", n.name},
-                     {"state", api.jobs->NodeReady(n) ? "ready" : "unreachable"},
+                     {"state", api.jobs->NodeStateName(n)},
                      {"last_heartbeat_at", FormatTimeUtc(n.last_heartbeat_ms)},
                      {"last_heartbeat_age_ms", now - n.last_heartbeat_ms},
                      {"cpu", FormatCpu(n.cpu_milli)},
@@ -74,10 +76,49 @@ void AddNodeRoutes(Api& api) {
                      {"executors", n.executors},
                      {"network", n.network},
                      {"overlay_block", n.network == "host" ? "" : api.jobs->OverlayBlock(n.overlay_block)},
-                     {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""}});
+                     {"ports", n.port_hi >= n.port_lo ? fmt::format("{}-{}", n.port_lo, n.port_hi) : ""},
+                     {"schedulable", !n.cordoned},
+                     {"cordon", CordonText(n)},
+                     {"drained", n.draining && tasks == 0}});
     }
     return Reply{200, {{"nodes", out}}};
   }));
+
+  // ---- the node lifecycle (admins): cordon, drain, uncordon, delete. {name}: a node's name or id.
+  http::RouteOptions admin{api.limits.max_body_bytes, http::Pool::kApi, true, access::kAdmin};
+  auto reason_of = [](const http::Request& req) -> StatusOr<std::string> {
+    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+    RM_ASSIGN_OR_RETURN(std::string reason, StringField(b, "reason", ""));
+    if (reason.size() > 200) return InvalidArgument("reason: at most 200 characters");
+    if (std::any_of(reason.begin(), reason.end(), [](unsigned char ch) { return ch < 0x20; })) {
+      return InvalidArgument("reason: one line, no control characters");
+    }
+    return reason;
+  };
+  for (const char* verb : {"cordon", "drain", "uncordon"}) {
+    const std::string what = verb;
+    api.http->Route("POST", "/api/v1/nodes/{name}/" + what, admin,
+                    Json([&api, what, reason_of](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                      const std::string& name = req.matches[0];
+                      RM_ASSIGN_OR_RETURN(std::string reason, reason_of(req));
+                      if (what == "uncordon") {
+                        RM_RETURN_IF_ERROR(api.jobs->Uncordon(name));
+                      } else {
+                        RM_RETURN_IF_ERROR(api.jobs->Cordon(name, reason, what == "drain"));
+                      }
+                      RM_ASSIGN_OR_RETURN(store::Node n, api.jobs->FindNode(name));
+                      api.auth->Audit(req, c.user.name, "node." + what, "node " + n.name, "ok", reason);
+                      return Reply{200, {{"node", n.name}, {"schedulable", !n.cordoned}, {"cordon", CordonText(n)}}};
+                    }));
+  }
+  api.http->Route("DELETE", "/api/v1/nodes/{name}", admin,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(bool force, BoolParam(req, "force"));
+                    RM_ASSIGN_OR_RETURN(store::Node n, api.jobs->FindNode(req.matches[0]));
+                    RM_RETURN_IF_ERROR(api.jobs->DeleteNode(n.name, force));
+                    api.auth->Audit(req, c.user.name, "node.delete", "node " + n.name, "ok", force ? "force" : "");
+                    return Reply{200, {{"node", n.name}, {"deleted", true}}};
+                  }));
 }
 
 }  // namespace ringmaster::server

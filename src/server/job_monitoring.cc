@@ -145,8 +145,10 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
 
 Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
   for (const store::Node& n : nodes) {
+    // Its agent has stopped its tasks by now (it fences at FenceAfterMs
+    // without the server, a lease earlier): they can run elsewhere.
     const int64_t silent = SilentMs(n.id);
-    if (silent <= options_.node_timeout_ms) continue;
+    if (silent <= LostAfterMs()) continue;
     for (Task t : placed) {
       if (t.node_id != n.id) continue;
       RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {

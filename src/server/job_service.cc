@@ -211,6 +211,11 @@ bool JobService::NodeReady(const store::Node& node) const {
   return clock_->SteadyMs() - it->second.seen_steady_ms <= options_.node_timeout_ms;
 }
 
+std::string JobService::NodeStateName(const store::Node& node) const {
+  if (NodeReady(node)) return "ready";
+  return SilentMs(node.id) > LostAfterMs() ? "lost" : "unreachable";
+}
+
 int64_t JobService::SilentMs(int64_t node_id) const {
   std::lock_guard<std::mutex> l(live_mu_);
   auto it = live_.find(node_id);
@@ -443,7 +448,8 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   return SetJobState(job, State::kPending, reason);
 }
 
-StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
+StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in,
+                                           const std::optional<std::set<std::pair<int64_t, int>>>& held) {
   std::lock_guard<std::mutex> l(mu_);
   store::Node node = node_in;
   node.registered_ms = node.last_heartbeat_ms = clock_->NowMs();
@@ -453,6 +459,21 @@ StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in) {
     std::lock_guard<std::mutex> ll(live_mu_);
     const int64_t steady = clock_->SteadyMs();
     live_[id] = Live{steady, node.last_heartbeat_ms, node.cpu_util, node.memory_used_bytes, steady};
+  }
+  if (held) {
+    // Started here (reported running) and no longer held: the agent lost its
+    // state with the task (a node reinstalled, its data dir wiped). Nothing
+    // runs it: its gang need not wait for a lease to run out.
+    RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
+    for (Task t : placed) {
+      if (t.node_id != id || t.state != State::kRunning || held->count({t.id, t.attempt})) continue;
+      RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+        RM_RETURN_IF_ERROR(SetTaskState(t, State::kLost, fmt::format("node {} registered again without it", node.name)));
+        return SettleJobLocked(t.job_id);
+      }));
+      spdlog::warn("task {} (job {} rank {}) lost: node {} registered again without it", t.id, t.job_id, t.rank,
+                   node.name);
+    }
   }
   spdlog::info("node {} registered as {}", node.name, id);
   BumpNodeLocked(id);
@@ -600,6 +621,7 @@ Status JobService::ScheduleOnce() {
   {
     RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
     RM_RETURN_IF_ERROR(ExpireLeasesLocked(nodes, placed));
+    RM_RETURN_IF_ERROR(DrainLocked(nodes, placed));
   }
   RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
   RM_ASSIGN_OR_RETURN(auto active, store_->ListActiveJobs());
@@ -620,7 +642,8 @@ Status JobService::ScheduleOnce() {
     scheduler::NodeState s;
     s.id = n.id;
     s.name = n.name;
-    s.ready = NodeReady(n);
+    s.ready = NodeReady(n) && !n.cordoned;
+    if (n.cordoned) s.cordoned = CordonText(n);
     s.capacity = {n.cpu_milli, n.memory_bytes, n.gpu_count};
     s.gpu_model = n.gpu_model;
     s.cpu_util = n.cpu_util;

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -40,9 +41,15 @@ struct JobServiceOptions {
   // from its node's block.
   net::Ipv4Net overlay_subnet{0x0AF40000, 16};  // 10.244.0.0/16
   int overlay_block_prefix = 24;
-  // A node's lease: without a heartbeat this long it gets no new work, and
-  // its running tasks are marked LOST (their jobs restart elsewhere).
+  // A node's lease: without a heartbeat this long it is unreachable and gets
+  // no new work; its tasks keep running.
   int64_t node_timeout_ms = 10'000;
+  // Silent for this long, a node's agent stops its tasks (fencing: it is
+  // told this window when it registers); one lease later the server marks
+  // them LOST and their gangs restart elsewhere, so no rank runs twice. A
+  // server away for less (a restart, an upgrade) stops no task: silence
+  // counts from the server's start at the earliest.
+  int64_t node_lost_after_ms = 300'000;
   // A job restarts after min(restart_backoff_ms * 2^(restarts so far), max_restart_backoff_ms).
   int64_t restart_backoff_ms = 1'000;
   int64_t max_restart_backoff_ms = 60'000;
@@ -103,6 +110,10 @@ struct SchedulerStats {
 // label of few values for /metrics.
 std::string PendingReasonKind(const std::string& reason);
 
+// What an admin made of a node, as pending jobs and `nodes` say it:
+// "cordoned: <reason>", "draining: <reason>" ("" when neither).
+std::string CordonText(const store::Node& node);
+
 class JobService {
  public:
   JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options = {});
@@ -122,13 +133,22 @@ class JobService {
   StatusOr<int64_t> Submit(const store::User& user, const JobSpec& spec);
   Status Cancel(int64_t job_id, const std::string& by);
 
-  StatusOr<int64_t> RegisterNode(const store::Node& node);
+  // `held`: the tasks (id, attempt) the agent runs or holds. A task it
+  // reported running on this node that it no longer holds is gone (its
+  // agent's data was lost with the node): LOST at once, not at the lease.
+  // nullopt: the agent does not say (an older protocol).
+  StatusOr<int64_t> RegisterNode(const store::Node& node,
+                                 const std::optional<std::set<std::pair<int64_t, int>>>& held = std::nullopt);
   Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes);
   // The container overlay as node `node_id` sees it: {"subnet", "block",
   // "peers": [{"node", "address", "block"}]} of every node with an overlay
   // of the same mode; null when the node has none.
   StatusOr<nlohmann::json> Overlay(int64_t node_id);
   int64_t LeaseMs() const { return options_.node_timeout_ms; }
+  // How long an agent keeps running its tasks without the server.
+  int64_t FenceAfterMs() const { return options_.node_lost_after_ms; }
+  // Silent past this, a node is lost: its tasks are marked LOST.
+  int64_t LostAfterMs() const { return options_.node_lost_after_ms + options_.node_timeout_ms; }
   // Block k of the overlay subnet, "10.244.3.0/24"; "" for none.
   std::string OverlayBlock(int k) const {
     auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, k);
@@ -148,6 +168,18 @@ class JobService {
   void Unwatch(uint64_t watch_id);
   Status ReportTask(int64_t task_id, const TaskReport& report);
 
+  // Node lifecycle, an admin's (node_lifecycle.cc). `name`: a node's name (or id).
+  StatusOr<store::Node> FindNode(const std::string& name);
+  // A cordoned node gets no new work; a drained one also loses what it runs:
+  // elastic jobs shrink off it, other jobs checkpoint and restart elsewhere
+  // (neither counted as a restart). `reason` shows in `nodes` and in pending jobs.
+  Status Cordon(const std::string& name, const std::string& reason, bool drain);
+  Status Uncordon(const std::string& name);
+  // Forgets a node that is gone: its tasks are LOST now, its gangs restart
+  // elsewhere. A node still heard from is refused (its agent would register
+  // it again at once, and its tasks may still run) unless `force`.
+  Status DeleteNode(const std::string& name, bool force);
+
   // One scheduling pass; the loop calls it, tests call it directly.
   Status ScheduleOnce();
   SchedulerStats Stats() const;
@@ -156,6 +188,9 @@ class JobService {
   std::set<int64_t> TasksOn(int64_t node_id) const;
   // Whether the node's lease holds: heard from within node_timeout_ms (steady clock).
   bool NodeReady(const store::Node& node) const;
+  // "ready", "unreachable" (silent past its lease: no new work, its tasks
+  // still count as running) or "lost" (silent past LostAfterMs).
+  std::string NodeStateName(const store::Node& node) const;
   // The node as last heard from (heartbeats are held in memory): its
   // heartbeat time and usage replace the stored ones.
   void ApplyLive(store::Node* node) const;
@@ -198,6 +233,8 @@ class JobService {
   StatusOr<int> OverlayBlockLocked(const store::Node& node);
   // Marks the tasks of nodes whose lease ran out LOST and settles their jobs.
   Status ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
+  // Moves the jobs with tasks on draining nodes away (node_lifecycle.cc).
+  Status DrainLocked(const std::vector<store::Node>& nodes, const std::vector<store::Task>& placed);
   void BumpNodeLocked(int64_t node_id);
   // Everything a task finds in its environment: the spec's env, then
   // RINGMASTER_*, torch (RANK, LOCAL_RANK, MASTER_ADDR, ...), TF_CONFIG, DMLC_*.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -65,6 +66,21 @@ class JobServiceTest : public ::testing::Test {
     auto spec = ParseJobSpec(yaml);
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     return *svc_->Submit(user_, *spec);
+  }
+
+  // Time passes in 5 s steps; the `alive` nodes heartbeat at each.
+  void AdvanceWith(int64_t ms, const std::vector<int64_t>& alive) {
+    for (int64_t done = 0; done < ms; done += 5'000) {
+      clock_.AdvanceMs(std::min<int64_t>(5'000, ms - done));
+      for (int64_t n : alive) ASSERT_TRUE(svc_->Heartbeat(n, 0, 0).ok());
+    }
+  }
+
+  // Every task of the job still alive ends, as its agent reports a stop.
+  void EndAll(int64_t job) {
+    for (const auto& t : Tasks(job)) {
+      if (!store::IsTerminal(t.state)) ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+    }
   }
 
   store::Job Job(int64_t id) { return *store_->GetJob(id); }

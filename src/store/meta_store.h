@@ -70,6 +70,11 @@ struct Node {
   std::string executors = "process";  // what its agent runs tasks with: "process,runc,docker"
   std::string network = "host";       // its containers' network: "host", "vxlan" or "ovs-gre"
   int overlay_block = -1;             // its block of the cluster's overlay subnet; -1 = none
+  // An admin's: a cordoned node gets no new work (`cordon_reason` says why);
+  // a draining one is also being emptied. An agent's registration keeps both.
+  bool cordoned = false;
+  std::string cordon_reason;
+  bool draining = false;
 };
 
 struct Job {
@@ -194,6 +199,10 @@ class MetaStore {
                                   int64_t memory_used_bytes) = 0;
   virtual StatusOr<Node> GetNode(int64_t id) = 0;
   virtual StatusOr<std::vector<Node>> ListNodes() = 0;
+  // An admin's cordon and drain (Node::cordoned, cordon_reason, draining).
+  virtual Status SetNodeCordon(int64_t id, bool cordoned, const std::string& reason, bool draining) = 0;
+  // Forgets the node; its tasks keep their node id (history).
+  virtual Status DeleteNode(int64_t id) = 0;
 
   // Creates the job and its `job.replicas` tasks (PENDING); returns the job id.
   virtual StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) = 0;

@@ -264,7 +264,7 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, di
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
@@ -329,6 +329,9 @@ Node ReadNode(const Stmt& s) {
   n.executors = s.Text(16);
   n.network = s.Text(17);
   n.overlay_block = static_cast<int>(s.Int(18));
+  n.cordoned = s.Int(19) != 0;
+  n.cordon_reason = s.Text(20);
+  n.draining = s.Int(21) != 0;
   return n;
 }
 
@@ -668,6 +671,20 @@ class SqliteMetaStore final : public MetaStore {
 
   StatusOr<std::vector<Node>> ListNodes() override {
     return Many<Node>(std::string("SELECT ") + kNodeCols + " FROM nodes ORDER BY id", ReadNode);
+  }
+
+  Status SetNodeCordon(int64_t id, bool cordoned, const std::string& reason, bool draining) override {
+    Lock l(mu_);
+    Stmt s(cache_, "UPDATE nodes SET cordoned=?, cordon_reason=?, draining=? WHERE id=?");
+    s.Bind(int64_t{cordoned}).Bind(reason).Bind(int64_t{draining}).Bind(id);
+    return StepOne(s, "node " + std::to_string(id));
+  }
+
+  Status DeleteNode(int64_t id) override {
+    Lock l(mu_);
+    Stmt s(cache_, "DELETE FROM nodes WHERE id=?");
+    s.Bind(id);
+    return StepOne(s, "node " + std::to_string(id));
   }
 
   StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {

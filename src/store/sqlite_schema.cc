@@ -249,6 +249,13 @@ ALTER TABLE nodes ADD COLUMN network TEXT NOT NULL DEFAULT 'host';
 ALTER TABLE nodes ADD COLUMN overlay_block INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE tasks ADD COLUMN overlay_ip TEXT NOT NULL DEFAULT '';
 )sql",
+    // 10: node lifecycle: an admin cordons a node (no new work, and why) or
+    // drains it (its tasks move away).
+    R"sql(
+ALTER TABLE nodes ADD COLUMN cordoned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN cordon_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

@@ -6,14 +6,15 @@
 #  2. a worker that hangs (SIGSTOP) in the middle of training: its peer's next
 #     collective fails at ringcomm's deadline (RINGMASTER_COMM_TIMEOUT, 8 s
 #     here) naming the rank, the gang restarts from its checkpoint and succeeds.
-#  3. kill -9 of an agent together with its tasks (a host dying): after the
-#     node's lease (10 s) its task is marked LOST, and the job reruns on the
-#     other agent and succeeds.
+#  3. kill -9 of an agent together with its tasks (a host dying): once the
+#     node has been silent for its fencing window (10 s here, --node-lost-after)
+#     and a lease (10 s) more, its task is marked LOST, and the job reruns on
+#     the other agent and succeeds.
 source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"  # built; each agent stages it for its tasks
 trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 
-start_server
+start_server --node-lost-after 10
 start_agent node-a 32200-32249 "$SANDBOXES"
 start_agent node-b 32250-32299 "$SANDBOXES"
 await_nodes 2

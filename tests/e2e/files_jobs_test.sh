@@ -7,8 +7,8 @@
 #     SHA-256) and checkpoints through the files service (node-local writes,
 #     uploaded by the agent, `latest` last).
 #  2. kill -9 of the agent running rank 1 (its node is gone; its orphaned task
-#     keeps running until the gang stops): after the node's lease the gang
-#     restarts on the other agent, which stages the latest checkpoint; the
+#     keeps running until the gang stops): once the node is lost (10 s of
+#     silence, --node-lost-after, and a lease more) the gang restarts on the other agent, which stages the latest checkpoint; the
 #     log says it resumed from that checkpoint's step; the job succeeds.
 #  3. with both agents stopped, the predictions CSV and both ranks' logs
 #     download from jobs/<id>/.
@@ -16,7 +16,7 @@ source "$(dirname "$0")/lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"
 trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 
-start_server
+start_server --node-lost-after 10
 for node in node-a node-b; do mkdir -p -m 0711 "$DATA/sandboxes-$node"; done
 start_agent node-a 32500-32549 "$DATA/sandboxes-node-a"
 start_agent node-b 32550-32599 "$DATA/sandboxes-node-b"
@@ -61,7 +61,7 @@ wait_state "$BLOCKER" RUNNING 30
 # keep_checkpoints: 0 keeps every checkpoint, so the one it resumes from can be looked up at the end.
 ID=$(jq -n '{name: "files-train", kind: "distributed", replicas: 2, max_restarts: 2, resources: {cpu: 1, memory: "1Gi"},
   inputs: ["datasets/fashion-mnist"], outputs: ["outputs/"], keep_checkpoints: 0,
-  command: ["ringmaster-train", "--model", "lenet5", "--epochs", "4", "--checkpoint-every", "100", "--threads", "1",
+  command: ["ringmaster-train", "--model", "lenet5", "--epochs", "8", "--checkpoint-every", "100", "--threads", "1",
             "--source", "fashion-mnist", "--data-dir", "fashion-mnist", "--predict", "test", "--progress", "none"]}' |
   rmc submit --no-workdir -)
 for _ in $(seq 1 600); do [ -n "$(latest_checkpoint "$ID")" ] && break; sleep 0.1; done
@@ -78,7 +78,7 @@ grep -q "task [0-9.]*: staging 4 input files" "$DATA/agent-$NODE1.log" || fail "
 rmc files ls "jobs/$ID/checkpoints/$BEFORE/" | grep -q model.pt || fail "checkpoint $BEFORE has no model.pt in the store"
 pass "job $ID: rank 0 on $NODE0, rank 1 on $NODE1, inputs staged from datasets/fashion-mnist, $BEFORE uploaded"
 
-# ---- 2. the agent of rank 1 dies (LeNet-5 for 4 epochs outlasts the node's 10 s lease)
+# ---- 2. the agent of rank 1 dies (LeNet-5 for 8 epochs outlasts the node's 20 s to be lost)
 kill -KILL "${AGENT_PID[$NODE1]}"
 unset "AGENT_PID[$NODE1]"
 SURVIVOR=$([ "$NODE1" = node-a ] && echo node-b || echo node-a)
@@ -104,7 +104,7 @@ LS=$(rmc files ls "jobs/$ID/outputs/")
 grep -q "predictions-test.csv" <<<"$LS" || fail "no predictions in jobs/$ID/outputs/: $LS"
 rmc files get "jobs/$ID/outputs/predictions-test.csv" "$DATA/predictions.csv" > /dev/null
 [ "$(wc -l < "$DATA/predictions.csv")" = 10001 ] || fail "the predictions are not 10000 rows and a header"
-[ "$STEP" -lt 1876 ] || fail "it resumed at step $STEP, after training had ended: nothing was left to resume"
+[ "$STEP" -lt $((8 * 469)) ] || fail "it resumed at step $STEP, after training had ended: nothing was left to resume"
 LOGLS=$(rmc files ls "jobs/$ID/logs/")
 grep -q "rank-0.attempt-1.log" <<<"$LOGLS" || fail "no archived log of rank 0's first attempt: $LOGLS"
 LAST=$(jq -r '.tasks[] | select(.rank == 0) | .attempt' <<<"$SHOW")

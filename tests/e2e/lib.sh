@@ -77,14 +77,27 @@ trap cleanup EXIT
 # (fault_test, files_jobs_test). Tests that use it end with
 #   trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 declare -A AGENT_PID
+# start_server [FLAG...]: on port $SERVER_PORT, else any free one.
 start_server() {
-  "$RM" server --data "$DATA" --port 0 >> "$DATA/server.log" 2>&1 &
+  "$RM" server --data "$DATA" --port "${SERVER_PORT:-0}" "$@" >> "$DATA/server.log" 2>&1 &
   UP_PID=$!
   for _ in $(seq 1 100); do
     [ -f "$DATA/server.json" ] && curl -sf "$(jq -r .url "$DATA/server.json")/healthz" > /dev/null && break
     sleep 0.1
   done
   URL=$(jq -r .url "$DATA/server.json")
+}
+# free_port: a loopback port no socket holds now, below the kernel's ephemeral
+# range (which the tests' own connections draw from), so it stays free for a
+# server that restarts on it a while later.
+free_port() {
+  local p used
+  used=$(ss -Htan | awk '{print $4}' | sed 's/.*://' | sort -u)
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 10000))
+    grep -qx "$p" <<<"$used" || { echo "$p"; return 0; }
+  done
+  fail "no free port in 20000-29999"
 }
 # start_agent NAME PORTS SANDBOX_ROOT [FLAG...]: 2 cpus, 4Gi, label zone=<NAME without node->,
 # and a token that acts only as that node's agent; its data dir is $DATA/agent-NAME.

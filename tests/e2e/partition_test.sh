@@ -3,9 +3,10 @@
 # 3 hosts, the vxlan overlay, the torch image under runc):
 #  1. a 2-worker training job runs on two hosts and checkpoints to the files
 #     service; the underlay link of a worker's host (not the server's) is cut;
-#  2. that host's agent, which can no longer renew its lease, stops its task
-#     (fencing); after the lease the server marks the task LOST, and the gang
-#     restarts on the remaining hosts from its checkpoint;
+#  2. that host's agent, without the server for its fencing window (15 s here,
+#     --node-lost-after), stops its task; a lease (10 s) later the server marks
+#     the task LOST, and the gang restarts on the remaining hosts from its
+#     checkpoint;
 #  3. the link heals: the old agent comes back, its stale attempt stays
 #     stopped and its late reports are refused; the job succeeds;
 #  4. throughout, every host's processes and runc containers are sampled
@@ -25,7 +26,7 @@ trap 'rc=$?; set +e; down > /dev/null 2>&1; (exit $rc); cleanup' EXIT
 
 IMAGE_CACHE=${IMAGE_CACHE:-$DATA/image-cache}
 bash "$REPO/scripts/cluster/up.sh" 3 --network vxlan --name "$NAME" --state "$CLUSTER" --bin "$RM" \
-  --image-cache "$IMAGE_CACHE" --agent-flags "--cpus 2 --memory 6Gi" > "$DATA/up.out" 2>&1 ||
+  --image-cache "$IMAGE_CACHE" --agent-flags "--cpus 2 --memory 6Gi" --server-flags "--node-lost-after 15" > "$DATA/up.out" 2>&1 ||
   { cat "$DATA/up.out"; fail "up.sh 3 --network vxlan"; }
 crm() { "$CLUSTER/rm" "$@"; }
 crm files put /usr/share/datasets/fashion-mnist datasets/fashion-mnist > /dev/null
@@ -89,7 +90,7 @@ CUT_AT=$(date +%s%3N)
 pass "job $ID checkpointed ($CKPT); cut $CUT's link (rank $RANK there)"
 
 # ---- 2. fencing on the cut host, LOST after the lease, a restart elsewhere
-for _ in $(seq 1 300); do grep -q "no answer from the server" "$CLUSTER/$CUT/agent.log" && break; sleep 0.1; done
+for _ in $(seq 1 400); do grep -q "no answer from the server" "$CLUSTER/$CUT/agent.log" && break; sleep 0.1; done
 grep -q "no answer from the server .* stopped 1 tasks" "$CLUSTER/$CUT/agent.log" ||
   { tail -n 20 "$CLUSTER/$CUT/agent.log"; fail "$CUT's agent did not stop its task when cut off"; }
 for _ in $(seq 1 600); do
@@ -100,7 +101,7 @@ SHOW=$(crm show "$ID" --json)
 jq -e --arg n "$CUT" '[.tasks[] | select(.node != $n and .attempt >= 2 and .state == "RUNNING")] | length == 2' <<<"$SHOW" > /dev/null ||
   { crm show "$ID"; fail "the gang did not restart on the remaining hosts"; }
 crm show "$ID" | grep -q "LOST" || { crm show "$ID"; fail "no task of job $ID was marked LOST"; }
-pass "$CUT fenced its task; after the lease it was LOST and the gang runs again on $(jq -r '[.tasks[].node] | join(", ")' <<<"$SHOW")"
+pass "$CUT fenced its task; a lease later it was LOST and the gang runs again on $(jq -r '[.tasks[].node] | join(", ")' <<<"$SHOW")"
 
 # ---- 3. heal: the old agent is back and stays fenced
 ip -n "$NAME-sw" link set "${NAME}b$I" up

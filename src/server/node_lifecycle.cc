@@ -1,0 +1,131 @@
+// Node lifecycle, an admin's (split from job_service.cc): cordon (no new
+// work), drain (no new work, and what runs there moves away: elastic jobs
+// shrink off the node, other jobs checkpoint and restart elsewhere, as a
+// preemption does) and delete (forget a node that is gone; its tasks are
+// LOST now instead of when its lease would run out).
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "server/job_service.h"
+
+namespace ringmaster::server {
+
+using store::Job;
+using store::State;
+using store::StateName;
+using store::Task;
+
+std::string CordonText(const store::Node& n) {
+  if (!n.cordoned) return "";
+  return std::string(n.draining ? "draining" : "cordoned") + (n.cordon_reason.empty() ? "" : ": " + n.cordon_reason);
+}
+
+StatusOr<store::Node> JobService::FindNode(const std::string& name) {
+  RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  for (const store::Node& n : nodes) {
+    if (n.name == name) return n;
+  }
+  // A name that is all digits may be a node's id (as `nodes` lists them).
+  if (!name.empty() && name.size() <= 18 && std::all_of(name.begin(), name.end(), ::isdigit)) {
+    for (const store::Node& n : nodes) {
+      if (n.id == std::stoll(name)) return n;
+    }
+  }
+  return NotFound(fmt::format("node \"{}\" does not exist (ringmaster nodes lists them)", name.substr(0, 64)));
+}
+
+Status JobService::Cordon(const std::string& name, const std::string& reason, bool drain) {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(store::Node n, FindNode(name));
+  // Draining a node keeps it cordoned; cordoning a draining one stops the drain.
+  RM_RETURN_IF_ERROR(store_->SetNodeCordon(n.id, true, reason, drain));
+  spdlog::info("node {} {}{}", n.name, drain ? "draining" : "cordoned", reason.empty() ? "" : ": " + reason);
+  Wake();
+  return Status::Ok();
+}
+
+Status JobService::Uncordon(const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(store::Node n, FindNode(name));
+  RM_RETURN_IF_ERROR(store_->SetNodeCordon(n.id, false, "", false));
+  spdlog::info("node {} uncordoned", n.name);
+  Wake();
+  return Status::Ok();
+}
+
+Status JobService::DeleteNode(const std::string& name, bool force) {
+  std::lock_guard<std::mutex> l(mu_);
+  RM_ASSIGN_OR_RETURN(store::Node n, FindNode(name));
+  RM_ASSIGN_OR_RETURN(auto placed, store_->ListPlacedTasks());
+  std::vector<Task> here;
+  for (const Task& t : placed) {
+    if (t.node_id == n.id) here.push_back(t);
+  }
+  if (NodeReady(n) && !force) {
+    return FailedPrecondition(fmt::format(
+        "node {} is still heard from{}: drain it (ringmaster nodes drain {}) and stop its agent before deleting it, "
+        "or delete it with --force",
+        n.name, here.empty() ? "" : fmt::format(" and holds {} tasks", here.size()), n.name));
+  }
+  RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+    for (Task& t : here) {
+      RM_RETURN_IF_ERROR(SetTaskState(t, State::kLost, fmt::format("node {} deleted by an admin", n.name)));
+      RM_RETURN_IF_ERROR(SettleJobLocked(t.job_id));
+    }
+    return store_->DeleteNode(n.id);
+  }));
+  {
+    std::lock_guard<std::mutex> ll(live_mu_);
+    live_.erase(n.id);
+  }
+  spdlog::warn("node {} deleted ({} tasks lost with it)", n.name, here.size());
+  BumpNodeLocked(n.id);  // its agent's long-poll answers now (404: it registers again, if it is there)
+  Wake();
+  return Status::Ok();
+}
+
+Status JobService::DrainLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
+  std::map<int64_t, const store::Node*> draining;
+  for (const store::Node& n : nodes) {
+    if (n.cordoned && n.draining) draining[n.id] = &n;
+  }
+  if (draining.empty()) return Status::Ok();
+  // Each job with tasks there, with how many and where.
+  std::map<int64_t, std::pair<int, std::string>> jobs;
+  for (const Task& t : placed) {
+    auto it = draining.find(t.node_id);
+    if (it == draining.end()) continue;
+    auto& [count, where] = jobs[t.job_id];
+    ++count;
+    if (where.find(it->second->name) == std::string::npos) where += (where.empty() ? "" : ", ") + it->second->name;
+  }
+  const int64_t now = clock_->NowMs();
+  for (const auto& [job_id, off] : jobs) {
+    const auto& [count, where] = off;
+    RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(job_id));
+    if (job.stop_state || store::IsTerminal(job.state)) continue;  // leaving already
+    auto spec = SpecLocked(job);
+    if (!spec.ok()) {
+      RM_RETURN_IF_ERROR(FailUnreadableLocked(job, spec.status()));
+      continue;
+    }
+    // An elastic job that can do without those workers gives them up; any
+    // other stops whole and is placed again elsewhere (the node is cordoned),
+    // resuming from its checkpoint.
+    const bool shrink = (*spec)->elastic() && job.replicas - count >= (*spec)->min_replicas;
+    const int to = shrink ? job.replicas - count : job.replicas;
+    const std::string why =
+        shrink ? fmt::format("scale down from {} to {} workers: node {} is draining", job.replicas, to, where)
+               : fmt::format("moving off node {}, which is draining: checkpoint, stop and restart elsewhere", where);
+    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+      RM_RETURN_IF_ERROR(store_->AddEvent({0, job.id, 0, -1, now, StateName(job.state), StateName(job.state), why}));
+      return ResizeLocked(job, to, why);
+    }));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ringmaster::server

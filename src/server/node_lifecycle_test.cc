@@ -1,0 +1,119 @@
+// An admin's node lifecycle (node_lifecycle.cc): cordon, drain, delete.
+#include "server/job_service_test_fixture.h"
+
+namespace ringmaster::server {
+namespace {
+
+using store::State;
+
+bool HasEvent(const std::vector<store::Event>& events, const std::string& reason) {
+  return std::any_of(events.begin(), events.end(), [&](const store::Event& e) { return e.reason == reason; });
+}
+
+TEST_F(JobServiceTest, ACordonedNodeGetsNothingNewAndPendingJobsSayWhy) {
+  AddNode("a", 2000);
+  ASSERT_TRUE(svc_->Cordon("a", "disk replacement", /*drain=*/false).ok());
+  int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].state, State::kPending);
+  EXPECT_NE(Job(id).reason.find("node a is cordoned: disk replacement"), std::string::npos) << Job(id).reason;
+  EXPECT_EQ(CordonText(*svc_->FindNode("a")), "cordoned: disk replacement");
+  // A registration of its agent (a restart) keeps the cordon.
+  store::Node n = *svc_->FindNode("a");
+  ASSERT_TRUE(svc_->RegisterNode(n).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].state, State::kPending);
+  ASSERT_TRUE(svc_->Uncordon(std::to_string(n.id)).ok());  // by id, as `nodes` lists them
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].state, State::kScheduled);
+  EXPECT_EQ(svc_->Cordon("nope", "", false).code(), StatusCode::kNotFound);
+}
+
+TEST_F(JobServiceTest, DrainingANodeMovesAGangAwayWithoutCountingARestart) {
+  int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(id)) {
+    ASSERT_EQ(t.node_id, a);  // best fit packs the gang onto one node
+    ASSERT_TRUE(Report(t, "running").ok());
+  }
+  ASSERT_TRUE(svc_->Cordon("a", "kernel update", /*drain=*/true).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  const std::string why = "moving off node a, which is draining: checkpoint, stop and restart elsewhere";
+  EXPECT_EQ(Job(id).stop_reason, why);
+  EXPECT_TRUE(HasEvent(*store_->ListEvents(id), why));
+  // Its tasks are told to stop with the checkpoint grace (SIGTERM: the trainer checkpoints).
+  auto assigned = *svc_->Assignments(a);
+  ASSERT_EQ(assigned["tasks"].size(), 2u);
+  for (const auto& t : assigned["tasks"]) {
+    EXPECT_EQ(t["desired"], "stop");
+    EXPECT_EQ(t["stop_grace_ms"], JobServiceOptions{}.checkpoint_grace_ms);
+  }
+  EndAll(id);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  for (const auto& t : Tasks(id)) {
+    EXPECT_EQ(t.node_id, b);
+    EXPECT_EQ(t.attempt, 2);
+  }
+  EXPECT_EQ(Job(id).restarts, 0);
+  EXPECT_TRUE((*svc_->Assignments(a))["tasks"].empty());  // drained
+  EXPECT_EQ(CordonText(*svc_->FindNode("a")), "draining: kernel update");
+}
+
+TEST_F(JobServiceTest, DrainingANodeShrinksAnElasticJobOffItWhenItCanDoWithout) {
+  int64_t a = AddNode("a", 1000), b = AddNode("b", 1000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 2}\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  // Half the cluster is idle: it grows to 2 workers, one per node.
+  AdvanceWith(6'000, {a, b});
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_EQ(Job(id).resize_to, 2);
+  EndAll(id);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto grown = Tasks(id);
+  ASSERT_EQ(grown.size(), 2u);
+  ASSERT_NE(grown[0].node_id, grown[1].node_id);
+  for (const auto& t : grown) ASSERT_TRUE(Report(t, "running").ok());
+
+  ASSERT_TRUE(svc_->Cordon("a", "", /*drain=*/true).ok());
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Job(id).stop_reason, "scale down from 2 to 1 workers: node a is draining");
+  EXPECT_EQ(Job(id).resize_to, 1);
+  EndAll(id);
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto shrunk = Tasks(id);
+  ASSERT_EQ(shrunk.size(), 1u);
+  EXPECT_EQ(shrunk[0].node_id, b);
+  EXPECT_EQ(Job(id).restarts, 0);
+}
+
+TEST_F(JobServiceTest, DeletingAGoneNodeLosesItsTasksNowAndALiveOneNeedsForce) {
+  int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
+  int64_t id = Submit("command: x\nresources: {cpu: 2}\nmax_restarts: 1\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  const int64_t on = Tasks(id)[0].node_id;
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  const std::string here = on == a ? "a" : "b", other = on == a ? "b" : "a";
+  // Still heard from: refused, naming the way out.
+  Status st = svc_->DeleteNode(here, /*force=*/false);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("holds 1 tasks: drain it (ringmaster nodes drain " + here + ")"), std::string::npos)
+      << st.message();
+  // Silent (its host died) for a lease: deleted, its task is LOST now, not
+  // after the fencing window, and the job restarts on the other node.
+  AdvanceWith(11'000, {on == a ? b : a});
+  ASSERT_TRUE(svc_->DeleteNode(here, false).ok());
+  EXPECT_EQ(svc_->FindNode(here).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(HasEvent(*store_->ListEvents(id), "node " + here + " deleted by an admin"));
+  AdvanceWith(1'000, {on == a ? b : a});
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  EXPECT_EQ(Tasks(id)[0].node_id, svc_->FindNode(other)->id);
+  EXPECT_EQ(Job(id).restarts, 1);
+  // A live node goes with --force.
+  EXPECT_TRUE(svc_->DeleteNode(other, /*force=*/true).ok());
+  EXPECT_TRUE(store_->ListNodes()->empty());
+}
+
+}  // namespace
+}  // namespace ringmaster::server
