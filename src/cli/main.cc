@@ -20,6 +20,7 @@
 #include "cli/top.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
+#include "cli/version.h"
 #include "common/log.h"
 
 namespace ringmaster::cli {
@@ -275,6 +276,11 @@ int Main(int argc, char** argv) {
   auto* nodes = app.add_subcommand("nodes", "list the cluster's nodes");
   nodes->add_flag("--json", as_json, "print JSON");
   auto* whoami = app.add_subcommand("whoami", "show who the token belongs to");
+  auto* version = app.add_subcommand("version", "print this CLI's version and commit, and the server's when one answers "
+                                                "(exit 0 without one, unless --server named it)");
+  VersionFlags version_flags;
+  version->add_flag("--client", version_flags.client_only, "this CLI's only; do not ask a server");
+  version->add_flag("--json", version_flags.as_json, "print JSON");
   auto* top = app.add_subcommand("top", "a live view of the nodes and of your running and pending jobs "
                                         "(admins: everyone's); q quits");
   TopFlags top_flags;
@@ -386,6 +392,7 @@ int Main(int argc, char** argv) {
   if (*del) return Delete(conn, job_id);
   if (*nodes) return Nodes(conn, as_json);
   if (*whoami) return Whoami(conn);
+  if (*version) return Version(conn, version_flags);
   if (*top) return Top(conn, top_flags);
   if (*users_create) return UsersCreate(conn, user_name, role, password_stdin);
   if (*users_ls) return UsersLs(conn);
