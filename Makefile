@@ -4,8 +4,10 @@ BUILD ?= build
 TRACE ?= ../shared/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize fuzz bench demo clean
+.PHONY: all deps configure build install package test test-unit test-integration test-e2e test-sanitize fuzz bench demo clean
 
 all: build
 
@@ -17,6 +19,15 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The binaries, systemd units, docs and example configs under $(PREFIX)
+# (DESTDIR=/staging/root to stage them elsewhere); docs/install.md.
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Debian packages (ringmaster, ringmaster-torch) in $(BUILD)/packages; docs/install.md.
+package: build
+	cd $(BUILD) && cpack
 
 # Every test: unit, integration and e2e (CTest labels).
 test: build

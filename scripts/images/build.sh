@@ -17,8 +17,9 @@
 #   NAME.mmdebstrap.log, apt-cache/ (downloaded .debs, shared by the images:
 #                 reruns download nothing), npm-cache/ and tfjs.npm/ (tfjs)
 # torch bakes in the Ringmaster runtime: ringmaster-train ($RM_TRAIN_BIN,
-# default build/src/train/ringmaster-train) in /opt/ringmaster/bin and the
-# ringmaster_torch package ($RM_TORCH_PY, default build/python/ringmaster_torch)
+# default build/src/train/ringmaster-train, installed: <prefix>/bin) in
+# /opt/ringmaster/bin and the ringmaster_torch package ($RM_TORCH_PY, default
+# build/python/ringmaster_torch, installed: <prefix>/lib/ringmaster/python)
 # in /opt/ringmaster/python. tfjs installs TensorFlow.js with the host's npm
 # into /opt/tfjs/node_modules (the image's Debian nodejs 18 loads it).
 # --reuse-rootfs: keep NAME.rootfs/ when it holds the same package list and
@@ -61,8 +62,13 @@ for tool in mmdebstrap jq sha256sum unshare; do
   command -v "$tool" > /dev/null || die "$tool is missing"
 done
 if [ "$NAME" = torch ]; then
-  TRAIN_BIN=${RM_TRAIN_BIN:-$REPO/build/src/train/ringmaster-train}
-  TORCH_PY=${RM_TORCH_PY:-$REPO/build/python/ringmaster_torch}
+  if [ -f "$REPO/CMakeLists.txt" ]; then  # a checkout: the build's
+    TRAIN_BIN=${RM_TRAIN_BIN:-$REPO/build/src/train/ringmaster-train}
+    TORCH_PY=${RM_TORCH_PY:-$REPO/build/python/ringmaster_torch}
+  else  # installed as <prefix>/lib/ringmaster/scripts/images/build.sh: the package ringmaster-torch's
+    TRAIN_BIN=${RM_TRAIN_BIN:-$(dirname "$(dirname "$REPO")")/bin/ringmaster-train}
+    TORCH_PY=${RM_TORCH_PY:-$REPO/python/ringmaster_torch}
+  fi
   [ -x "$TRAIN_BIN" ] || die "ringmaster-train not found at $TRAIN_BIN (build it, or set RM_TRAIN_BIN)"
   [ -f "$TORCH_PY/__init__.py" ] || die "ringmaster_torch not found at $TORCH_PY (build it, or set RM_TORCH_PY)"
 fi

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "agent/safe_fs.h"
+#include "common/build_info.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -19,8 +20,6 @@ namespace {
 
 constexpr size_t kShipChunk = 1 << 20;
 constexpr int kLongPollSeconds = 20;
-
-constexpr const char* kAgentVersion = "0.1.0";
 
 // The environment every task starts from; the server's variables go on top.
 // Not the agent's HOME, USER or TMPDIR: those are root's (the executor sets
@@ -156,7 +155,7 @@ bool Agent::Register() {
                          {"cpu_milli", inventory_.cpu_milli},
                          {"memory_bytes", inventory_.memory_bytes},
                          {"gpus", gpus},
-                         {"agent_version", kAgentVersion},
+                         {"agent_version", ThisBuild().version},
                          {"protocol_version", options_.protocol_version},
                          {"tasks", held},
                          {"address", address_},

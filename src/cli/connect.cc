@@ -57,7 +57,7 @@ std::string SelfExe() {
 
 // --server/--token flags, else RINGMASTER_SERVER/RINGMASTER_TOKEN, else the
 // files `ringmaster up` wrote into its data dir (--data, RINGMASTER_DATA, ~/.ringmaster).
-client::ApiClient Connect(const Connection& c) {
+StatusOr<client::ApiClient> TryConnect(const Connection& c) {
   // A server that closes a connection we write to (an upload it refused) is
   // an error to report, not a reason to die. Client commands only: daemons
   // never come here, and their tasks keep the default disposition.
@@ -73,9 +73,9 @@ client::ApiClient Connect(const Connection& c) {
   }
   if (server.empty() && info.is_object() && info.contains("url") && info["url"].is_string()) server = info["url"];
   if (server.empty()) {
-    Die(fmt::format("no server given: pass --server URL, set RINGMASTER_SERVER, or start one with "
-                    "`ringmaster up --data {}`",
-                    data));
+    return FailedPrecondition(fmt::format("no server given: pass --server URL, set RINGMASTER_SERVER, or start one "
+                                          "with `ringmaster up --data {}`",
+                                          data));
   }
   if (token.empty()) {
     if (const char* t = getenv("RINGMASTER_TOKEN")) token = t;
@@ -84,8 +84,14 @@ client::ApiClient Connect(const Connection& c) {
     auto t = ReadFile(data + "/admin.token");
     if (t.ok()) token = Trim(*t);
   }
-  if (token.empty()) Die("no token given: pass --token, or set RINGMASTER_TOKEN");
+  if (token.empty()) return FailedPrecondition("no token given: pass --token, or set RINGMASTER_TOKEN");
   return client::ApiClient(server, token, FindCa(c, data, info));
+}
+
+client::ApiClient Connect(const Connection& c) {
+  StatusOr<client::ApiClient> api = TryConnect(c);
+  if (!api.ok()) Die(api.status().message());
+  return std::move(*api);
 }
 
 json Must(const StatusOr<json>& r) {

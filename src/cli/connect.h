@@ -33,6 +33,9 @@ struct Connection {
 // A client for the server the flags, environment or data dir name; dies with
 // one line saying what to pass when there is none.
 client::ApiClient Connect(const Connection& c);
+// The same, with FailedPrecondition instead of dying (`version`, for which
+// no server is no error).
+StatusOr<client::ApiClient> TryConnect(const Connection& c);
 // The call's JSON, or die with its error's message.
 nlohmann::json Must(const StatusOr<nlohmann::json>& r);
 

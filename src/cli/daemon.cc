@@ -61,7 +61,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.network = f.network;
   o.ovs_dir = f.ovs_dir;
   o.self_exe = SelfExe();
-  if (f.protocol_version != 0) o.protocol_version = f.protocol_version;
+  o.protocol_version = f.protocol_version;
   o.sample_interval = std::chrono::milliseconds(static_cast<int64_t>(f.sample_interval_s * 1000));
   if (o.network != "host") {
     if (o.address.empty()) Die("--network " + o.network + ": give --address, this node's IPv4 address on the network between nodes");

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/agent_protocol.h"
+
 namespace ringmaster::cli {
 
 struct NodeFlags {
@@ -33,7 +35,7 @@ struct NodeFlags {
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
-  int protocol_version = 0;        // 0 = this build's (a hidden flag, to test version skew)
+  int protocol_version = kAgentProtocol;  // another only to test version skew (a hidden flag)
   double sample_interval_s = 1;    // the monitor's sampling of the node and its tasks (0 = none)
 };
 

@@ -21,6 +21,7 @@
 #include "cli/top.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
+#include "cli/version.h"
 #include "common/log.h"
 
 namespace ringmaster::cli {
@@ -299,6 +300,11 @@ int Main(int argc, char** argv) {
   nodes_drain->add_flag("--no-wait", no_wait, "return once the drain has begun");
   nodes_delete->add_flag("--force", force, "delete a node that is still heard from (its agent registers it again)");
   auto* whoami = app.add_subcommand("whoami", "show who the token belongs to");
+  auto* version = app.add_subcommand("version", "print this CLI's version and commit, and the server's when one answers "
+                                                "(exit 0 without one, unless --server named it)");
+  VersionFlags version_flags;
+  version->add_flag("--client", version_flags.client_only, "this CLI's only; do not ask a server");
+  version->add_flag("--json", version_flags.as_json, "print JSON");
   auto* top = app.add_subcommand("top", "a live view of the nodes and of your running and pending jobs "
                                         "(admins: everyone's); q quits");
   TopFlags top_flags;
@@ -414,6 +420,7 @@ int Main(int argc, char** argv) {
   if (*nodes_delete) return NodesDelete(conn, node_name, force);
   if (*nodes) return Nodes(conn, as_json);
   if (*whoami) return Whoami(conn);
+  if (*version) return Version(conn, version_flags);
   if (*top) return Top(conn, top_flags);
   if (*users_create) return UsersCreate(conn, user_name, role, password_stdin);
   if (*users_ls) return UsersLs(conn);

@@ -2,7 +2,7 @@
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
 // audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
 // api_agent_files.cc (jobs' files, for agents), api_monitor.cc (usage
-// series and /metrics). This header holds what they
+// series and /metrics), api_version.cc. This header holds what they
 // share: the service handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
@@ -167,6 +167,8 @@ void AddFileRoutes(Api& api);
 // inputs and checkpoints, writes of its outputs and checkpoints.
 void AddAgentFileRoutes(Api& api);
 void AddMonitorRoutes(Api& api);
+// GET /api/v1/version (any valid token).
+void AddVersionRoutes(Api& api);
 // What the monitor routes and views share: a flag on a job as JSON, a job's
 // latest use ({cpu_cores, memory_bytes, gpu_util}, null when not measured),
 // and the /metrics text.

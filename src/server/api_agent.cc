@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "common/agent_protocol.h"
+#include "common/build_info.h"
 #include "common/json_limits.h"
 #include "common/log.h"
 #include "net/ipv4.h"
@@ -20,9 +21,6 @@ namespace ringmaster::server {
 namespace {
 
 using nlohmann::json;
-
-// This server's release, as agents are told when refused.
-std::string ServerVersion() { return "0.1.0"; }
 
 StatusOr<int64_t> IntField(const json& b, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
   auto it = b.find(name);
@@ -146,7 +144,7 @@ void AddAgentRoutes(Api& api) {
                                     : fmt::format("{} to {}", kMinAgentProtocol, kAgentProtocol);
       return FailedPrecondition(fmt::format(
           "agent protocol {} (agent {}) is not one this server speaks: protocol {} (server {}); {}", protocol,
-          n.agent_version.empty() ? "of unknown version" : n.agent_version, range, ServerVersion(),
+          n.agent_version.empty() ? "of unknown version" : n.agent_version, range, ThisBuild().version,
           protocol > kAgentProtocol ? "upgrade the server first, then the agents" : "upgrade the agent"));
     }
     RM_ASSIGN_OR_RETURN(n.cpu_milli, IntField(b, "cpu_milli", -1, 1, int64_t{1} << 40));

@@ -243,7 +243,9 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
   RM_RETURN_IF_ERROR(caller.status());
   const Scope s = caller->scope;
   const std::string& need = route.access;
-  if (need == access::kAgent) {
+  if (need == access::kAnyToken) {
+    // Valid is enough (GET /api/v1/version: what any client may need to know to talk to us).
+  } else if (need == access::kAgent) {
     if (s != Scope::kAgent) return PermissionDenied("this call is for agents: it needs an agent token");
   } else if (need == access::kMetrics) {
     if (s != Scope::kMetrics && s != Scope::kAdmin) return PermissionDenied("this call needs a metrics or admin token");

@@ -6,7 +6,8 @@
 // only) adds users, every user's jobs and tokens, and the audit log;
 // `agent` reaches only the agent protocol, and only for the one node named
 // in the token. Scopes do not nest across that line: an admin token cannot
-// act as an agent, and an agent token can do nothing else. A disabled user's
+// act as an agent, and an agent token can do nothing else (but ask the
+// server's version, which every valid token may). A disabled user's
 // tokens stop working at the next request: known tokens are cached in memory
 // (no database read per request) only while the store's AuthVersion, which
 // moves with every write to users or tokens, stays the same.
@@ -48,6 +49,7 @@ inline constexpr const char* kAdmin = "admin";
 inline constexpr const char* kAgent = "agent";
 inline constexpr const char* kMetrics = "metrics";  // admin or metrics tokens
 inline constexpr const char* kLogin = "login";  // a submit token, or HTTP Basic user:password
+inline constexpr const char* kAnyToken = "any";  // any valid token, agent and metrics ones included
 }  // namespace access
 
 // The authenticated caller of one request (http::Principal::data).

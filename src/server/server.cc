@@ -225,6 +225,7 @@ Status Server::Start() {
   AddFileRoutes(*api_);
   AddAgentFileRoutes(*api_);
   AddMonitorRoutes(*api_);
+  AddVersionRoutes(*api_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
+#include "common/build_info.h"
 #include "common/files.h"
 #include "common/small_tmpfs_for_tests.h"
 #include "server/log_store.h"
@@ -195,6 +196,25 @@ TEST_F(ServerTest, HealthNeedsNoTokenButEverythingElseDoes) {
   EXPECT_EQ(Call("GET", "/api/v1/nodes", "")->status, 401);
   EXPECT_EQ(Call("POST", "/api/v1/jobs", "", "command: x")->status, 401);
   EXPECT_EQ(Call("GET", "/api/v1/jobs", admin_)->status, 200);
+}
+
+// GET /api/v1/version answers the server's build to any valid token.
+TEST_F(ServerTest, VersionAnswersAnyValidTokenAndNoAnonymousCaller) {
+  std::string agent, reader = MakeUser("bob", "read");
+  RegisterAgent("n1", &agent);
+  auto made = Call("POST", "/api/v1/tokens", admin_, R"({"scope":"metrics","name":"prometheus"})");
+  ASSERT_EQ(made->status, 201) << made->body;
+  const std::string metrics = json::parse(made->body)["token"];
+  for (const std::string& token : {admin_, reader, agent, metrics}) {
+    auto r = Call("GET", "/api/v1/version", token);
+    ASSERT_EQ(r->status, 200) << r->body;
+    json v = json::parse(r->body);
+    EXPECT_EQ(v["version"], ThisBuild().version);
+    EXPECT_EQ(v["git_commit"], ThisBuild().git_commit);
+    EXPECT_EQ(v["platform"], ThisBuild().platform);
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/version", "")->status, 401);
+  EXPECT_EQ(Call("GET", "/api/v1/version", "rm_not_a_real_token")->status, 401);
 }
 
 // Finding 18: every error has a JSON body, unmatched routes and methods included.
