@@ -1,7 +1,7 @@
 # Ringmaster — top-level entry points. `make demo` and `make test` work on a
 # fresh Debian 12 machine as root: both install what they need first.
 BUILD ?= build
-TRACE ?= ../shared/traces/philly.csv
+TRACE ?= data/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -69,7 +69,7 @@ bench: build
 	bench/files_throughput --build $(BUILD)
 	bench/metrics_ingest --build $(BUILD)
 	bench/agent_overhead --build $(BUILD)
-	if [ -f $(TRACE) ]; then $(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8; fi
+	$(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build
