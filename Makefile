@@ -5,7 +5,7 @@ TRACE ?= data/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize fuzz bench demo clean
+.PHONY: all deps configure build test test-unit test-integration test-e2e test-sanitize fuzz bench demo cli-docs clean
 
 all: build
 
@@ -74,6 +74,14 @@ bench: build
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build
 	bash scripts/demo.sh $(BUILD)/src/cli/ringmaster
+
+# docs/cli.md, the CLI reference, regenerated from the CLI's own help (the
+# test repo.cli_reference fails while it differs). Builds only the CLI.
+cli-docs:
+	test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) --target ringmaster
+	$(BUILD)/src/cli/ringmaster cli-reference > docs/cli.md.tmp
+	mv docs/cli.md.tmp docs/cli.md
 
 clean:
 	rm -rf $(BUILD)
