@@ -111,6 +111,8 @@ client::ApiClient Connect(const Connection& c) {
       token = login->token;
       login_token_source = fmt::format("{}'s login to {}, kept in {}", login->user, login->server, CredentialsPath());
     }
+  } else if (auto l = FindLogin(server); l.ok()) {
+    login = *l;  // for its CA only; a token given outright needs no readable credentials file
   }
   if (token.empty()) {
     auto t = ReadFile(data + "/admin.token");
