@@ -1,13 +1,13 @@
 # Ringmaster — top-level entry points. `make demo` and `make test` work on a
 # fresh Debian 12 machine as root: both install what they need first.
 BUILD ?= build
-TRACE ?= ../shared/traces/philly.csv
+TRACE ?= data/traces/philly.csv
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps configure build install package test test-unit test-integration test-e2e test-sanitize fuzz bench demo clean
+.PHONY: all deps configure build install package test test-unit test-integration test-e2e test-sanitize fuzz bench demo cli-docs clean
 
 all: build
 
@@ -80,11 +80,19 @@ bench: build
 	bench/files_throughput --build $(BUILD)
 	bench/metrics_ingest --build $(BUILD)
 	bench/agent_overhead --build $(BUILD)
-	if [ -f $(TRACE) ]; then $(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8; fi
+	$(BUILD)/src/sim/ringmaster-sim --trace $(TRACE) --nodes 64 --gpus-per-node 8
 
 # Starts a local cluster, submits a 2-replica job, streams its logs, waits for it.
 demo: build
 	bash scripts/demo.sh $(BUILD)/src/cli/ringmaster
+
+# docs/cli.md, the CLI reference, regenerated from the CLI's own help (the
+# test repo.cli_reference fails while it differs). Builds only the CLI.
+cli-docs:
+	test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) --target ringmaster
+	$(BUILD)/src/cli/ringmaster cli-reference > docs/cli.md.tmp
+	mv docs/cli.md.tmp docs/cli.md
 
 clean:
 	rm -rf $(BUILD)

@@ -1,5 +1,5 @@
 // metrics-ingest: what the server's side of the metrics pipeline (src/monitor)
-// costs for a fleet's samples, against issue 15's target (a 1,000-node x
+// costs for a fleet's samples, against its target (a 1,000-node x
 // 50-series feed at 1 s ingested in <= 1 core), with the anchor measured in
 // the same run. bench/metrics_ingest runs both modes; each runs alone too.
 //

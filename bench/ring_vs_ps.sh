@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ring vs parameter server, reproduced (the first thesis' claim).
+# Ring vs parameter server, reproduced (the claim that a ring beats a parameter server as hosts are added).
 #
 # Builds N emulated hosts as network namespaces, each with one veth link to
 # a bridge (in a switch namespace of its own), shapes every link to 1 Gbit/s
@@ -9,7 +9,7 @@
 # removed on exit. Needs root and iproute2.
 #
 # Each row also prints the ring's two anchors:
-#  - bound: 2(N-1)/N × SIZE at exactly RATE, what the thesis' formula says;
+#  - bound: 2(N-1)/N × SIZE at exactly RATE, the ring all-reduce's bandwidth bound;
 #  - link: the same bytes at the TCP goodput iperf3 measures on the same
 #    namespaces in the ring's own pattern (every host sending to the next at
 #    once, for LINK_SECS seconds after one of warm-up). It is below RATE by

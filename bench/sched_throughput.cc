@@ -9,7 +9,7 @@
 // Jobs are seeded: 1 GPU (70%), 2, 4 or 8 GPUs, a tenth of them gangs of 2-4,
 // priorities 0-3, attained service exponential (mean 1 h) for LAS.
 // Anchor: Slurm's backfill throughput is not measurable here (no slurmctld on
-// this machine); the figure is ours alone, against the target of
+// this machine); the figure is ours alone, against the target of
 // 5,000 placements/s at 10,000 nodes.
 #include <algorithm>
 #include <chrono>

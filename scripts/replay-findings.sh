@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replays the API-level findings of issue 10's outside probe against one
+# Replays the API-level findings of a hostile outside probe against one
 # `ringmaster` binary, and prints what it observed, one line per finding
 # number. It asserts nothing: run it on two builds and compare, e.g.
 #   git worktree add /tmp/rm-old 97c2f9d && cmake -S /tmp/rm-old -B /tmp/rm-old/build -G Ninja \

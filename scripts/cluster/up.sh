@@ -23,6 +23,7 @@
 # `$STATE/on hI <command>` runs a command on host I.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/cluster/procs.sh
 N=${1:?usage: scripts/cluster/up.sh N [--network host|vxlan|ovs-gre] [--name NAME] [--state DIR] ...}
 shift
 NETWORK=host NAME=rmc STATE="" BIN=build/src/cli/ringmaster RATE="" SUBNET=10.231.0 IMAGE_CACHE="" AGENT_FLAGS="" SERVER_FLAGS=""
@@ -56,15 +57,19 @@ STATE=$(readlink -f "$STATE")
 chmod 0755 "$STATE"  # task users traverse it to their sandboxes
 IMAGE_CACHE=${IMAGE_CACHE:-$STATE/images}
 if [ -f "$STATE/pids" ]; then
-  while read -r _ pid; do
-    if [ -d "/proc/$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$STATE/"; then
+  while read -r _ pid start; do
+    if [ -n "$start" ] && proc_running "$pid" "$start" ||
+       { [ -z "$start" ] && [ -d "/proc/$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$STATE/"; }; then
       echo "up.sh: $STATE belongs to a cluster that still runs (pid $pid): scripts/cluster/down.sh --state $STATE" >&2
       exit 2
     fi
   done < "$STATE/pids"
 fi
 echo "$NAME" > "$STATE/name"
+# One line per daemon started: "what pid start-time" (procs.sh), so that
+# down.sh and the tests know each by more than a pid the kernel may reuse.
 : > "$STATE/pids"
+record() { echo "$1 $2 $(proc_start "$2")" >> "$STATE/pids"; }  # record WHAT PID
 
 ns() { echo "$NAME-$1"; }
 # Daemons run in a host's network namespace through nsenter, not `ip netns
@@ -100,12 +105,12 @@ for i in $(seq 1 "$N"); do
     ip netns exec "$(ns $h)" env OVS_RUNDIR="$d" OVS_LOGDIR="$d" OVS_DBDIR="$d" \
       ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --pidfile="$d/ovsdb-server.pid" \
       --unixctl="$d/ovsdb-server.ctl" --log-file="$d/ovsdb-server.log" -vconsole:emer --no-chdir --detach
-    echo "ovsdb-server $(cat "$d/ovsdb-server.pid")" >> "$STATE/pids"
+    record ovsdb-server "$(cat "$d/ovsdb-server.pid")"
     ovs-vsctl --db="unix:$d/db.sock" --no-wait init
     ip netns exec "$(ns $h)" env OVS_RUNDIR="$d" OVS_LOGDIR="$d" OVS_DBDIR="$d" \
       ovs-vswitchd "unix:$d/db.sock" --pidfile="$d/ovs-vswitchd.pid" --unixctl="$d/ovs-vswitchd.ctl" \
       --log-file="$d/ovs-vswitchd.log" -vconsole:emer --no-chdir --detach
-    echo "ovs-vswitchd $(cat "$d/ovs-vswitchd.pid")" >> "$STATE/pids"
+    record ovs-vswitchd "$(cat "$d/ovs-vswitchd.pid")"
     ovs-vsctl --db="unix:$d/db.sock" --timeout=20 add-br rmphy -- set bridge rmphy datapath_type=netdev -- add-port rmphy eth0
     ip -n "$(ns $h)" addr add "$SUBNET.$i/24" dev rmphy
     ip -n "$(ns $h)" link set rmphy up
@@ -118,7 +123,7 @@ done
 SRV=$STATE/server
 mkdir -p "$SRV"
 nsenter --net="/run/netns/$(ns h1)" -- "$BIN" server --data "$SRV" --host "$SUBNET.1" --port 8443 $SERVER_FLAGS > "$STATE/server.log" 2>&1 &
-echo "server $!" >> "$STATE/pids"
+record server $!
 cat > "$STATE/rm" <<SH
 #!/bin/sh
 # The CLI as the cluster's admin, from host 1.
@@ -152,7 +157,7 @@ for i in $(seq 1 "$N"); do
   mkdir -p "$STATE/$h/sandboxes"
   chmod 0755 "$STATE/$h/sandboxes"
   nsenter --net="/run/netns/$(ns "$h")" -- "$BIN" agent "${flags[@]}" > "$STATE/$h/agent.log" 2>&1 &
-  echo "agent-$h $!" >> "$STATE/pids"
+  record "agent-$h" $!
 done
 for _ in $(seq 1 150); do
   [ "$("$STATE/rm" nodes 2>/dev/null | grep -c ' ready ')" = "$N" ] && break

@@ -1,18 +1,8 @@
-// ProcessExecutor: runs each task as a process in its own session and
-// process group, supervised by a shim (`ringmaster shim DIR`, see shim.h),
-// as its user's unprivileged uid (docs/isolation.md says what that isolates
-// and what not). Two places per task:
-//  - its control directory, <state_dir>/tasks/<key>, inside the agent's
-//    private (0700) data dir: the spec with the task's environment, the
-//    pids, exit.json and output.log. Tasks cannot read it.
-//  - its sandbox, <sandbox_root>/<instance>/<key>, 0700 and owned by the
-//    task's uid: its default working dir and HOME, and its metrics file.
-//    The agent (root) treats everything in it as hostile: it reads the
-//    metrics file only if it is a regular file the task's uid owns, and
-//    removes the sandbox without following symlinks.
-// The shim is detached from the agent, so tasks outlive an agent crash or
-// restart and a new agent re-adopts them from the control directories.
-// Stop signals the whole process group. Thread-safe.
+// ProcessExecutor: the one Executor (executor.h). Each task runs under a
+// detached shim (shim.h) as its user's unprivileged uid: as a process in its
+// own session, or in a container through a ContainerRuntime (runc, docker).
+// Its control dir (<state_dir>/tasks/<key>) is the agent's; its sandbox is the
+// task's and treated as hostile. Tasks outlive the agent. Thread-safe.
 #pragma once
 
 #include <memory>

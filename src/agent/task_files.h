@@ -1,21 +1,8 @@
-// TaskFiles: moves a task attempt's files between the files service and its
-// node, as the platform's executor step (the seed's: receive the parameters,
-// run, upload the results and the logs):
-//   before the task starts  the job's inputs and its latest checkpoint are
-//                           fetched into a node cache keyed by SHA-256 (each
-//                           verified as it arrives; one per task uid) and
-//                           placed in the task's work directory;
-//   while it runs           a new checkpoint (the directory `latest` names,
-//                           written node-locally) is uploaded, its files
-//                           first and `latest` last;
-//   when it ends            its last checkpoint and its outputs are uploaded,
-//                           whether it succeeded or not.
-// Every call goes through the agent's API (/api/v1/agent/tasks/ID/files...),
-// which acts as the job's owner and only for this attempt of this node's task.
-// The task's directories are its user's: every walk is by file descriptor and
-// follows no symlink (safe_fs.h). Inputs are hard links to the cache entry
-// (root's, read-only) where the filesystems allow, otherwise copies the task's
-// user owns. Thread-safe: calls for different tasks may run at once.
+// TaskFiles: the agent's side of a task attempt's files (docs/files.md):
+// before it starts, its inputs and latest checkpoint, fetched into a per-uid
+// node cache by SHA-256 and linked into its work dir; while it runs, each new
+// checkpoint (files first, `latest` last); when it ends, its last checkpoint
+// and outputs. Walks follow no symlink (safe_fs.h). Thread-safe across tasks.
 #pragma once
 
 #include <sys/types.h>

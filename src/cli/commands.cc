@@ -175,19 +175,6 @@ int Whoami(const Connection& c) {
   return 0;
 }
 
-int Login(const Connection& c, const std::string& user, const std::string& token_name) {
-  std::string pw;
-  std::getline(std::cin, pw);
-  // Only the server address is needed: the password is the credential.
-  Connection anon = c;
-  if (anon.token.empty()) anon.token = "-";
-  auto api = Connect(anon);
-  auto token = client::ApiClient::Login(api.server_url(), api.ca_file(), user, pw, token_name);
-  if (!token.ok()) Die("login: " + token.status().message());
-  std::cout << *token << "\n";
-  return 0;
-}
-
 int UsersCreate(const Connection& c, const std::string& name, const std::string& role, bool password_stdin) {
   json body = {{"name", name}, {"role", role}};
   if (password_stdin) {

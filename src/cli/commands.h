@@ -24,8 +24,12 @@ int Cancel(const Connection& c, int64_t id, bool no_wait);
 int Delete(const Connection& c, int64_t id);
 int Nodes(const Connection& c, bool as_json);
 int Whoami(const Connection& c);
-// Reads a password from stdin; prints a new token.
-int Login(const Connection& c, const std::string& user, const std::string& token_name);
+// Reads a password from stdin and exchanges it for a new token, which it
+// keeps for the server (cli/credentials.h; revoking the one it replaces), or
+// with `print_token` prints on stdout and keeps nowhere. In login.cc.
+int Login(const Connection& c, const std::string& user, const std::string& token_name, bool print_token);
+// Forgets the login kept for the server and revokes its token there. In login.cc.
+int Logout(const Connection& c);
 int UsersCreate(const Connection& c, const std::string& name, const std::string& role, bool password_stdin);
 int UsersLs(const Connection& c);
 int UsersSetDisabled(const Connection& c, const std::string& name, bool disabled);

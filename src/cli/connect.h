@@ -1,7 +1,7 @@
-// How the CLI reaches a server: --server/--token/--ca flags, else
-// RINGMASTER_SERVER/RINGMASTER_TOKEN/RINGMASTER_CA, else the files `ringmaster
-// up` wrote into its data dir (server.json, admin.token, tls/ca.crt). And the
-// CLI's one way to fail: one line on stderr, exit 2.
+// How the CLI reaches a server (the order is Connect's, below, and the
+// README's): flags, then RINGMASTER_* variables, then the login `ringmaster
+// login` kept (cli/credentials.h), then the files `ringmaster up` wrote into
+// its data dir. And the CLI's one way to fail: one line on stderr, exit 2.
 #pragma once
 
 #include <string>
@@ -30,8 +30,14 @@ struct Connection {
   std::string ca;  // CA file for https
 };
 
-// A client for the server the flags, environment or data dir name; dies with
-// one line saying what to pass when there is none.
+// The server's URL: --server, else $RINGMASTER_SERVER, else <data>/server.json,
+// else the one server you are logged in to. Dies saying what to pass when
+// there is none.
+std::string FindServer(const Connection& c);
+// A client for FindServer's server with the token of --token, else
+// $RINGMASTER_TOKEN, else your login to that server, else <data>/admin.token;
+// the CA of --ca, else $RINGMASTER_CA, else the login's, else the data dir's.
+// Dies with one line saying what to pass when there is no token.
 client::ApiClient Connect(const Connection& c);
 // The same, with FailedPrecondition instead of dying (`version`, for which
 // no server is no error).

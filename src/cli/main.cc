@@ -6,6 +6,7 @@
 #include <csignal>
 #include <CLI/CLI.hpp>
 
+#include <iostream>
 #include <istream>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "cli/top.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
+#include "cli/reference.h"
 #include "cli/version.h"
 #include "common/log.h"
 
@@ -74,11 +76,15 @@ int Main(int argc, char** argv) {
   app.fallthrough();  // global flags (--data, --server, --token) may follow the subcommand
   Connection conn;
   bool verbose = false;
-  app.add_option("--server", conn.server, "server URL (default: $RINGMASTER_SERVER, else <data>/server.json)");
-  app.add_option("--token", conn.token, "API token (default: $RINGMASTER_TOKEN, else <data>/admin.token)");
+  app.add_option("--server", conn.server,
+                 "server URL (default: $RINGMASTER_SERVER, else <data>/server.json, else the one server you are "
+                 "logged in to)");
+  app.add_option("--token", conn.token,
+                 "API token (default: $RINGMASTER_TOKEN, else your `login` to the server, else <data>/admin.token)");
   app.add_option("--data", conn.data, "the data dir of `ringmaster up` (default: $RINGMASTER_DATA, else /var/lib/ringmaster for root, ~/.ringmaster for others)");
   app.add_option("--ca", conn.ca,
-                 "CA certificate to trust for an https server (default: $RINGMASTER_CA, else <data>/tls/ca.crt)");
+                 "CA certificate to trust for an https server (default: $RINGMASTER_CA, else the one your `login` "
+                 "trusted, else <data>/tls/ca.crt)");
   app.add_flag("-v,--verbose", verbose, "debug logging");
   // Read by the main app (see DaemonConfig); each daemon's own --config hands its file over as it is parsed.
   app.set_config("--config")->group("");
@@ -357,8 +363,12 @@ int Main(int argc, char** argv) {
   images_push->add_option("name", image_name, "image name")->required();
   images_push->add_option("--from", image_dir, "where NAME.tar and NAME.json are")->capture_default_str();
   auto* images_ls = images->add_subcommand("ls", "the images jobs can name");
-  auto* login = app.add_subcommand("login", "exchange a user's password (on stdin) for a token");
+  auto* login = app.add_subcommand("login", "exchange a user's password (on stdin) for a token that later commands "
+                                            "use for this server (kept in ~/.config/ringmaster/credentials.json, or under $XDG_CONFIG_HOME)");
   login->add_option("user", user_name, "user name")->required();
+  bool print_token = false;
+  login->add_flag("--print-token", print_token, "print the token on stdout and keep it nowhere (for scripts)");
+  auto* logout = app.add_subcommand("logout", "forget the token `login` kept for this server, and revoke it there");
   auto* audit = app.add_subcommand("audit", "the audit log: logins, token and user changes, admin actions (admins)");
   std::string audit_action;
   int audit_limit = 50;
@@ -366,6 +376,9 @@ int Main(int argc, char** argv) {
   audit->add_option("--action", audit_action, "only this action (login, token.create, user.disable, ...)");
   audit->add_option("-n,--limit", audit_limit, "newest entries to show")->capture_default_str();
   audit->add_flag("--json", as_json, "print JSON");
+
+  // docs/cli.md (`make cli-docs`); hidden: in no group.
+  auto* cli_reference = app.add_subcommand("cli-reference", "print the CLI's reference page (Markdown)")->group("");
 
   try {
     app.parse(argc, argv);
@@ -385,6 +398,10 @@ int Main(int argc, char** argv) {
   InitLogging(verbose);
   InstallCrashHandler();
 
+  if (*cli_reference) {
+    WriteCliReference(app, std::cout);
+    return 0;
+  }
   if (*up) return RunUp(conn.data, srv_flags, node, sched, true);
   if (*server_cmd) return RunUp(conn.data, srv_flags, node, sched, false);
   if (*agent_cmd) {
@@ -409,7 +426,8 @@ int Main(int argc, char** argv) {
   if (*logs) return Logs(conn, job_id, follow, rank);
   if (*wait) return Wait(conn, job_id, timeout_s, false);
 
-  if (*login) return Login(conn, user_name, token_name);
+  if (*login) return Login(conn, user_name, token_name, print_token);
+  if (*logout) return Logout(conn);
   if (*ls) return Ls(conn, all, as_json);
   if (*show) return Show(conn, job_id, as_json);
   if (*cancel) return Cancel(conn, job_id, no_wait);

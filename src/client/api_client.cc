@@ -249,15 +249,18 @@ std::string ApiClient::EncodePath(const std::string& path) {
   return out;
 }
 
-StatusOr<std::string> ApiClient::Login(const std::string& server_url, const std::string& ca_file,
-                                       const std::string& user, const std::string& password,
-                                       const std::string& token_name) {
+StatusOr<nlohmann::json> ApiClient::Login(const std::string& server_url, const std::string& ca_file,
+                                          const std::string& user, const std::string& password,
+                                          const std::string& token_name) {
   auto c = MakeClient(server_url, "", ca_file, {});
   c->set_basic_auth(user, password);
   RM_ASSIGN_OR_RETURN(nlohmann::json r, Finish(c->Post("/api/v1/tokens", nlohmann::json{{"name", token_name}}.dump(),
                                                        "application/json"),
                                                server_url));
-  return r.at("token").get<std::string>();
+  if (!r.is_object() || !r.contains("token") || !r["token"].is_string()) {
+    return Internal(fmt::format("{} answered a login without a token", server_url));
+  }
+  return r;
 }
 
 }  // namespace ringmaster::client

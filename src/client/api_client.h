@@ -65,10 +65,11 @@ class ApiClient {
 
   struct InFlight;  // calls in progress, shared by copies of this client
 
-  // Exchanges a user's password for a new API token (HTTP Basic on POST /api/v1/tokens).
-  static StatusOr<std::string> Login(const std::string& server_url, const std::string& ca_file,
-                                     const std::string& user, const std::string& password,
-                                     const std::string& token_name);
+  // Exchanges a user's password for a new API token (HTTP Basic on POST
+  // /api/v1/tokens): the server's answer, {"id", "token", "scope", ...}.
+  static StatusOr<nlohmann::json> Login(const std::string& server_url, const std::string& ca_file,
+                                        const std::string& user, const std::string& password,
+                                        const std::string& token_name);
 
  private:
   std::string server_url_;

@@ -7,7 +7,7 @@
 //    VNI 4242, UDP 4789) on it; broadcasts go to every peer (one all-zero
 //    FDB entry per peer, as flannel and Docker's overlay driver do), unicast
 //    to the peer the bridge learnt. MTU 1450.
-//  - ovs-gre: the first thesis' design. An Open vSwitch bridge (rmint0) on
+//  - ovs-gre: Open vSwitch with GRE tunnels. A bridge (rmint0) on
 //    the userspace datapath with a GRE port to every other node. No
 //    flooding and no learning across hosts: flows send a peer block's IP and
 //    ARP traffic down that peer's tunnel and each local container's to its

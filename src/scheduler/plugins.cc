@@ -175,7 +175,7 @@ double MeasuredHeadroom(const NodeState& n, const JobRequest& job, int already_h
 
 namespace {
 
-// The first thesis' host choice: nodes with low measured use first, whatever
+// Load-based host choice: nodes with low measured use first, whatever
 // their allocations say (a node can be busy with work the platform does not own).
 class LoadAwareScore final : public ScorePlugin {
  public:

@@ -5,8 +5,8 @@
 //           Built in: health, gpu-type, labels, executor, resources.
 //   Score   how good is this node for the next replica, in [0, 1]; a
 //           profile weighs several. Built in: binpack, spread, load-aware
-//           (low measured CPU/GPU/memory use first: the first thesis'
-//           strategy) and locality (a gang on as few hosts as possible).
+//           (low measured CPU/GPU/memory use first) and locality (a gang
+//           on as few hosts as possible).
 //
 // Plugins are stateless and thread-safe; a registry maps names to factories.
 #pragma once

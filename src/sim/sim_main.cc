@@ -1,8 +1,8 @@
 // ringmaster-sim: replays a GPU-cluster trace through the scheduler's
 // placement under each queue policy, with a fake clock, and prints one line
 // per policy. See docs/scheduler-sim.md.
-//   ringmaster-sim --trace ../shared/traces/philly.csv --nodes 64 --gpus-per-node 8 --policy fifo,las,backfill
-//     [--gpu-types k80:16,p100:24,v100:24 --throughputs ../shared/traces/gavel_throughputs.json] [--seed S]
+//   ringmaster-sim --trace data/traces/philly.csv --nodes 64 --gpus-per-node 8 --policy fifo,las,backfill
+//     [--gpu-types k80:16,p100:24,v100:24 --throughputs data/traces/gavel_throughputs.json] [--seed S]
 #include <CLI/CLI.hpp>
 
 #include <chrono>

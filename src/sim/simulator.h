@@ -3,7 +3,7 @@
 // fit, all or none) under one queue policy:
 //
 //   fifo      strict FIFO: the oldest pending job is placed first and blocks
-//             everything behind it (the server's policy today).
+//             everything behind it (the server's --policy fifo).
 //   backfill  EASY backfill (Lifka 1995; Slurm's sched/backfill): FIFO, but
 //             when the head is blocked it gets a reservation at the earliest
 //             time enough GPUs free up (from running jobs' expected ends);

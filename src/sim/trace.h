@@ -1,6 +1,6 @@
 // GPU-cluster traces for the simulator. The Philly trace (Microsoft, 2017,
 // as preprocessed for Pollux): timestamp,duration,num_gpus,gpu_time,cluster
-// with rows in no particular order; see ../shared/traces/README.md. The
+// with rows in no particular order; see data/traces/README.md. The
 // parsers take any bytes: a malformed input is an InvalidArgument naming
 // where, never an exception or undefined behaviour. Pure functions; thread-safe.
 #pragma once

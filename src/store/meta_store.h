@@ -1,8 +1,7 @@
 // MetaStore: durable metadata of the platform — users, API tokens, nodes,
 // jobs, tasks, the event log of every state transition and the audit log.
-// Ids are never reused, even after a delete. The server is
-// its only writer. Backends: SQLite (embedded default); PostgreSQL later,
-// behind the same interface and the same contract tests.
+// Ids are never reused, even after a delete. The server is its only writer;
+// SQLite (sqlite_meta_store.cc) is the one backend so far.
 // Thread-safety: implementations are safe to call from many threads.
 #pragma once
 

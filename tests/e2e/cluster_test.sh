@@ -112,13 +112,18 @@ grep -q predictions <<<"$OUT" || fail "no predictions in jobs/$ID/outputs/: $OUT
 pass "$MODE: 3 workers on 3 hosts ($ADDRS): test accuracy $ACC, predictions in jobs/$ID/outputs/"
 
 # ---- down leaves nothing
-PIDS=$(awk '{print $2}' "$CLUSTER/pids")
+# Each daemon by its pid and start time (procs.sh): a pid the kernel gave to
+# another process since is not the cluster's, and a process is judged on one
+# read of its /proc/PID/stat, so one that exits meanwhile is gone, not a failure.
+source "$REPO/scripts/cluster/procs.sh"
+RECORDED=$(cat "$CLUSTER/pids")
 bash "$REPO/scripts/cluster/down.sh" --state "$CLUSTER" --keep-state > "$DATA/down.out" 2>&1 || { cat "$DATA/down.out"; fail "down.sh"; }
 ip netns list | grep -E "^$NAME-" && fail "namespaces remain after down"
 ip -o link show | grep -E ": ${NAME}[ab][0-9]+[@:]" && fail "links remain after down"
-for p in $PIDS; do
-  [ -d /proc/$p ] && [ "$(awk '{print $3}' /proc/$p/stat)" != Z ] && fail "pid $p ($(cat /proc/$p/comm)) still runs after down"
-done
+while read -r what pid start; do
+  [ -n "$start" ] || fail "up.sh recorded no start time for $what (pid $pid)"
+  if proc_running "$pid" "$start"; then fail "$what (pid $pid, started at tick $start) still runs after down"; fi
+done <<< "$RECORDED"
 pgrep -f -- "$CLUSTER/" > /dev/null && { pgrep -af -- "$CLUSTER/"; fail "processes of the cluster remain after down"; }
 if ls "$CLUSTER"/h*/agent/runc > /dev/null 2>&1; then
   for root in "$CLUSTER"/h*/agent/runc; do

@@ -115,7 +115,7 @@ printf 'correct horse\n' | rmc users create carol --password-stdin > /dev/null 2
 set +e
 printf 'wrong horse\n' | rmc login carol > /dev/null 2>&1 && fail "a wrong password logged in"
 set -e
-CAROL=$(printf 'correct horse\n' | rmc login carol)
+CAROL=$(printf 'correct horse\n' | rmc login --print-token carol)
 RINGMASTER_TOKEN=$CAROL rmc whoami | grep -q '^carol ' || fail "carol's login token does not work"
 AUDIT=$(rmc audit -n 100)
 echo "$AUDIT" | sed 's/^/   audit: /' | head -20

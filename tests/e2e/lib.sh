@@ -22,6 +22,8 @@ TOOLS=$(mktemp -d /tmp/rm-e2e-tools.XXXXXX)
 chmod 0755 "$TOOLS"
 cd "$TOOLS"
 UP_PID=""
+# `ringmaster login` keeps tokens under $XDG_CONFIG_HOME: the test's own, never the user's.
+export XDG_CONFIG_HOME=$DATA/config
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
