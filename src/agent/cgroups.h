@@ -1,9 +1,7 @@
-// Cgroups: the limits a task runs under. Every task attempt gets its own
-// cgroup, /ringmaster/<agent instance>/<task key>, made and limited by the
-// agent before the task starts, whatever runs it (the process executor's
-// shim moves the task in; runc and Docker put the container in a child).
-// Two backends behind one seam, chosen at start by what the host mounts:
-// cgroup v1 (cgroups_v1.cc) and the unified hierarchy, v2 (cgroups_v2.cc).
+// Cgroups: the limits a task runs under, in a cgroup of its own made before
+// it starts (/ringmaster/<agent instance>/<task key>; the shim moves a process
+// in, runc and Docker put a container in a child). Backends for cgroup v1 and
+// v2 (cgroups_v1.cc, cgroups_v2.cc), chosen at start by what the host mounts.
 // Thread-compatible; the functions that only read are thread-safe.
 #pragma once
 
