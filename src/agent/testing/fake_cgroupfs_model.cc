@@ -92,8 +92,6 @@ struct FakeCgroupTree::Node {
   uint64_t dead_user = 0, dead_system = 0, user = 0, system = 0;  // ticks
   bool populated = false;
   std::map<std::string, uint64_t> gen;  // notifying files' generations
-
-  std::string Path() const { return parent ? (parent->parent ? parent->Path() : "") + "/" + name : "/"; }
 };
 
 FakeCgroupTree::FakeCgroupTree(std::vector<std::string> controllers, std::string proc_root, std::string sys_root)
