@@ -30,6 +30,8 @@ PACKAGES=(
   # tasks in containers (docs/containers.md): runc and Docker executors, and
   # images built from Debian packages (mmdebstrap; Node.js for the tfjs image)
   runc docker.io mmdebstrap nodejs
+  # the fake cgroup v2 filesystem the v2 limits are tested against (FUSE)
+  libfuse3-dev fuse3
   # the multi-host cluster (docs/cluster.md): hosts in network namespaces, the
   # container overlays (kernel VXLAN; Open vSwitch's userspace datapath with
   # GRE), and the network benchmark's anchor

@@ -314,6 +314,8 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
       launch.limits.cpu_milli = l.value("cpu_milli", int64_t{0});
       launch.limits.memory_bytes = l.value("memory_bytes", int64_t{0});
       launch.limits.pids = l.value("pids", int64_t{0});
+      launch.limits.io = {l.value("io_read_bps", int64_t{0}), l.value("io_write_bps", int64_t{0}),
+                          l.value("io_read_iops", int64_t{0}), l.value("io_write_iops", int64_t{0})};
     }
     launch.gpus = a.value("gpus", std::vector<int>{});
     launch.working_dir = a.value("working_dir", "");

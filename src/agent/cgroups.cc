@@ -1,182 +1,131 @@
 #include "agent/cgroups.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
-#include "common/files.h"
+#include "agent/cgroup_files.h"
+#include "agent/cgroups_internal.h"
 #include "common/units.h"
 
 namespace ringmaster::agent {
 namespace {
 
-constexpr int64_t kCfsPeriodUs = 100'000;
-
-Status WriteValue(const std::string& file, const std::string& value) {
-  int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Internal(fmt::format("open {}: {}", file, std::strerror(errno)));
-  ssize_t n = write(fd, value.data(), value.size());
-  const int err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(value.size())) {
-    return Internal(fmt::format("write {} to {}: {}", value, file, std::strerror(err)));
-  }
-  return Status::Ok();
-}
-
-int64_t ReadInt(const std::string& file) {
-  std::ifstream in(file);
-  int64_t v = 0;
-  in >> v;
-  return in ? v : 0;
-}
-
-// A "key value" line of a stat file such as cpu.stat or memory.oom_control.
-int64_t ReadStat(const std::string& file, const std::string& key) {
-  std::ifstream in(file);
+// oom + oom_kill of a memory.events text.
+int64_t OomCount(const std::string& text) {
+  std::istringstream in(text);
   std::string k;
-  int64_t v = 0;
+  int64_t v = 0, n = 0;
   while (in >> k >> v) {
-    if (k == key) return v;
+    if (k == "oom" || k == "oom_kill") n += v;
   }
-  return 0;
+  return n;
 }
 
-std::vector<std::string> SubDirs(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_type == DT_DIR && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-        out.push_back(dir + "/" + e->d_name);
-      }
-    }
-    closedir(d);
+std::string ReadFd(int fd) {
+  std::string out;
+  char buf[1024];
+  off_t at = 0;
+  ssize_t n;
+  while ((n = pread(fd, buf, sizeof buf, at)) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+    at += n;
   }
   return out;
-}
-
-// Kills every process in `dir` and below, then removes the directories,
-// deepest first; a cgroup whose last process is still exiting refuses
-// rmdir (EBUSY) for a moment.
-void KillAndRemove(const std::string& dir) {
-  for (const std::string& sub : SubDirs(dir)) KillAndRemove(sub);
-  for (int i = 0; i < 100; ++i) {
-    std::ifstream procs(dir + "/cgroup.procs");
-    pid_t pid;
-    while (procs >> pid) kill(pid, SIGKILL);
-    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 }  // namespace
 
-StatusOr<Cgroups> Cgroups::Detect(const std::string& instance, const std::string& mount_root) {
-  std::vector<std::string> controllers = {"memory", "cpu", "pids", "devices"};
-  for (const std::string& c : controllers) {
-    const std::string dir = mount_root + "/" + c;
-    if (access((dir + "/cgroup.procs").c_str(), W_OK) != 0) {
-      return FailedPrecondition(fmt::format("no writable cgroup v1 {} hierarchy at {} ({}); task limits need root "
-                                            "on a host with cgroup v1", c, dir, std::strerror(errno)));
-    }
+StatusOr<std::unique_ptr<Cgroups>> Cgroups::Detect(const CgroupOptions& options) {
+  struct statfs fs {};
+  if (statfs(options.root.c_str(), &fs) != 0) {
+    return FailedPrecondition(fmt::format("cgroup root {}: {}", options.root, std::strerror(errno)));
   }
-  // CPU time: its own hierarchy here, co-mounted with cpu elsewhere (the same directory then).
-  if (access((mount_root + "/cpuacct/cgroup.procs").c_str(), W_OK) == 0) controllers.push_back("cpuacct");
-  // Empty subtrees of gone agents (rmdir refuses any that holds a cgroup).
-  for (const std::string& c : controllers) {
-    for (const std::string& dir : SubDirs(mount_root + "/" + c + "/ringmaster")) rmdir(dir.c_str());
-  }
-  Cgroups g;
-  g.controllers_ = std::move(controllers);
-  g.mount_root_ = mount_root;
-  g.base_ = "/ringmaster/" + instance;
-  return g;
+  // The magic tells a kernel's mount; a cgroup.controllers file at the top
+  // is what makes any tree (a fake one in tests) read as v2.
+  const bool v2 = fs.f_type == CGROUP2_SUPER_MAGIC || access((options.root + "/cgroup.controllers").c_str(), F_OK) == 0;
+  return v2 ? CgroupsV2::Make(options) : CgroupsV1::Make(options);
 }
 
-std::string Cgroups::PathOf(const std::string& key) const { return base_ + "/" + key; }
-
-std::string Cgroups::DirOf(const std::string& controller, const std::string& key) const {
-  return mount_root_ + "/" + controller + PathOf(key);
+CgroupUsage Cgroups::Usage(const std::string& key) const {
+  return ReadCgroupUsage(Version(), DirOf("memory", key), DirOf("cpu", key));
 }
 
-std::vector<std::string> Cgroups::ProcsFiles(const std::string& key) const {
-  std::vector<std::string> out;
-  for (const std::string& c : Controllers()) out.push_back(DirOf(c, key) + "/cgroup.procs");
-  return out;
-}
-
-Status Cgroups::Create(const std::string& key, const TaskLimits& limits) const {
-  for (const std::string& c : Controllers()) {
-    const std::string dir = DirOf(c, key);
-    KillAndRemove(dir);  // an earlier attempt's, left by a crash
-    RM_RETURN_IF_ERROR(MakeDirs(dir, 0755).Annotate("cgroup"));
-  }
-  // Limits hold for the cgroups a runtime makes below this one only with
-  // hierarchical accounting (the default on recent kernels; set before any child exists).
-  (void)WriteValue(DirOf("memory", key) + "/memory.use_hierarchy", "1");
-  if (limits.memory_bytes > 0) {
-    RM_RETURN_IF_ERROR(WriteValue(DirOf("memory", key) + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
-    // Swap would let a task run past its limit, only slower: none for tasks.
-    (void)WriteValue(DirOf("memory", key) + "/memory.swappiness", "0");
-  }
-  if (limits.cpu_milli > 0) {
-    RM_RETURN_IF_ERROR(WriteValue(DirOf("cpu", key) + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs)));
-    const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000);
-    RM_RETURN_IF_ERROR(WriteValue(DirOf("cpu", key) + "/cpu.cfs_quota_us", std::to_string(quota)));
-  }
-  if (limits.pids > 0) {
-    RM_RETURN_IF_ERROR(WriteValue(DirOf("pids", key) + "/pids.max", std::to_string(limits.pids)));
-  }
-  for (const auto& [major, minor] : limits.deny_devices) {
-    RM_RETURN_IF_ERROR(WriteValue(DirOf("devices", key) + "/devices.deny", fmt::format("c {}:{} rwm", major, minor)));
-  }
-  return Status::Ok();
-}
-
-CgroupUsage Cgroups::Usage(const std::string& key) const { return ReadCgroupUsage(DirOf("memory", key), DirOf("cpu", key)); }
-
-std::optional<LiveUsage> Cgroups::Live(const std::string& key) const {
-  LiveUsage u;
-  const std::string mem = DirOf("memory", key);
-  int64_t usage = 0;
-  {
-    std::ifstream in(mem + "/memory.usage_in_bytes");
-    if (!(in >> usage)) return std::nullopt;
-  }
-  u.memory_bytes = std::max<int64_t>(0, usage - ReadStat(mem + "/memory.stat", "total_inactive_file"));
-  u.oom_kills = ReadStat(mem + "/memory.oom_control", "oom_kill");
-  u.pids = ReadInt(DirOf("pids", key) + "/pids.current");
-  if (std::find(controllers_.begin(), controllers_.end(), "cpuacct") != controllers_.end()) {
-    std::ifstream in(DirOf("cpuacct", key) + "/cpuacct.usage");
-    if (!(in >> u.cpu_ns)) u.cpu_ns = -1;  // a task adopted from an agent without cpuacct
-  }
-  return u;
-}
-
-CgroupUsage ReadCgroupUsage(const std::string& mem, const std::string& cpu) {
+CgroupUsage ReadCgroupUsage(int version, const std::string& mem, const std::string& cpu) {
   CgroupUsage u;
-  u.oom_kills = ReadStat(mem + "/memory.oom_control", "oom_kill");
-  u.memory_failcnt = ReadInt(mem + "/memory.failcnt");
-  u.memory_max_bytes = ReadInt(mem + "/memory.max_usage_in_bytes");
-  u.cpu_periods = ReadStat(cpu + "/cpu.stat", "nr_periods");
-  u.cpu_throttled = ReadStat(cpu + "/cpu.stat", "nr_throttled");
-  u.cpu_throttled_ns = ReadStat(cpu + "/cpu.stat", "throttled_time");
+  if (version == 2) {
+    u.oom_kills = ReadCgroupStat(mem + "/memory.events", "oom_kill");
+    u.memory_failcnt = ReadCgroupStat(mem + "/memory.events", "max");
+    u.memory_max_bytes = ReadCgroupInt(mem + "/memory.peak").value_or(-1);  // Linux 5.19+
+    u.cpu_periods = ReadCgroupStat(cpu + "/cpu.stat", "nr_periods");
+    u.cpu_throttled = ReadCgroupStat(cpu + "/cpu.stat", "nr_throttled");
+    u.cpu_throttled_ns = ReadCgroupStat(cpu + "/cpu.stat", "throttled_usec") * 1000;
+    return u;
+  }
+  u.oom_kills = ReadCgroupStat(mem + "/memory.oom_control", "oom_kill");
+  u.memory_failcnt = ReadCgroupInt(mem + "/memory.failcnt").value_or(0);
+  u.memory_max_bytes = ReadCgroupInt(mem + "/memory.max_usage_in_bytes").value_or(0);
+  u.cpu_periods = ReadCgroupStat(cpu + "/cpu.stat", "nr_periods");
+  u.cpu_throttled = ReadCgroupStat(cpu + "/cpu.stat", "nr_throttled");
+  u.cpu_throttled_ns = ReadCgroupStat(cpu + "/cpu.stat", "throttled_time");
   return u;
 }
 
-void Cgroups::Remove(const std::string& key) const {
-  for (const std::string& c : Controllers()) KillAndRemove(DirOf(c, key));
+OomWatch::OomWatch(int version, const std::string& dir) : version_(version) {
+  if (dir.empty()) return;
+  if (version == 2) {
+    fd_ = open((dir + "/memory.events").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ >= 0) base_ = OomCount(ReadFd(fd_));  // reading also arms POLLPRI
+    return;
+  }
+  const int control = open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
+  const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int events = open((dir + "/cgroup.event_control").c_str(), O_WRONLY | O_CLOEXEC);
+  bool ok = control >= 0 && efd >= 0 && events >= 0;
+  if (ok) {
+    const std::string line = fmt::format("{} {}", efd, control);
+    ok = write(events, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  }
+  if (events >= 0) close(events);
+  if (control >= 0) close(control);  // the registration holds its own reference
+  if (ok) fd_ = efd;
+  else if (efd >= 0) close(efd);
+}
+
+OomWatch::~OomWatch() {
+  if (fd_ >= 0) close(fd_);
+}
+
+short OomWatch::events() const { return version_ == 2 ? POLLPRI : POLLIN; }
+
+bool OomWatch::Check() {
+  if (fd_ < 0 || fired_) return fired_;
+  if (version_ == 2) {
+    const std::string text = ReadFd(fd_);
+    fired_ = OomCount(text) > base_;
+    if (text.empty()) {  // the cgroup was removed: poll would report it for ever
+      close(fd_);
+      fd_ = -1;
+    }
+  } else {
+    uint64_t n = 0;
+    fired_ = read(fd_, &n, sizeof n) == sizeof n && n > 0;
+  }
+  return fired_;
 }
 
 std::string JoinCgroup(const std::vector<std::string>& procs_files) {
@@ -203,6 +152,23 @@ std::string OutOfMemoryReason(const CgroupUsage& usage, bool oom_event, int exit
     return fmt::format("out of memory (limit {})", FormatBytes(memory_limit));
   }
   return "";
+}
+
+std::string BlockDeviceOf(const std::string& path, const std::string& sys_root) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return "";  // 0: no block device
+  const std::string dev = fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev));
+  const std::string link = sys_root + "/dev/block/" + dev;
+  if (access(link.c_str(), F_OK) != 0) return "";
+  if (access((link + "/partition").c_str(), F_OK) != 0) return dev;  // a whole disk
+  // A partition's sysfs directory sits inside its disk's: .../block/sda/sda1.
+  char real[PATH_MAX];
+  if (!realpath(link.c_str(), real)) return "";
+  std::string disk = real;
+  disk = disk.substr(0, disk.rfind('/'));
+  std::ifstream in(disk + "/dev");
+  std::string whole;
+  return in >> whole ? whole : "";
 }
 
 }  // namespace ringmaster::agent

@@ -111,6 +111,17 @@ TEST(DockerConfig, UnprivilegedWithItsCgroupBelowTheTasks) {
   EXPECT_EQ(c["Labels"]["ringmaster.key"], "7.2");
 }
 
+TEST(DockerConfig, TheDaemonMustUseTheCgroupfsDriver) {
+  EXPECT_TRUE(DockerRuntime::CheckDaemon({{"CgroupDriver", "cgroupfs"}, {"CgroupVersion", "2"}}).ok());
+  EXPECT_TRUE(DockerRuntime::CheckDaemon({{"CgroupDriver", "cgroupfs"}, {"CgroupVersion", "1"}}).ok());
+  const Status st = DockerRuntime::CheckDaemon({{"CgroupDriver", "systemd"}, {"CgroupVersion", "2"}});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  // One line that says how to fix the daemon.
+  EXPECT_NE(st.message().find("\"exec-opts\": [\"native.cgroupdriver=cgroupfs\"] in /etc/docker/daemon.json"),
+            std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find('\n'), std::string::npos);
+}
+
 TEST(OutOfMemory, OnlyTheOomKillerSaysSo) {
   CgroupUsage u;
   u.memory_failcnt = 1000;  // limit hits: page cache reclaim, not an OOM kill

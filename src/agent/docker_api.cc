@@ -286,6 +286,12 @@ StatusOr<nlohmann::json> DockerApi::Version() const {
   return ParseReply(r, "version");
 }
 
+StatusOr<nlohmann::json> DockerApi::Info() const {
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/info", "", deadline_, "info"));
+  if (r.status != 200) return ErrorFor(r, "info");
+  return ParseReply(r, "info");
+}
+
 StatusOr<nlohmann::json> DockerApi::InspectImage(const std::string& ref) const {
   RM_RETURN_IF_ERROR(CheckImageRef(ref));
   const std::string what = "inspect image " + ref;

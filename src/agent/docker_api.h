@@ -48,6 +48,9 @@ class DockerApi {
   // GET /version: {"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", ...}.
   StatusOr<nlohmann::json> Version() const;
 
+  // GET /info: {"CgroupDriver": "cgroupfs" | "systemd", "CgroupVersion": "1" | "2", ...}.
+  StatusOr<nlohmann::json> Info() const;
+
   // GET /images/{ref}/json. NotFound when the daemon has no such image.
   StatusOr<nlohmann::json> InspectImage(const std::string& ref) const;
 

@@ -17,9 +17,21 @@ namespace ringmaster::agent {
 using nlohmann::json;
 
 Status DockerRuntime::Check() const {
-  auto v = api_.Version();
-  if (!v.ok()) return FailedPrecondition(fmt::format("docker executor: {}", v.status().message()));
+  auto info = api_.Info();
+  if (!info.ok()) return FailedPrecondition(fmt::format("docker executor: {}", info.status().message()));
+  RM_RETURN_IF_ERROR(CheckDaemon(*info));
+  spdlog::info("agent: docker executor: dockerd {} with the {} cgroup driver on cgroup v{}",
+               info->value("ServerVersion", "?"), info->value("CgroupDriver", "cgroupfs"), info->value("CgroupVersion", "1"));
   return Status::Ok();
+}
+
+Status DockerRuntime::CheckDaemon(const json& info) {
+  const std::string driver = info.value("CgroupDriver", "cgroupfs");
+  if (driver == "cgroupfs") return Status::Ok();
+  return FailedPrecondition(fmt::format(
+      "docker executor: dockerd uses the {} cgroup driver, which cannot put a container below the task's cgroup; "
+      "set \"exec-opts\": [\"native.cgroupdriver=cgroupfs\"] in /etc/docker/daemon.json and restart docker",
+      driver));
 }
 
 std::string DockerRuntime::ImageRef(const TaskLaunch::Image& image) {

@@ -23,8 +23,16 @@ class DockerRuntime final : public ContainerRuntime {
   // `self`: the ringmaster binary (for docker-attach).
   DockerRuntime(std::string socket, std::string self) : api_(socket), socket_(std::move(socket)), self_(std::move(self)) {}
 
-  // FailedPrecondition when the daemon does not answer.
+  // FailedPrecondition when the daemon does not answer, or uses a cgroup
+  // driver the task's limits cannot hold under (CheckDaemon).
   Status Check() const;
+  // Docker's systemd cgroup driver (the default of Debian's and Ubuntu's
+  // dockerd on cgroup v2 hosts) takes only a systemd slice as CgroupParent,
+  // a cgroup systemd owns and sets the limits of: the container could not
+  // go below the task's cgroup, where the limits, usage and OOM counts are
+  // on every executor. So the daemon must use the cgroupfs driver; the
+  // error says how. `info`: GET /info.
+  static Status CheckDaemon(const nlohmann::json& info);
 
   std::string_view Name() const override { return "docker"; }
   StatusOr<Command> Prepare(const ContainerTask& task) override;

@@ -190,16 +190,22 @@ StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecut
   std::unique_ptr<ProcessExecutor> e(new ProcessExecutor(o));
   e->sandbox_dir_ = o.sandbox_root + "/" + instance;
   e->instance_ = instance;
-  if (o.limits && root) {
-    auto cg = Cgroups::Detect(instance);
+  std::string no_limits = !o.limits ? "--no-limits" : !root ? "the agent is not root" : "";
+  if (no_limits.empty()) {
+    auto cg = Cgroups::Detect({instance, o.cgroup_root, o.sandbox_root});
     if (cg.ok()) {
-      e->cgroups_ = *cg;
+      e->cgroups_ = std::move(*cg);
+      spdlog::info("agent: tasks' limits: cgroup v{} at {}{}", e->cgroups_->Version(), o.cgroup_root,
+                   e->cgroups_->io_device().empty() ? " (no io limits: the sandbox root is on no block device)"
+                                                    : ", io limits on disk " + e->cgroups_->io_device());
     } else {
-      spdlog::warn("agent: tasks' limits are not enforced: {}", cg.status().message());
+      no_limits = cg.status().message();
+      spdlog::warn("agent: tasks' limits are not enforced: {}", no_limits);
     }
   }
   if (!o.runtimes.empty() && !e->cgroups_) {
-    return FailedPrecondition("container executors need cgroup v1 limits (run the agent as root on a cgroup v1 host)");
+    return FailedPrecondition("container executors need the tasks' cgroup limits, which are off: " + no_limits +
+                              " (run the agent as root, with cgroup v1 or v2 at --cgroup-root)");
   }
   {
     // Agents sharing the root set up one at a time, so none removes another's
@@ -435,6 +441,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     if (Status st = cgroups_->Create(launch.key, limits); !st.ok()) return fail(st);
     spec.cgroup_memory_dir = cgroups_->DirOf("memory", launch.key);
     spec.cgroup_cpu_dir = cgroups_->DirOf("cpu", launch.key);
+    spec.cgroup_version = cgroups_->Version();
     spec.memory_limit = limits.memory_bytes;
     if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
   }

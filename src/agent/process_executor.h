@@ -36,6 +36,8 @@ struct ProcessExecutorOptions {
   // Enforce tasks' limits with cgroups (cgroups.h). Required for container
   // runtimes; without root, or with `false`, process tasks run unlimited.
   bool limits = true;
+  // Where the cgroup hierarchy is mounted (v1's hierarchies, or v2's one).
+  std::string cgroup_root = "/sys/fs/cgroup";
   // Where the node's GPU device nodes are (nvidia0, nvidia1, ..., nvidiactl,
   // nvidia-uvm): /dev on a GPU host, a directory of mknod'ed fakes in tests.
   std::string gpu_device_dir = "/dev";
@@ -67,8 +69,8 @@ class ProcessExecutor final : public Executor {
   // A pidfd of the task's shim, which writes exit.json and then exits.
   int ExitFd(const std::string& key) override;
   std::optional<LiveUsage> Usage(const std::string& key) override;
-  // The task cgroups' layout; nullopt when limits are not enforced.
-  const std::optional<Cgroups>& cgroups() const { return cgroups_; }
+  // The task cgroups' layout; null when limits are not enforced.
+  const Cgroups* cgroups() const { return cgroups_.get(); }
   const std::string& instance() const { return instance_; }
   // The control directory of a task: spec.json, pids, exit.json, output.log.
   std::string TaskDir(const std::string& key) const;
@@ -94,7 +96,7 @@ class ProcessExecutor final : public Executor {
 
   std::string sandbox_dir_;
   std::string instance_;
-  std::optional<Cgroups> cgroups_;
+  std::unique_ptr<Cgroups> cgroups_;
   UniqueFd instance_lock_;  // flock on <sandbox_dir>/agent.lock while this agent runs
   StagedRuntime runtime_;
   std::mutex mu_;

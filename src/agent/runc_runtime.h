@@ -1,4 +1,4 @@
-// RuncRuntime: tasks as OCI containers run by runc (1.1, cgroup v1). Each
+// RuncRuntime: tasks as OCI containers run by runc (1.1, cgroupfs driver on cgroup v1 or v2). Each
 // task gets an overlayfs whose lower dir is the image's unpacked rootfs
 // (shared, read-only, cached per node by ImageCache) and whose upper dir is
 // the task's own, and a bundle (config.json) in its control dir: pid, mount,

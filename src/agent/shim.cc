@@ -5,7 +5,6 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -57,27 +56,6 @@ void WriteExit(const std::string& dir, int exit_code, int signal, const std::str
   nlohmann::json j = {{"exit_code", exit_code}, {"signal", signal}, {"message", message}};
   if (!usage.is_null()) j["usage"] = usage;
   (void)WriteFileAtomic(dir + "/" + kExitFile, j.dump(), 0600);
-}
-
-// An eventfd that counts OOM events of the memory cgroup `dir` (cgroup v1's
-// cgroup.event_control on memory.oom_control); -1 when there is none.
-int WatchOom(const std::string& dir) {
-  if (dir.empty()) return -1;
-  const int control = open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
-  const int efd = eventfd(0, EFD_CLOEXEC);
-  const int events = open((dir + "/cgroup.event_control").c_str(), O_WRONLY | O_CLOEXEC);
-  bool ok = control >= 0 && efd >= 0 && events >= 0;
-  if (ok) {
-    const std::string line = fmt::format("{} {}", efd, control);
-    ok = write(events, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  }
-  if (events >= 0) close(events);
-  if (control >= 0) close(control);  // the registration holds its own reference
-  if (!ok && efd >= 0) {
-    close(efd);
-    return -1;
-  }
-  return efd;
 }
 
 // Runs a container runtime's cleanup (as root) to its end, within two minutes.
@@ -304,6 +282,7 @@ nlohmann::json ShimSpec::ToJson() const {
           {"cgroup_procs", cgroup_procs},
           {"cgroup_memory_dir", cgroup_memory_dir},
           {"cgroup_cpu_dir", cgroup_cpu_dir},
+          {"cgroup_version", cgroup_version},
           {"memory_limit", memory_limit}};
 }
 
@@ -316,6 +295,7 @@ ShimSpec ShimSpec::FromJson(const nlohmann::json& j) {
   s.cgroup_procs = j.value("cgroup_procs", std::vector<std::string>{});
   s.cgroup_memory_dir = j.value("cgroup_memory_dir", "");
   s.cgroup_cpu_dir = j.value("cgroup_cpu_dir", "");
+  s.cgroup_version = j.value("cgroup_version", 1);  // a spec of an agent that knew only v1
   s.memory_limit = j.value("memory_limit", int64_t{0});
   s.argv = j.at("argv").get<std::vector<std::string>>();
   s.env = j.at("env").get<std::map<std::string, std::string>>();
@@ -463,14 +443,12 @@ int RunShim(const std::string& dir) {
   // The kernel's OOM notification for the task's memory cgroup: it fires
   // when anything below it (the task, a container in a runtime's child
   // cgroup) hits the limit and the OOM killer runs. Counted, never missed.
-  const int oom_fd = WatchOom(spec.cgroup_memory_dir);
-  bool oom = false;
-  pollfd fds[4] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {sigfd, POLLIN, 0}, {oom_fd, POLLIN, 0}};
+  OomWatch oom_watch(spec.cgroup_version, spec.cgroup_memory_dir);
+  pollfd fds[4] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {sigfd, POLLIN, 0},
+                   {oom_watch.fd(), oom_watch.events(), 0}};
   while (!exited) {
-    if (fds[3].fd >= 0 && fds[3].revents) {
-      uint64_t n = 0;
-      if (read(fds[3].fd, &n, sizeof n) == sizeof n && n > 0) oom = true;
-    }
+    // Once it fired (or its cgroup is gone) there is nothing more to learn from it.
+    if (fds[3].fd >= 0 && fds[3].revents && (oom_watch.Check() || oom_watch.fd() < 0)) fds[3].fd = -1;
     if (poll(fds, 4, -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -510,10 +488,7 @@ int RunShim(const std::string& dir) {
     }
   }
   close(log);
-  if (oom_fd >= 0) {
-    uint64_t n = 0;
-    if (fcntl(oom_fd, F_SETFL, O_NONBLOCK) == 0 && read(oom_fd, &n, sizeof n) == sizeof n && n > 0) oom = true;
-  }
+  const bool oom = oom_watch.Check();
   // The container is gone once its runtime's cleanup has run. A runtime that
   // ended by itself removed it already (`runc run` deletes its container,
   // docker-attach removes its own): the cleanup is for one that was killed.
@@ -525,7 +500,7 @@ int RunShim(const std::string& dir) {
   nlohmann::json usage_json;
   std::string message = start_error;
   if (!spec.cgroup_memory_dir.empty()) {
-    const CgroupUsage u = ReadCgroupUsage(spec.cgroup_memory_dir, spec.cgroup_cpu_dir);
+    const CgroupUsage u = ReadCgroupUsage(spec.cgroup_version, spec.cgroup_memory_dir, spec.cgroup_cpu_dir);
     usage_json = {{"oom_kills", u.oom_kills},         {"memory_failcnt", u.memory_failcnt},
                   {"memory_max_bytes", u.memory_max_bytes}, {"cpu_periods", u.cpu_periods},
                   {"cpu_throttled", u.cpu_throttled}, {"cpu_throttled_ns", u.cpu_throttled_ns}};

@@ -45,9 +45,11 @@ struct ShimSpec {
   std::string container_id;             // the runtime's name for the task's container
   // The task's cgroup: the files the task's process writes its pid to (the
   // process runtime; a container runtime puts the container below it), and
-  // the memory and cpu directories whose counters exit.json reports.
+  // the memory and cpu directories whose counters exit.json reports (one
+  // directory on cgroup v2).
   std::vector<std::string> cgroup_procs;
   std::string cgroup_memory_dir, cgroup_cpu_dir;
+  int cgroup_version = 1;
   int64_t memory_limit = 0;             // for the out-of-memory reason
 
   nlohmann::json ToJson() const;

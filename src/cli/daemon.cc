@@ -106,6 +106,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   if (f.task_max_procs < 0) Die("--task-max-procs: must be >= 0 (0 = no limit)");
   e.max_procs = f.task_max_procs;
   e.limits = !f.no_limits;
+  e.cgroup_root = std::filesystem::absolute(f.cgroup_root).lexically_normal().string();
   e.gpu_device_dir = f.gpu_devices;
   o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
   std::stringstream list(f.executors);

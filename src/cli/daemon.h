@@ -32,6 +32,7 @@ struct NodeFlags {
   std::string image_cache;                // "" = <data>/images
   std::string gpu_devices = "/dev";       // where nvidiaN, nvidiactl, nvidia-uvm are
   bool no_limits = false;                 // tasks' cgroup limits off (not recommended)
+  std::string cgroup_root = "/sys/fs/cgroup";  // cgroup v1's hierarchies or v2's mount
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";

@@ -192,6 +192,9 @@ int Main(int argc, char** argv) {
     cmd->add_option("--gpu-devices", node.gpu_devices, "where the GPUs' device nodes are (nvidiaN, nvidiactl)")
         ->capture_default_str();
     cmd->add_flag("--no-limits", node.no_limits, "do not enforce tasks' cpu/memory/pids limits with cgroups");
+    cmd->add_option("--cgroup-root", node.cgroup_root,
+                    "where the cgroup hierarchies are mounted: cgroup v1's, or v2's unified one (detected)")
+        ->capture_default_str();
   };
   SchedulerFlags sched;
   auto add_scheduler_flags = [&](CLI::App* cmd) {

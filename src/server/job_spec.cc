@@ -291,6 +291,7 @@ class SpecReader {
   Status ReadInputs(const YAML::Node& ins, JobSpec* spec);
   StatusOr<std::string> RelativePath(std::string path, const std::string& field);
   Status ReadResources(const YAML::Node& r, JobSpec* spec);
+  Status ReadIo(const YAML::Node& io, JobSpec::Io* out);
 
   size_t expanded_ = 0;
 };
@@ -352,9 +353,32 @@ Status SpecReader::CheckKeys(const YAML::Node& map, const std::string& prefix,
   return Status::Ok();
 }
 
+Status SpecReader::ReadIo(const YAML::Node& io, JobSpec::Io* out) {
+  if (!io.IsMap()) return InvalidArgument("resources.io: must be a mapping, got " + Quote(io));
+  RM_RETURN_IF_ERROR(CheckKeys(io, "resources.io.", {"read_bps", "write_bps", "read_iops", "write_iops"}));
+  for (const auto& [key, dest] : {std::pair{"read_bps", &out->read_bps}, std::pair{"write_bps", &out->write_bps}}) {
+    if (!io[key]) continue;
+    const YAML::Node& n = io[key];
+    const std::string field = std::string("resources.io.") + key;
+    auto bytes = n.IsScalar() ? ParseBytes(n.Scalar()) : std::nullopt;
+    if (!bytes) return InvalidArgument(fmt::format("{}: {} is not a size per second (use e.g. 100Mi)", field, Quote(n)));
+    if (*bytes < kMinIoBytesPerSecond) {
+      return InvalidArgument(fmt::format("{}: must be at least {} per second, got {}", field,
+                                         FormatBytes(kMinIoBytesPerSecond), Printable(n.Scalar())));
+    }
+    *dest = *bytes;
+  }
+  for (const auto& [key, dest] : {std::pair{"read_iops", &out->read_iops}, std::pair{"write_iops", &out->write_iops}}) {
+    if (!io[key]) continue;
+    RM_ASSIGN_OR_RETURN(*dest, GetInt(io[key], std::string("resources.io.") + key, kMinIops, kMaxIops));
+  }
+  return Status::Ok();
+}
+
 Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
   if (!r.IsMap()) return InvalidArgument("resources: must be a mapping, got " + Quote(r));
-  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput", "pids"}));
+  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput", "pids", "io"}));
+  if (r["io"]) RM_RETURN_IF_ERROR(ReadIo(r["io"], &spec->io));
   if (r["pids"]) {
     RM_ASSIGN_OR_RETURN(spec->pids, GetInt(r["pids"], "resources.pids", 16, kMaxPids));
   }

@@ -48,6 +48,16 @@ struct JobSpec {
   int64_t cpu_milli = 1000;
   int64_t memory_bytes = 512LL << 20;
   int64_t pids = 4096;  // processes and threads the task may have at once (its cgroup's pids.max)
+  // Bandwidth on the disk of the task's sandbox (`io: {read_bps: 100Mi,
+  // write_iops: 500}`), per second; 0 = none (its cgroup's io.max, or v1's blkio.throttle).
+  struct Io {
+    int64_t read_bps = 0;
+    int64_t write_bps = 0;
+    int64_t read_iops = 0;
+    int64_t write_iops = 0;
+    bool operator==(const Io&) const = default;
+  };
+  Io io;
   int gpus = 0;
   // Accepted GPU types, any of them (`gpu_type: a100` or `gpu_type: [v100, a100]`);
   // each a case-insensitive substring of a node's GPU model.
@@ -100,6 +110,11 @@ constexpr int kMaxRestarts = 100;
 constexpr int kMaxPriority = 1000;
 constexpr int64_t kMaxPids = 1 << 22;
 constexpr int64_t kMinMemoryBytes = 4 << 20;  // resources.memory: the least a task can start in
+// resources.io: below these a task's every read or write would stall; iops
+// as the kernel keeps them (32 bits).
+constexpr int64_t kMinIoBytesPerSecond = 1 << 10;
+constexpr int64_t kMinIops = 2;
+constexpr int64_t kMaxIops = 4294967295;
 
 // "torch" or "torch@sha256:<hex>": an image name (lower-case letters, digits,
 // '.', '_', '-'; at most 63, starting with a letter or digit), optionally pinned.

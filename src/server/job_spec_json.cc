@@ -43,6 +43,14 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.gpu_types.empty()) resources["gpu_type"] = s.gpu_types;
   if (!s.gpu_throughput.empty()) resources["gpu_throughput"] = s.gpu_throughput;
   resources["pids"] = s.pids;
+  if (s.io != JobSpec::Io{}) {
+    nlohmann::json io = nlohmann::json::object();
+    for (const auto& [k, v] : {std::pair{"read_bps", s.io.read_bps}, std::pair{"write_bps", s.io.write_bps},
+                               std::pair{"read_iops", s.io.read_iops}, std::pair{"write_iops", s.io.write_iops}}) {
+      if (v > 0) io[k] = v;
+    }
+    resources["io"] = io;
+  }
   nlohmann::json j = {{"name", s.name},           {"kind", s.kind},
                       {"command", s.command},     {"env", s.env},
                       {"resources", resources},   {"replicas", s.replicas},
@@ -91,6 +99,13 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
     s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);
     s.gpus = StoredInt<int>(r, "gpu", 0);
     s.pids = StoredInt<int64_t>(r, "pids", 4096);
+    if (r.contains("io")) {
+      const auto& io = r["io"];
+      s.io.read_bps = StoredInt<int64_t>(io, "read_bps", 0);
+      s.io.write_bps = StoredInt<int64_t>(io, "write_bps", 0);
+      s.io.read_iops = StoredInt<int64_t>(io, "read_iops", 0);
+      s.io.write_iops = StoredInt<int64_t>(io, "write_iops", 0);
+    }
     if (r.contains("gpu_type")) {
       const auto& t = r["gpu_type"];  // a string in specs stored before types could be listed
       if (t.is_string() && !t.get<std::string>().empty()) s.gpu_types.push_back(t.get<std::string>());
