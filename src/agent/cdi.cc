@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,13 +22,15 @@
 #include "common/files.h"
 #include "common/json_limits.h"
 #include "common/log.h"
+#include "common/yaml_depth.h"
 
 namespace ringmaster::agent {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kMaxSpecBytes = 4 << 20;    // nvidia-ctk's specs are tens of KB, a few hundred with MIG
-constexpr int kMaxFlowDepth = 32;            // a spec nests 5 deep; yaml-cpp recurses per level
+constexpr int kMaxFlowDepth = 32;            // brackets, counted before yaml-cpp's scanner reads a line of them
+constexpr int kMaxDepth = 16;                // a spec nests 7 deep (devices[].containerEdits.mounts[].options)
 constexpr int64_t kMaxNodes = 1'000'000;     // YAML aliases must not multiply the work
 constexpr int kOldestMinor = 3, kNewestMinor = 8;  // cdiVersion 0.3.0 .. 0.8.0
 
@@ -96,7 +99,8 @@ Status SpecReader::Keys(const YAML::Node& n, const std::string& field, std::init
     RM_RETURN_IF_ERROR(Count(field));
     if (!kv.first.IsScalar()) return InvalidArgument(fmt::format("{}: a key is {}, not a name", field, KindOf(kv.first)));
     const std::string key = kv.first.Scalar();
-    const std::string at = field.empty() ? key : field + "." + key;
+    const std::string shown = Printable(key);  // messages stay one line of valid UTF-8
+    const std::string at = field.empty() ? shown : field + "." + shown;
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string names;
       for (std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
@@ -178,7 +182,7 @@ Status SpecReader::Annotations(const YAML::Node& n, const std::string& field) {
   if (!n.IsMap()) return InvalidArgument(fmt::format("{}: must be a mapping, got {}", field, KindOf(n)));
   for (const auto& kv : n) {
     RM_ASSIGN_OR_RETURN(std::string key, String(kv.first, field));
-    RM_RETURN_IF_ERROR(String(kv.second, field + "." + key).status());
+    RM_RETURN_IF_ERROR(String(kv.second, field + "." + Printable(key)).status());
   }
   if (n.size() > 0) Needs(6, field);
   return Status::Ok();
@@ -349,15 +353,23 @@ StatusOr<CdiSpec> ParseCdiSpec(std::string_view text, const std::string& path) {
   if (JsonDepth(text, kMaxFlowDepth) > kMaxFlowDepth) {
     return InvalidArgument(fmt::format("spec: nested more than {} levels deep", kMaxFlowDepth));
   }
-  YAML::Node root;
+  const std::string copy(text);
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.size() != 1) return InvalidArgument(fmt::format("spec: {} YAML documents, not one", docs.size()));
-    root = docs[0];
-    return SpecReader().Read(root, path);
+    // A first pass over the events: one document, nested within bounds. (A
+    // second document is refused before anything is built: yaml-cpp finds
+    // documents without end in some broken text, e.g. ",\n[".)
+    std::istringstream in(copy);
+    YAML::Parser parser(in);
+    YamlDepthLimit depth(kMaxDepth);
+    if (parser.HandleNextDocument(depth) && parser.HandleNextDocument(depth)) {
+      return InvalidArgument("spec: more than one YAML document");
+    }
+    return SpecReader().Read(YAML::Load(copy), path);
+  } catch (const YamlTooDeep& e) {
+    return InvalidArgument(fmt::format("spec: nested more than {} levels deep (line {})", kMaxDepth, e.line));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(fmt::format("spec: not valid YAML or JSON: line {}, column {}: {}", e.mark.line + 1,
-                                       e.mark.column + 1, e.msg));
+                                       e.mark.column + 1, Printable(e.msg, 200)));
   } catch (const std::exception& e) {  // bad_alloc, yaml-cpp's own conversions
     return InvalidArgument(fmt::format("spec: {}", e.what()));
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -175,7 +176,10 @@ TEST(CdiParse, MalformedSpecsAreRefusedNamingTheField) {
       {With(ok, "0.5.0", "annotations: {a: b}\n"), "cdiVersion: 0.5.0, but annotations needs 0.6.0"},
       {With("{name: g, containerEdits: {additionalGids: [5]}}", "0.6.0"),
        "cdiVersion: 0.6.0, but devices[0].containerEdits.additionalGids[0] needs 0.7.0"},
-      {"cdiVersion: 0.5.0\n---\nkind: a/b\n", "spec: 2 YAML documents, not one"},
+      {"cdiVersion: 0.5.0\n---\nkind: a/b\n", "spec: more than one YAML document"},
+      // yaml-cpp finds endless documents in this (LoadAll would take all memory).
+      {",\n[", "spec: more than one YAML document"},
+      {"cdiVersion: " + std::string(20, '[') + std::string(20, ']'), "spec: nested more than 16 levels deep (line 1)"},
       {std::string(100'000, '['), "spec: nested more than 32 levels deep"},
   };
   for (const auto& [text, want] : cases) EXPECT_EQ(ErrorOf(text), want) << text.substr(0, 200);
@@ -194,6 +198,39 @@ TEST(CdiParse, AliasesCannotMultiplyTheWork) {
   const std::string err = ErrorOf(text);
   EXPECT_EQ(err.rfind("containerEdits.mounts[", 0), 0u) << err.substr(0, 300);
   EXPECT_NE(err.find(": the spec expands to more than 1000000 nodes (YAML aliases?)"), std::string::npos) << err.substr(0, 300);
+}
+
+// A broken spec must never take the agent down: 20,000 seeded mutations of
+// a good one (bytes changed, inserted, cut) each parse or are refused. (It
+// found yaml-cpp's endless documents: run under `ulimit -v` when changing it.)
+TEST(CdiParse, MutatedSpecsAreParsedOrRefusedNeverCrash) {
+  const std::string good = NvidiaSpec();
+  const std::string alphabet = "{}[]:,-\"' \n&*!#|>0a/=.";
+  std::mt19937 rng(20261205);
+  int parsed = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: text.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        default: text.resize(at); break;
+      }
+    }
+    auto spec = ParseCdiSpec(text, "fuzz.yaml");
+    if (spec.ok()) {
+      ++parsed;
+      EXPECT_FALSE(spec->devices.empty());
+    } else {
+      ++refused;
+      EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_FALSE(spec.status().message().empty());
+    }
+  }
+  EXPECT_GT(parsed, 0);  // some mutations land in comments or values that stay valid
+  EXPECT_GT(refused, 10000);
 }
 
 // A temp dir of spec dirs, removed at the end.
