@@ -5,6 +5,7 @@
 # index and by UUID, "all", and spec-wide edits over fakes of what a GPU host
 # has (one more device node, nvidia-modeset; the driver's library, a file of
 # our own; two hooks). A 1-GPU job in the base image then sees:
+#  - the edits of its GPU's device named by UUID (NVML's, through --nvml);
 #  - the spec's variable, and NVIDIA_VISIBLE_DEVICES=void as the spec sets it;
 #  - the library, mounted read-only;
 #  - nvidia-modeset and its own GPU usable (the device cgroup lets it through
@@ -36,18 +37,19 @@ chmod 0666 "$TOOLS/cdi-lib/libcuda.so.535.104.05"
 chmod 1777 "$TOOLS/cdi-hooks"
 LIB=/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05
 
-# gpu_device NAME INDEX: one device of the spec, as nvidia-ctk names them.
+# gpu_device NAME INDEX HOW: one device of the spec, as nvidia-ctk names them,
+# and (the test's own marker) CDI_FOUND_BY=HOW, which name the agent took.
 gpu_device() {
-  printf -- '- name: "%s"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia%s\n      hostPath: %s/dev/nvidia%s\n' \
-    "$1" "$2" "$TOOLS" "$2"
+  printf -- '- name: "%s"\n  containerEdits:\n    env: [CDI_FOUND_BY=%s]\n    deviceNodes:\n    - path: /dev/nvidia%s\n      hostPath: %s/dev/nvidia%s\n' \
+    "$1" "$3" "$2" "$TOOLS" "$2"
 }
 # write_spec INDEX...: the node's spec, with the devices of these GPUs.
 write_spec() {
   {
     printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n'
     for g in "$@"; do
-      gpu_device "$g" "$g"
-      gpu_device "GPU-$([ "$g" = 0 ] && echo aaaa || echo bbbb)" "$g"
+      gpu_device "$g" "$g" index
+      gpu_device "GPU-$([ "$g" = 0 ] && echo aaaa || echo bbbb)" "$g" uuid
     done
     printf -- '- name: all\n  containerEdits:\n    deviceNodes:\n'
     for g in "$@"; do printf '    - {path: /dev/nvidia%s, hostPath: %s/dev/nvidia%s}\n' "$g" "$TOOLS" "$g"; done
@@ -88,10 +90,14 @@ printf 'cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [{name: "7", container
 
 start_server
 rmc images push base --from "$IMAGES_DIR" > /dev/null 2>&1 || fail "images push base"
-FLAGS=(--executors "process,$EXEC" --gpu-devices "$TOOLS/dev" --image-cache "$IMAGE_CACHE" --cdi-spec-dirs "$DATA/cdi")
+# NVML by --nvml (not on the library path): it gives the node its GPUs and their UUIDs.
+FLAGS=(--executors "process,$EXEC" --gpu-devices "$TOOLS/dev" --image-cache "$IMAGE_CACHE" --cdi-spec-dirs "$DATA/cdi"
+       --nvml "$DATA/nvml/libnvidia-ml.so.1")
 [ "$EXEC" = docker ] && FLAGS+=(--docker-socket "$DOCKER_SOCK")
-LD_LIBRARY_PATH=$DATA/nvml start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}"
+start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}"
 await_nodes 1
+rmc nodes --json 2>/dev/null | jq -e '[.nodes[0].gpus[].uuid] == ["GPU-aaaa", "GPU-bbbb"]' > /dev/null ||
+  { rmc nodes --json; fail "node-a does not offer the 2 fake GPUs found through --nvml"; }
 LOG=$DATA/agent-node-a.log
 grep -q "agent: CDI spec $DATA/cdi/nvidia.yaml: nvidia.com/gpu, 5 devices (cdiVersion 0.5.0)" "$LOG" ||
   fail "the agent did not say it loaded the spec: $(grep CDI "$LOG")"
@@ -101,6 +107,7 @@ pass "$EXEC: the agent loaded the CDI spec and reported the broken one"
 
 PROBE='import errno, os
 print("env", os.environ.get("CDI_FAKE_DRIVER"), os.environ.get("NVIDIA_VISIBLE_DEVICES"), os.environ.get("RINGMASTER_GPUS"))
+print("found by", os.environ.get("CDI_FOUND_BY"))
 print("lib", open(os.environ["LIB"]).read().strip())
 try:
     open(os.environ["LIB"], "a"); print("lib writable")
@@ -122,11 +129,11 @@ wait_state "$ID" RUNNING 60
 KEY=$(task_key "$ID")
 rmc wait "$ID" --timeout 60 > /dev/null || { rmc show "$ID"; rmc logs "$ID"; fail "the CDI job failed"; }
 LOGS=$(rmc logs "$ID")
-for want in "env 535.104.05 void [01]" "lib $LIB_TEXT" "lib read-only" "nvidia-modeset allowed" "nvidiactl allowed" \
+for want in "env 535.104.05 void [01]" "found by uuid" "lib $LIB_TEXT" "lib read-only" "nvidia-modeset allowed" "nvidiactl allowed" \
             "own-gpu allowed" "other-gpu absent"; do
   grep -qx "\[0\] $want" <<<"$LOGS" || fail "$EXEC: the task did not print \"$want\": $LOGS"
 done
-pass "$EXEC: the container saw the spec's variable, its read-only library, nvidia-modeset and its own GPU, not the other"
+pass "$EXEC: the container got its GPU's device by UUID and saw the spec's variable, its read-only library, nvidia-modeset and its own GPU, not the other"
 
 CREATED=$(grep -l "\"id\":\"rm-[^\"]*-$KEY\"" "$TOOLS"/cdi-hooks/createContainer.* 2>/dev/null || true)
 STARTED=$(grep -l "\"id\":\"rm-[^\"]*-$KEY\"" "$TOOLS"/cdi-hooks/startContainer.* 2>/dev/null || true)
