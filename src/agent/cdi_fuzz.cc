@@ -15,8 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto spec = ringmaster::agent::ParseCdiSpec(text, "/etc/cdi/fuzz.yaml");
   if (!spec.ok()) {
-    const std::string& m = spec.status().message();
-    if (spec.status().code() != ringmaster::StatusCode::kInvalidArgument || m.empty() ||
+    const ringmaster::Status st = spec.status();  // a copy: message() refers into it
+    const std::string& m = st.message();
+    if (st.code() != ringmaster::StatusCode::kInvalidArgument || m.empty() ||
         !ringmaster::IsValidUtf8(m) || m.find('\n') != std::string::npos || m.size() > 2048) {
       std::abort();
     }
