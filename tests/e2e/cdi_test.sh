@@ -125,9 +125,8 @@ submit_gpu() {
     command: ["python3", "-c", $p], env: {LIB: $lib}, resources: {cpu: 0.5, memory: "64Mi", gpu: $n}}' | rmc submit --no-workdir -
 }
 ID=$(submit_gpu 1)
-wait_state "$ID" RUNNING 60
-KEY=$(task_key "$ID")
 rmc wait "$ID" --timeout 60 > /dev/null || { rmc show "$ID"; rmc logs "$ID"; fail "the CDI job failed"; }
+KEY=$(task_key "$ID")
 LOGS=$(rmc logs "$ID")
 for want in "env 535.104.05 void [01]" "found by uuid" "lib $LIB_TEXT" "lib read-only" "nvidia-modeset allowed" "nvidiactl allowed" \
             "own-gpu allowed" "other-gpu absent"; do
