@@ -2,10 +2,19 @@
 """LeNet-5 on Fashion-MNIST with torch DistributedDataParallel.
 
 An ordinary DDP script: the backend is a flag. Run it as a Ringmaster
-`distributed` job (examples/ddp_fmnist.yaml), which sets RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT, or by hand with those variables set.
+`distributed` job (examples/ddp_fmnist.yaml on CPUs, examples/ddp_fmnist_gpu.yaml
+on GPUs), which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT,
+or by hand with those variables set.
 
     /usr/bin/python3 examples/ddp_fmnist.py --backend ringmaster --epochs 2
+    /usr/bin/python3 examples/ddp_fmnist.py --backend nccl --epochs 2   # one GPU per rank
+
+Backends: gloo and ringmaster train on CPU tensors; nccl (torch's own, needs a
+CUDA build of torch) on the GPU at cuda:LOCAL_RANK. A Ringmaster task sees only
+its own GPUs, numbered from 0, and is its own node-local group (LOCAL_RANK 0 of
+1; docs/jobspec.md), so a one-GPU task trains on cuda:0, its GPU. --dry-run
+prints the rank's plan (device, threads, what it was given) without joining
+the group or reading data: a quick check of a GPU node's setup.
 
 Checkpoints follow Ringmaster's convention: rank 0 writes each epoch's into
 $RINGMASTER_CHECKPOINT_DIR/ckpt-<epoch>/ (a temporary directory renamed into
@@ -15,7 +24,8 @@ resumes from the next epoch. --data reads the dataset from a job's inputs.
 
 --backend ringmaster needs `import ringmaster_torch` to find the backend: a
 Ringmaster agent puts the one it was built with on its tasks' PYTHONPATH; by
-hand, put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough.
+hand, put <build>/python on PYTHONPATH. Debian's python3-torch (1.13) is enough
+for gloo and ringmaster; it has no CUDA, so nccl needs a CUDA build of torch.
 """
 import argparse
 import gzip
@@ -62,14 +72,14 @@ def save_checkpoint(ckpt_dir, epoch, model, opt):
     os.replace(os.path.join(ckpt_dir, ".latest.tmp"), os.path.join(ckpt_dir, "latest"))
 
 
-def load_checkpoint(ckpt_dir, model, opt):
+def load_checkpoint(ckpt_dir, model, opt, device):
     """The epoch to start at: 0, or the one after the latest checkpoint's."""
     try:
         with open(os.path.join(ckpt_dir, "latest")) as f:
             name = f.read().strip()
     except OSError:
         return 0
-    state = torch.load(os.path.join(ckpt_dir, name, "state.pt"))
+    state = torch.load(os.path.join(ckpt_dir, name, "state.pt"), map_location=device)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
     return state["epoch"]
@@ -91,24 +101,81 @@ class LeNet5(nn.Module):
         return self.out(F.relu(self.f6(x)))
 
 
+BACKENDS = ("gloo", "ringmaster", "nccl")
+
+
+def pick_device(backend, requested, env, cuda_available, cuda_count):
+    """The device this rank trains on, or ValueError saying why it cannot.
+
+    auto: cuda for nccl, cpu for gloo and ringmaster. A GPU is
+    cuda:LOCAL_RANK: the task's own GPUs are all CUDA shows it (numbered
+    0..k-1), and LOCAL_RANK indexes the processes sharing that view (0 for
+    one process per task; torchrun in a task numbers its own).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    device = requested if requested != "auto" else ("cuda" if backend == "nccl" else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device: {requested!r} is not auto, cpu or cuda")
+    if backend == "nccl" and device != "cuda":
+        raise ValueError("--backend nccl: NCCL reduces GPU tensors; use --device cuda (or auto)")
+    if backend == "ringmaster" and device != "cpu":
+        raise ValueError("--backend ringmaster: the ringmaster backend takes CPU tensors; use gloo or nccl on GPUs")
+    if device == "cpu":
+        return torch.device("cpu")
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    visible = env.get("CUDA_VISIBLE_DEVICES", "(unset)")
+    if not cuda_available or cuda_count == 0:
+        raise ValueError(f"--device cuda: torch sees no CUDA device (CUDA_VISIBLE_DEVICES={visible}, torch "
+                         f"{torch.__version__}{'' if torch.version.cuda else ' built without CUDA'}); "
+                         "give the job resources.gpu and a CUDA build of torch")
+    if not 0 <= local_rank < cuda_count:
+        raise ValueError(f"LOCAL_RANK {local_rank}, but this task sees {cuda_count} GPU(s) "
+                         f"(CUDA_VISIBLE_DEVICES={visible})")
+    return torch.device("cuda", local_rank)
+
+
+def default_threads(env, cores):
+    """Intra-op threads: the node's cores shared among the gang's tasks on it."""
+    return max(1, cores // max(1, int(env.get("RINGMASTER_LOCAL_TASKS", "1"))))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default="gloo", help="gloo or ringmaster")
+    p.add_argument("--backend", default="gloo", choices=BACKENDS,
+                   help="gloo or ringmaster (CPU), nccl (GPU at cuda:LOCAL_RANK)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="auto: cuda for nccl, else cpu")
+    p.add_argument("--dry-run", action="store_true", help="print this rank's plan and exit")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: cores / local workers)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: cores / the gang's tasks on this node)")
     p.add_argument("--data", default=SOURCE, help="the dataset's .gz files (e.g. a job input's directory)")
     p.add_argument("--checkpoint-dir", default=os.environ.get("RINGMASTER_CHECKPOINT_DIR", ""),
                    help="checkpoints each epoch ('' = none; default $RINGMASTER_CHECKPOINT_DIR)")
     args = p.parse_args()
 
+    try:
+        device = pick_device(args.backend, args.device, os.environ, torch.cuda.is_available(),
+                             torch.cuda.device_count())
+    except ValueError as e:
+        p.exit(2, f"ddp_fmnist.py: {e}\n")
+    threads = args.threads or default_threads(os.environ, os.cpu_count() or 1)
+    if args.dry_run:
+        gpu = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+        print(f"rank {os.environ.get('RANK', '0')} of {os.environ.get('WORLD_SIZE', '1')}: backend {args.backend}, "
+              f"device {device}{gpu}, {threads} threads, LOCAL_RANK {os.environ.get('LOCAL_RANK', '0')} of "
+              f"{os.environ.get('LOCAL_WORLD_SIZE', '1')}, CUDA_VISIBLE_DEVICES "
+              f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", flush=True)
+        return
     if args.backend == "ringmaster":
         import ringmaster_torch  # noqa: F401  registers the backend
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local))
+    torch.set_num_threads(threads)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # NCCL's communicator and every default-device tensor go here
     dist.init_process_group(backend=args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
 
@@ -116,20 +183,22 @@ def main():
     train, test = load("train", args.data), load("test", args.data)
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
     loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler)
-    model = DDP(LeNet5())  # every rank starts from rank 0's parameters, loaded below before the first step
+    # Every rank starts from rank 0's parameters, loaded below before the first step.
+    model = DDP(LeNet5().to(device), device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     if rank == 0:
-        print(f"ddp on {args.backend}: {world} workers, batch {args.batch_size} per worker, "
+        print(f"ddp on {args.backend}: {world} workers on {device.type}, batch {args.batch_size} per worker, "
               f"{len(loader)} steps per epoch", flush=True)
 
-    first = load_checkpoint(args.checkpoint_dir, model.module, opt) if args.checkpoint_dir else 0
+    first = load_checkpoint(args.checkpoint_dir, model.module, opt, device) if args.checkpoint_dir else 0
     if first and rank == 0:
         print(f"resuming from ckpt-{first} (epoch {first} done)", flush=True)
-    step, loss = 0, torch.tensor(0.0)
+    step, loss = 0, torch.tensor(0.0, device=device)
     for epoch in range(first, args.epochs):
         sampler.set_epoch(epoch)
         start, seen = time.perf_counter(), 0
         for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -141,7 +210,7 @@ def main():
         elapsed = time.perf_counter() - start
         model.eval()
         with torch.no_grad():
-            xs, ys = test.tensors
+            xs, ys = (t.to(device) for t in test.tensors)
             acc = (model(xs).argmax(1) == ys).float().mean().item()
         model.train()
         if rank == 0:

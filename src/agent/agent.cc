@@ -60,7 +60,7 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
       api_(options_.server_url, options_.token, options_.ca_file),
       files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}),
       images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) {
-  inventory_ = DetectNode();
+  inventory_ = DetectNode(options_.nvml_library);
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
   if (options_.memory_bytes > 0) inventory_.memory_bytes = options_.memory_bytes;

@@ -2,6 +2,8 @@
 // data: what a task's container may and may not do is decided here.
 #include <signal.h>
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "agent/cgroups.h"
@@ -120,6 +122,106 @@ TEST(DockerConfig, TheDaemonMustUseTheCgroupfsDriver) {
   EXPECT_NE(st.message().find("\"exec-opts\": [\"native.cgroupdriver=cgroupfs\"] in /etc/docker/daemon.json"),
             std::string::npos) << st.message();
   EXPECT_EQ(st.message().find('\n'), std::string::npos);
+}
+
+// CDI edits for the task's GPU 1, resolved, as EditsForGpus returns them:
+// the spec's own (env, nvidiactl, nvidia-modeset, the driver's library, an
+// ldcache hook, a gid) then the device's (nvidia1, from a test directory).
+CdiEdits GpuEdits() {
+  CdiEdits e;
+  e.env = {"NVIDIA_VISIBLE_DEVICES=void", "CDI_ONLY=yes"};
+  e.device_nodes = {{.path = "/dev/nvidiactl", .type = "c", .major = 195, .minor = 255, .permissions = "rw"},
+                    {.path = "/dev/nvidia-modeset", .type = "c", .major = 195, .minor = 254, .file_mode = 0100660},
+                    {.path = "/dev/nvidia1", .host_path = "/tmp/fake/nvidia1", .type = "c", .major = 195, .minor = 1}};
+  e.mounts = {{"/usr/lib/x86_64-linux-gnu/libcuda.so.535", "/usr/lib/x86_64-linux-gnu/libcuda.so.535", "",
+               {"ro", "nosuid", "nodev", "bind"}},
+              {"/opt/cuda", "/usr", "", {"ro", "rbind"}}};
+  e.hooks = {{"createContainer", "/usr/bin/nvidia-ctk", {"nvidia-ctk", "hook", "update-ldcache"}, {"A=1"}, 30, "/etc/cdi/nvidia.yaml"}};
+  e.additional_gids = {44};
+  e.specs = {"/etc/cdi/nvidia.yaml"};
+  return e;
+}
+
+TEST(RuncConfig, CdiEditsAreAppliedAsACdiRuntimeWould) {
+  TaskLaunch l = Launch();
+  l.network = "overlay";
+  l.network_hook = {"/usr/bin/ringmaster", "net-attach"};
+  ContainerTask t = Task(l);
+  t.env["NVIDIA_VISIBLE_DEVICES"] = "1";
+  t.devices.push_back({"/dev/nvidiactl", "/dev/nvidiactl", 195, 255});
+  t.cdi = GpuEdits();
+  const auto c = RuncRuntime::Config(t, "/r");
+  std::map<std::string, int> env;
+  for (const auto& v : c["process"]["env"]) ++env[v.get<std::string>()];
+  EXPECT_EQ(env["NVIDIA_VISIBLE_DEVICES=void"], 1);  // replaced, not added
+  EXPECT_EQ(env.count("NVIDIA_VISIBLE_DEVICES=1"), 0u);
+  EXPECT_EQ(env["CDI_ONLY=yes"], 1);
+  EXPECT_EQ(env["RINGMASTER_RANK=0"], 1);
+  // Each device node once, the CDI one where both name a path; owned by the task's user.
+  std::map<std::string, nlohmann::json> devices;
+  for (const auto& d : c["linux"]["devices"]) EXPECT_TRUE(devices.emplace(d["path"], d).second) << d;
+  ASSERT_EQ(devices.size(), 3u);
+  EXPECT_EQ(devices["/dev/nvidia-modeset"]["minor"], 254);
+  EXPECT_EQ(devices["/dev/nvidia-modeset"]["fileMode"], 0660);
+  EXPECT_EQ(devices["/dev/nvidia-modeset"]["uid"], 200003);
+  EXPECT_EQ(devices["/dev/nvidia1"]["type"], "c");
+  // Deny all, the task's own allows, then CDI's: modeset with CDI's default rwm, nvidiactl as the spec says.
+  const auto& rules = c["linux"]["resources"]["devices"];
+  EXPECT_FALSE(rules[0]["allow"].get<bool>());
+  std::map<int, std::set<std::string>> access;  // minor -> the allow rules' access
+  for (const auto& r : rules) {
+    if (r["allow"].get<bool>()) access[r.value("minor", -1)].insert(r.value("access", ""));
+  }
+  EXPECT_EQ(access[254], std::set<std::string>{"rwm"});
+  EXPECT_EQ(access[255], std::set<std::string>{"rw"});
+  EXPECT_EQ(access[1], (std::set<std::string>{"rw", "rwm"}));
+  // The library mounted read-only; /usr (a parent) before it; /proc and /dev still first.
+  std::vector<std::string> order;
+  for (const auto& m : c["mounts"]) order.push_back(m["destination"]);
+  auto at = [&](const std::string& d) { return std::find(order.begin(), order.end(), d) - order.begin(); };
+  ASSERT_LT(at("/usr/lib/x86_64-linux-gnu/libcuda.so.535"), static_cast<long>(order.size()));
+  EXPECT_LT(at("/usr"), at("/usr/lib/x86_64-linux-gnu/libcuda.so.535"));
+  EXPECT_LT(at("/dev"), at("/dev/pts"));
+  EXPECT_EQ(at("/proc"), 0);
+  for (const auto& m : c["mounts"]) {
+    if (m["destination"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.535") {
+      EXPECT_EQ(m["options"], nlohmann::json({"ro", "nosuid", "nodev", "bind"}));
+      EXPECT_FALSE(m.contains("type"));
+    }
+  }
+  // The hook joins the overlay's, which stays.
+  ASSERT_EQ(c["hooks"]["createRuntime"].size(), 1u);
+  ASSERT_EQ(c["hooks"]["createContainer"].size(), 1u);
+  EXPECT_EQ(c["hooks"]["createContainer"][0], nlohmann::json({{"path", "/usr/bin/nvidia-ctk"},
+                                                              {"args", {"nvidia-ctk", "hook", "update-ldcache"}},
+                                                              {"env", {"A=1"}}, {"timeout", 30}}));
+  EXPECT_EQ(c["process"]["user"]["additionalGids"], nlohmann::json({44}));
+  // Without CDI edits nothing of it appears.
+  const auto plain = RuncRuntime::Config(Task(l), "/r");
+  EXPECT_FALSE(plain["hooks"].contains("createContainer"));
+  EXPECT_EQ(plain["linux"]["devices"].size(), 1u);
+}
+
+TEST(DockerConfig, CdiDevicesMountsAndEnvButNoHooks) {
+  const TaskLaunch l = Launch();
+  ContainerTask t = Task(l);
+  t.cdi = GpuEdits();
+  const auto c = DockerRuntime::Config(t, DockerRuntime::ImageRef(l.image));
+  const auto& h = c["HostConfig"];
+  std::map<std::string, nlohmann::json> devices;
+  for (const auto& d : h["Devices"]) EXPECT_TRUE(devices.emplace(d["PathInContainer"], d).second) << d;
+  ASSERT_EQ(devices.size(), 3u);
+  EXPECT_EQ(devices["/dev/nvidia1"]["PathOnHost"], "/tmp/fake/nvidia1");  // CDI's replaced the executor's
+  EXPECT_EQ(devices["/dev/nvidia1"]["CgroupPermissions"], "rwm");
+  EXPECT_EQ(devices["/dev/nvidiactl"]["CgroupPermissions"], "rw");
+  ASSERT_EQ(h["Mounts"].size(), 2u);
+  EXPECT_EQ(h["Mounts"][0], nlohmann::json({{"Type", "bind"}, {"Source", "/usr/lib/x86_64-linux-gnu/libcuda.so.535"},
+                                            {"Target", "/usr/lib/x86_64-linux-gnu/libcuda.so.535"}, {"ReadOnly", true}}));
+  EXPECT_EQ(h["GroupAdd"], nlohmann::json({"44"}));
+  int cdi_only = 0;
+  for (const auto& v : c["Env"]) cdi_only += v == "CDI_ONLY=yes";
+  EXPECT_EQ(cdi_only, 1);
+  EXPECT_EQ(c.dump().find("nvidia-ctk"), std::string::npos);  // the hook has nowhere to go
 }
 
 TEST(OutOfMemory, OnlyTheOomKillerSaysSo) {

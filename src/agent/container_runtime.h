@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cdi.h"
 #include "agent/executor.h"
 #include "common/status.h"
 
@@ -47,6 +48,7 @@ struct ContainerTask {
   // Host directories the container sees at the same path: (path, read-only).
   std::vector<std::pair<std::string, bool>> binds;
   std::vector<DeviceNode> devices;
+  CdiEdits cdi;  // the site's CDI edits for its GPUs (cdi.h): libraries, more nodes, hooks
   std::string cgroup_parent;  // Cgroups::PathOf(key): the container goes below it
   std::map<std::string, std::string> labels;  // job, task, attempt, agent instance
 };

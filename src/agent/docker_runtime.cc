@@ -96,6 +96,7 @@ json DockerRuntime::Config(const ContainerTask& t, const std::string& image_ref)
                  {"HostConfig", host_config}};
   if (l.network != "none") config["Hostname"] = "";  // host networking keeps the host's name
   else config["Hostname"] = host;
+  ApplyCdiToDocker(t.cdi, &config);
   return config;
 }
 

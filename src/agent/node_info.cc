@@ -83,14 +83,14 @@ std::vector<GpuInfo> DetectGpus(const std::string& library) {
   return gpus;
 }
 
-NodeInventory DetectNode() {
+NodeInventory DetectNode(const std::string& nvml) {
   NodeInventory inv;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   inv.name = host;
   inv.cpu_milli = static_cast<int64_t>(std::thread::hardware_concurrency()) * 1000;
   inv.memory_bytes = MemInfoBytes("MemTotal");
-  inv.gpus = DetectGpus();
+  inv.gpus = DetectGpus(nvml);
   return inv;
 }
 

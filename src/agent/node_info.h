@@ -29,7 +29,7 @@ struct NodeInventory {
   std::vector<GpuInfo> gpus;
 };
 
-NodeInventory DetectNode();
+NodeInventory DetectNode(const std::string& nvml = "libnvidia-ml.so.1");
 // Empty when the NVML library is absent or reports no devices. `library` is
 // the NVIDIA driver's by default; tests pass a fake with the same ABI.
 std::vector<GpuInfo> DetectGpus(const std::string& library = "libnvidia-ml.so.1");

@@ -315,6 +315,11 @@ Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::st
       }
     }
   }
+  // What else the GPUs need in a container (the driver's libraries, more
+  // device nodes, hooks), from the site's CDI specs.
+  if (!launch.gpus.empty() && options_.cdi) {
+    RM_ASSIGN_OR_RETURN(t.cdi, options_.cdi->EditsForGpus(launch.gpus, options_.gpu_uuids));
+  }
   t.cgroup_parent = cgroups_->PathOf(launch.key);
   t.labels = {{"ringmaster.agent", instance_}, {"ringmaster.key", launch.key}};
   for (const char* k : {"RINGMASTER_JOB_ID", "RINGMASTER_TASK_ID", "RINGMASTER_ATTEMPT", "RINGMASTER_RANK"}) {

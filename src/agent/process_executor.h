@@ -41,6 +41,9 @@ struct ProcessExecutorOptions {
   // Where the node's GPU device nodes are (nvidia0, nvidia1, ..., nvidiactl,
   // nvidia-uvm): /dev on a GPU host, a directory of mknod'ed fakes in tests.
   std::string gpu_device_dir = "/dev";
+  // The site's CDI specs (cdi.h), applied to containers with GPUs; null = none.
+  std::shared_ptr<CdiRegistry> cdi;
+  std::map<int, std::string> gpu_uuids;  // GPU index -> NVML's UUID, to find a GPU's CDI device by
 };
 
 class ProcessExecutor final : public Executor {

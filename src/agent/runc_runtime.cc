@@ -167,6 +167,7 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
     config["hooks"] = {{"createRuntime", json::array({{{"path", l.network_hook[0]}, {"args", l.network_hook},
                        {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, {"timeout", 60}}})}};
   }
+  ApplyCdiToOci(t.cdi, &config);
   return config;
 }
 

@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/cdi.h"
 #include "agent/docker_runtime.h"
+#include "agent/node_info.h"
 #include "agent/process_executor.h"
 #include "agent/runc_runtime.h"
 #include "cli/connect.h"
@@ -108,6 +110,19 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   e.limits = !f.no_limits;
   e.cgroup_root = std::filesystem::absolute(f.cgroup_root).lexically_normal().string();
   e.gpu_device_dir = f.gpu_devices;
+  o.nvml_library = f.nvml;
+  if (!f.cdi_spec_dirs.empty()) {
+    std::vector<std::string> dirs;
+    std::stringstream list(f.cdi_spec_dirs);
+    for (std::string dir; std::getline(list, dir, ',');) {
+      if (dir.empty() || dir[0] != '/') Die("--cdi-spec-dirs: \"" + dir + "\" is not an absolute path");
+      dirs.push_back(dir);
+    }
+    e.cdi = std::make_shared<agent::CdiRegistry>(std::move(dirs));
+    for (const agent::GpuInfo& g : agent::DetectGpus(f.nvml)) {
+      if (!g.uuid.empty()) e.gpu_uuids[g.index] = g.uuid;
+    }
+  }
   o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
   std::stringstream list(f.executors);
   bool process = false;
@@ -135,6 +150,15 @@ std::unique_ptr<agent::Agent> MakeAgent(const AgentSetup& setup) {
   if (!executor.ok()) Die(executor.status().message());
   for (const std::string& tool : (*executor)->runtime().staged) {
     spdlog::info("agent: staged {} for tasks in {}/runtime", tool, (*executor)->sandbox_dir());
+  }
+  if (setup.executor.cdi) {
+    // What GPU containers will get: each spec, and (logged by Refresh) each broken one.
+    const auto cdi = setup.executor.cdi->Refresh();
+    for (const std::string& spec : cdi.loaded) spdlog::info("agent: CDI spec {}", spec);
+    if (cdi.loaded.empty() && !setup.executor.gpu_uuids.empty()) {
+      spdlog::info("agent: no CDI specs (--cdi-spec-dirs): GPU containers get the GPUs' device nodes but not the "
+                   "driver's libraries (nvidia-ctk cdi generate; docs/containers.md)");
+    }
   }
   return std::make_unique<agent::Agent>(setup.agent, std::move(*executor));
 }

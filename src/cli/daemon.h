@@ -31,6 +31,8 @@ struct NodeFlags {
   std::string runc = "runc";
   std::string image_cache;                // "" = <data>/images
   std::string gpu_devices = "/dev";       // where nvidiaN, nvidiactl, nvidia-uvm are
+  std::string nvml = "libnvidia-ml.so.1";  // the NVIDIA driver's NVML, dlopen'ed (a name or a path)
+  std::string cdi_spec_dirs = "/etc/cdi,/var/run/cdi";  // CDI specs for GPUs in containers ("" = none)
   bool no_limits = false;                 // tasks' cgroup limits off (not recommended)
   std::string cgroup_root = "/sys/fs/cgroup";  // cgroup v1's hierarchies or v2's mount
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.

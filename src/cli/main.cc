@@ -191,6 +191,13 @@ int Main(int argc, char** argv) {
     cmd->add_option("--image-cache", node.image_cache, "where pulled images are kept (default <data>/images)");
     cmd->add_option("--gpu-devices", node.gpu_devices, "where the GPUs' device nodes are (nvidiaN, nvidiactl)")
         ->capture_default_str();
+    cmd->add_option("--nvml", node.nvml,
+                    "the NVIDIA driver's NVML library, by name (searched as dlopen does) or path; it finds the GPUs")
+        ->capture_default_str();
+    cmd->add_option("--cdi-spec-dirs", node.cdi_spec_dirs,
+                    "comma-separated dirs of CDI specs (nvidia-ctk cdi generate; a device in a later dir hides one in "
+                    "an earlier): they give GPU containers the driver's libraries (\"\" = none; docs/containers.md)")
+        ->capture_default_str();
     cmd->add_flag("--no-limits", node.no_limits, "do not enforce tasks' cpu/memory/pids limits with cgroups");
     cmd->add_option("--cgroup-root", node.cgroup_root,
                     "where the cgroup hierarchies are mounted: cgroup v1's, or v2's unified one (detected)")

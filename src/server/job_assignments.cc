@@ -5,6 +5,9 @@
 // style ranks, MXNet's ps-lite). Split from job_service.cc.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include "server/job_service.h"
 
 namespace ringmaster::server {
@@ -98,17 +101,24 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
     auto it = nodes.find(t.node_id);
     return it == nodes.end() || it->second.address.empty() ? std::string("127.0.0.1") : it->second.address;
   };
-  // Ranks on this task's node, in rank order: LOCAL_RANK is the position among them.
-  int local_rank = 0, local_size = 0;
+  // The gang's tasks on this task's node, and the nodes it spans in the
+  // order of the lowest rank on each (RINGMASTER_LOCAL_*, RINGMASTER_NODE_*).
+  int local_task_rank = 0, local_tasks = 0;
+  std::map<int64_t, int> lowest_rank;  // node -> its lowest rank
   const Task* rank0 = &task;
   nlohmann::json workers = nlohmann::json::array();
   for (const Task& t : gang) {
     if (t.rank == 0) rank0 = &t;
     workers.push_back(fmt::format("{}:{}", addr(t), t.port));
+    auto [it, fresh] = lowest_rank.emplace(t.node_id, t.rank);
+    if (!fresh) it->second = std::min(it->second, t.rank);
     if (t.node_id != task.node_id) continue;
-    if (t.rank < task.rank) ++local_rank;
-    ++local_size;
+    if (t.rank < task.rank) ++local_task_rank;
+    ++local_tasks;
   }
+  const int mine = lowest_rank[task.node_id];
+  int node_rank = 0;
+  for (const auto& [node, lowest] : lowest_rank) node_rank += lowest < mine;
   const std::string master_addr = addr(*rank0), master_port = std::to_string(rank0->port);
   auto set = [&](const char* k, std::string v) { env[k] = std::move(v); };
   set("RINGMASTER_JOB_ID", std::to_string(job.id));
@@ -129,11 +139,24 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   int generation = 0;
   for (const Task& t : gang) generation = std::max(generation, t.attempt);
   set("RINGMASTER_GENERATION", std::to_string(generation));
-  // torch.distributed (env:// init, torchrun conventions)
+  // Where it runs among the gang: its node's place and how many of the
+  // gang's tasks share that node (and its CPUs), itself included.
+  set("RINGMASTER_NODE_RANK", std::to_string(node_rank));
+  set("RINGMASTER_NODES", std::to_string(lowest_rank.size()));
+  set("RINGMASTER_LOCAL_TASK_RANK", std::to_string(local_task_rank));
+  set("RINGMASTER_LOCAL_TASKS", std::to_string(local_tasks));
+  // torch.distributed (env:// init, torchrun's names). A task sees only its
+  // own GPUs, so it is its own node-local group, as a Kubeflow PyTorchJob
+  // worker pod is: LOCAL_RANK 0 of 1 (torch.cuda.set_device(LOCAL_RANK) picks
+  // its first GPU), and its group's rank is its rank, so that torchrun's
+  // RANK = GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK holds (docs/jobspec.md).
   set("RANK", std::to_string(task.rank));
   set("WORLD_SIZE", std::to_string(job.replicas));
-  set("LOCAL_RANK", std::to_string(local_rank));
-  set("LOCAL_WORLD_SIZE", std::to_string(local_size));
+  set("LOCAL_RANK", "0");
+  set("LOCAL_WORLD_SIZE", "1");
+  set("GROUP_RANK", std::to_string(task.rank));
+  set("GROUP_WORLD_SIZE", std::to_string(job.replicas));
+  set("NODE_RANK", std::to_string(task.rank));
   set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", master_port);
   // TensorFlow MultiWorkerMirroredStrategy

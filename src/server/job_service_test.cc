@@ -104,10 +104,22 @@ TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
     EXPECT_EQ(e["MASTER_PORT"], std::to_string(r0.port));
     EXPECT_EQ(e["RINGMASTER_PORT"], std::to_string(t.port));
     EXPECT_EQ(e["RINGMASTER_STORE"], master_addr + ":" + std::to_string(r0.port));
-    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "2");  // two per node (2 cpus each, 1 per task)
+    // Each task sees only its own GPUs: it is its own node-local group
+    // (torchrun's LOCAL_*, GROUP_*; Kubeflow's one pod per node), whatever
+    // else of the gang shares its node.
+    EXPECT_EQ(e["LOCAL_RANK"], "0");
+    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "1");
+    EXPECT_EQ(e["GROUP_RANK"], std::to_string(r));
+    EXPECT_EQ(e["NODE_RANK"], std::to_string(r));
+    EXPECT_EQ(e["GROUP_WORLD_SIZE"], "4");
+    // The node it shares: two of the gang per node (2 cpus each, 1 per task),
+    // its place among them, and its node's place by the lowest rank on each.
+    EXPECT_EQ(e["RINGMASTER_LOCAL_TASKS"], "2");
     int local = 0;
     for (int q = 0; q < r; ++q) local += tasks[q].node_id == t.node_id;
-    EXPECT_EQ(e["LOCAL_RANK"], std::to_string(local));
+    EXPECT_EQ(e["RINGMASTER_LOCAL_TASK_RANK"], std::to_string(local));
+    EXPECT_EQ(e["RINGMASTER_NODES"], "2");
+    EXPECT_EQ(e["RINGMASTER_NODE_RANK"], t.node_id == r0.node_id ? "0" : "1");
     auto tf = nlohmann::json::parse(e["TF_CONFIG"].get<std::string>());
     EXPECT_EQ(tf["cluster"]["worker"], workers);
     EXPECT_EQ(tf["task"]["index"], r);
@@ -620,6 +632,32 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
   ASSERT_TRUE(Report(Tasks(a)[0], "exited", 0).ok());
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Tasks(c)[0].gpu_indices, "0");
+}
+
+// Two ranks of a gang on one node with a GPU each: CUDA shows each only its
+// own GPU as device 0, so both are LOCAL_RANK 0 of 1 (set_device(LOCAL_RANK)
+// is right for both), and the node they share is told apart by RINGMASTER_*.
+TEST_F(JobServiceTest, GpuRanksSharingANodeAreEachTheirOwnLocalGroup) {
+  const int64_t node = AddNode("gpu", 8000, 2);
+  const int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1, gpu: 1}\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  auto assigned = *svc_->Assignments(node);
+  ASSERT_EQ(assigned["tasks"].size(), 2u);
+  std::set<std::vector<int>> gpus;
+  for (const auto& t : assigned["tasks"]) {
+    const int rank = t["rank"].get<int>();
+    const auto& e = t["env"];
+    gpus.insert(t["gpus"].get<std::vector<int>>());
+    EXPECT_EQ(t["job_id"], id);
+    EXPECT_EQ(e["LOCAL_RANK"], "0") << rank;
+    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "1") << rank;
+    EXPECT_EQ(e["GROUP_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["RINGMASTER_LOCAL_TASKS"], "2");
+    EXPECT_EQ(e["RINGMASTER_LOCAL_TASK_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["RINGMASTER_NODE_RANK"], "0");
+    EXPECT_EQ(e["RINGMASTER_NODES"], "1");
+  }
+  EXPECT_EQ(gpus, (std::set<std::vector<int>>{{0}, {1}}));
 }
 
 TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {

@@ -1,6 +1,5 @@
 #include "server/job_spec.h"
 
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -17,6 +16,7 @@
 
 #include "common/json_limits.h"
 #include "common/units.h"
+#include "common/yaml_depth.h"
 #include "files/blob_store.h"
 
 namespace ringmaster::server {
@@ -188,38 +188,6 @@ std::optional<int> FlowTooDeepAt(std::string_view text, int limit) {
   }
   return std::nullopt;
 }
-
-struct TooDeep {
-  int line;  // 1-based
-};
-
-// Counts nesting from yaml-cpp's events; throws TooDeep past `limit`, before
-// the parser goes one level deeper (throwing is the only way to stop it).
-class DepthLimit : public YAML::EventHandler {
- public:
-  explicit DepthLimit(int limit) : limit_(limit) {}
-  void OnDocumentStart(const YAML::Mark&) override {}
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {
-    Enter(mark);
-  }
-  void OnSequenceEnd() override { --depth_; }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
-    Enter(mark);
-  }
-  void OnMapEnd() override { --depth_; }
-
- private:
-  void Enter(const YAML::Mark& mark) {
-    if (++depth_ > limit_) throw TooDeep{mark.line + 1};
-  }
-  const int limit_;
-  int depth_ = 0;
-};
 
 std::string YamlError(const YAML::Exception& e) {
   if (e.mark.is_null()) return fmt::format("spec: not valid YAML or JSON: {}", Printable(e.msg, 200));
@@ -786,11 +754,11 @@ StatusOr<JobSpec> Parse(const std::string& text) {
   try {
     std::istringstream in(text);
     YAML::Parser parser(in);
-    DepthLimit depth(kMaxSpecDepth);
+    YamlDepthLimit depth(kMaxSpecDepth);
     if (parser.HandleNextDocument(depth) && parser.HandleNextDocument(depth)) {
       return InvalidArgument("spec: more than one YAML document (---): submit one job per spec");
     }
-  } catch (const TooDeep& e) {
+  } catch (const YamlTooDeep& e) {
     return too_deep(e.line);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(YamlError(e));

@@ -190,7 +190,9 @@ void ResolveDefaults(TrainerOptions& o) {
   absolute(o.checkpoint_dir);
   absolute(o.output_dir);
   if (o.threads == 0) {
-    int local = std::max(1, std::atoi(EnvOr("LOCAL_WORLD_SIZE", "1").c_str()));
+    // The node's cores shared among the gang's tasks on it (LOCAL_WORLD_SIZE
+    // is 1: each task is its own node-local group, docs/jobspec.md).
+    int local = std::max(1, std::atoi(EnvOr("RINGMASTER_LOCAL_TASKS", "1").c_str()));
     o.threads = std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   }
 }

@@ -11,7 +11,7 @@ kind: distributed
 replicas: 2
 command: |
   echo "I am rank $RINGMASTER_RANK of $WORLD_SIZE"
-  echo "local $LOCAL_RANK of $LOCAL_WORLD_SIZE master $MASTER_ADDR:$MASTER_PORT"
+  echo "local $LOCAL_RANK of $LOCAL_WORLD_SIZE, task $RINGMASTER_LOCAL_TASK_RANK of $RINGMASTER_LOCAL_TASKS here, master $MASTER_ADDR:$MASTER_PORT"
 resources: {cpu: 1, memory: 64Mi}
 YAML
 ID=$(rmc submit "$DATA/ranks.yaml")
@@ -24,10 +24,10 @@ grep -qx '\[1\] I am rank 1 of 2' <<<"$LOGS" || fail "rank 1 line missing: $LOGS
 FOLLOWED=$(rmc logs -f "$ID" 2>/dev/null)
 [ "$(grep -c 'I am rank' <<<"$FOLLOWED")" = 2 ] || fail "logs -f of an ended job: $FOLLOWED"
 for r in 0 1; do
-  grep -qx "\[$r\] local $r of 2 master 127.0.0.1:31[0-9][0-9][0-9]" <<<"$LOGS" || fail "rank $r environment: $LOGS"
+  grep -qx "\[$r\] local 0 of 1, task $r of 2 here, master 127.0.0.1:31[0-9][0-9][0-9]" <<<"$LOGS" || fail "rank $r environment: $LOGS"
 done
 [ "$(grep -o 'master .*' <<<"$LOGS" | sort -u | wc -l)" = 1 ] || fail "ranks disagree on the master: $LOGS"
-pass "2-replica job succeeded with both ranks' logs, local ranks and one MASTER_ADDR:MASTER_PORT from the node's ports"
+pass "2-replica job succeeded with both ranks' logs, LOCAL_RANK 0 of 1 and their places on the node, and one MASTER_ADDR:MASTER_PORT from the node's ports"
 
 # 2. A failing command gives FAILED with the exit code in the reason; wait exits 1.
 ID=$(echo '{"name": "fails", "command": "echo about to fail; exit 7", "resources": {"cpu": 1}}' | rmc submit -)
