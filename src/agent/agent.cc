@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "agent/safe_fs.h"
-#include "common/build_info.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -139,59 +138,6 @@ void Agent::SleepFor(std::chrono::milliseconds d) {
   cv_.wait_for(l, d, [this] { return !running_; });
 }
 
-bool Agent::Register() {
-  // What it holds: a task the server thinks runs here and that is not among
-  // them is gone (this node's agent data was lost), and is restarted now.
-  nlohmann::json held = nlohmann::json::array();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [ref, t] : tasks_) held.push_back({{"task_id", ref.task_id}, {"attempt", ref.attempt}});
-  }
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : inventory_.gpus) {
-    gpus.push_back({{"index", g.index}, {"model", g.model}, {"memory_bytes", g.memory_bytes}, {"uuid", g.uuid}});
-  }
-  nlohmann::json body = {{"name", inventory_.name},
-                         {"cpu_milli", inventory_.cpu_milli},
-                         {"memory_bytes", inventory_.memory_bytes},
-                         {"gpus", gpus},
-                         {"agent_version", ThisBuild().version},
-                         {"protocol_version", options_.protocol_version},
-                         {"tasks", held},
-                         {"address", address_},
-                         {"port_lo", options_.port_lo},
-                         {"port_hi", options_.port_hi},
-                         {"labels", options_.labels},
-                         {"executors", executor_->Runtimes()},
-                         {"network", options_.network}};
-  const int64_t sent = SteadyMs();
-  auto res = api_.Post("/api/v1/agent/register", body);
-  if (!res.ok()) {
-    if (res.status().code() == StatusCode::kFailedPrecondition) {
-      // Refused (a protocol this server does not speak): said loudly; tried
-      // again slowly, since the server may be upgraded meanwhile.
-      spdlog::error("agent: the server at {} refuses this agent: {}", options_.server_url, res.status().message());
-      SleepFor(std::chrono::seconds(30));
-    } else {
-      spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
-    }
-    return false;
-  }
-  node_id_ = res->at("node_id").get<int64_t>();
-  // The window a server of protocol 1 implies: 70% of its lease.
-  int64_t fence = res->value("fence_after_ms", int64_t{0});
-  if (fence <= 0) fence = res->value("lease_ms", int64_t{0}) * 7 / 10;
-  fence_after_ms_ = fence;
-  // Kept for the next agent on this node: tasks it re-adopts while it cannot
-  // reach the server are fenced on the same window.
-  (void)WriteFileAtomic(options_.data_dir + "/fence_after_ms", std::to_string(fence), 0600);
-  NoteContact(sent);
-  if (options_.network != "host") ApplyOverlay(res->value("overlay", nlohmann::json()));
-  spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
-               node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
-  return true;
-}
-
 void Agent::SyncLoop() {
   uint64_t index = 0;
   auto backoff = std::chrono::milliseconds(250);
@@ -236,8 +182,8 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
     bool stop = a.at("desired") == "stop";
     auto grace = std::chrono::milliseconds(a.value("stop_grace_ms", 5000));
     auto it = tasks_.find(ref);
-    // Fenced (the server has not answered a heartbeat for most of the
-    // lease): nothing new starts until it does; a later answer lists it again.
+    // Fenced (the server has not answered a heartbeat for its fencing
+    // window): nothing new starts until it does; a later answer lists it again.
     if (it == tasks_.end() && fenced_ && !stop) continue;
     if (it == tasks_.end()) {
       LocalTask t;

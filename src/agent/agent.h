@@ -161,6 +161,9 @@ class Agent {
   void FenceIfCutOff();
   // The silence after which tasks are fenced, ms; 0 = never (or not told yet).
   int64_t FenceWindowMs() const;
+  // The server's fencing window, from its answer to a registration or a
+  // heartbeat: kept, and on disk for the next agent.
+  void AdoptFenceWindow(int64_t ms);
   // The server answered a heartbeat (or a registration) sent at steady `sent_ms`:
   // the fencing clock restarts there, kept on disk for the next agent.
   void NoteContact(int64_t sent_ms);

@@ -1,14 +1,16 @@
 // The agent's side of its node's lease and network (split from agent.cc):
-// heartbeats, which also bring the overlay's peers; fencing, which stops
-// every task once the server has not answered for most of the lease; and the
-// node's side of the container overlay (net::Overlay); and the monitor's
-// sampling of the node and its tasks, whose samples ride on the heartbeats.
+// registration and heartbeats, which also bring the server's fencing window
+// and the overlay's peers; fencing, which stops every task once the server
+// has not answered for that window; the node's side of the container overlay
+// (net::Overlay); and the monitor's sampling of the node and its tasks,
+// whose samples ride on the heartbeats.
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "agent/agent.h"
 #include "agent/shim.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -38,8 +40,23 @@ void Agent::NoteContact(int64_t sent_ms) {
   (void)WriteFileAtomic(options_.data_dir + "/" + kContactFile, fmt::format("{} {}", BootId(), sent_ms), 0600);
 }
 
+void Agent::AdoptFenceWindow(int64_t ms) {
+  if (ms <= 0 || ms == fence_after_ms_) return;
+  if (fence_after_ms_ > 0) {
+    spdlog::info("agent: the server's fencing window is now {} (was {})", FormatDuration(ms), FormatDuration(fence_after_ms_));
+  }
+  fence_after_ms_ = ms;
+  // Kept for the next agent on this node: tasks it re-adopts while it cannot
+  // reach the server are fenced on the same window.
+  (void)WriteFileAtomic(options_.data_dir + "/fence_after_ms", std::to_string(ms), 0600);
+}
+
 void Agent::LoadFencing() {
-  if (auto text = ReadFile(options_.data_dir + "/fence_after_ms"); text.ok()) fence_after_ms_ = std::atoll(text->c_str());
+  if (auto text = ReadFile(options_.data_dir + "/fence_after_ms"); text.ok()) {
+    fence_after_ms_ = std::atoll(text->c_str());
+  } else if (auto lease = ReadFile(options_.data_dir + "/lease_ms"); lease.ok()) {
+    fence_after_ms_ = std::atoll(lease->c_str()) * 7 / 10;  // what an agent of release 0.1 kept: its window was 70% of it
+  }
   int64_t last = SteadyMs();
   if (auto text = ReadFile(options_.data_dir + "/" + kContactFile); text.ok()) {
     char boot[64] = {0};
@@ -49,6 +66,57 @@ void Agent::LoadFencing() {
   }
   last_contact_ms_ = last;
   contact_saved_ms_ = last;
+}
+
+bool Agent::Register() {
+  // What it holds: a task the server thinks runs here and that is not among
+  // them is gone (this node's agent data was lost), and is restarted now.
+  nlohmann::json held = nlohmann::json::array();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [ref, t] : tasks_) held.push_back({{"task_id", ref.task_id}, {"attempt", ref.attempt}});
+  }
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : inventory_.gpus) {
+    gpus.push_back({{"index", g.index}, {"model", g.model}, {"memory_bytes", g.memory_bytes}, {"uuid", g.uuid}});
+  }
+  nlohmann::json body = {{"name", inventory_.name},
+                         {"cpu_milli", inventory_.cpu_milli},
+                         {"memory_bytes", inventory_.memory_bytes},
+                         {"gpus", gpus},
+                         {"agent_version", ThisBuild().version},
+                         {"protocol_version", options_.protocol_version},
+                         {"tasks", held},
+                         {"fence_after_ms", FenceWindowMs()},
+                         {"address", address_},
+                         {"port_lo", options_.port_lo},
+                         {"port_hi", options_.port_hi},
+                         {"labels", options_.labels},
+                         {"executors", executor_->Runtimes()},
+                         {"network", options_.network}};
+  const int64_t sent = SteadyMs();
+  auto res = api_.Post("/api/v1/agent/register", body);
+  if (!res.ok()) {
+    if (res.status().code() == StatusCode::kFailedPrecondition) {
+      // Refused (a protocol this server does not speak): said loudly; tried
+      // again slowly, since the server may be upgraded meanwhile.
+      spdlog::error("agent: the server at {} refuses this agent: {}", options_.server_url, res.status().message());
+      SleepFor(std::chrono::seconds(30));
+    } else {
+      spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
+    }
+    return false;
+  }
+  node_id_ = res->at("node_id").get<int64_t>();
+  // The window a server of protocol 1 implies: 70% of its lease.
+  int64_t fence = res->value("fence_after_ms", int64_t{0});
+  if (fence <= 0) fence = res->value("lease_ms", int64_t{0}) * 7 / 10;
+  AdoptFenceWindow(fence);
+  NoteContact(sent);
+  if (options_.network != "host") ApplyOverlay(res->value("overlay", nlohmann::json()));
+  spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
+               node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
+  return true;
 }
 
 void Agent::HeartbeatLoop() {
@@ -146,7 +214,7 @@ void Agent::Heartbeat() {
   }
   for (size_t i = each.size(); i-- > 0;) samples.push_back(std::move(each[i]));
   taken.erase(taken.begin(), taken.begin() + static_cast<ptrdiff_t>(first));  // older ones are dropped
-  nlohmann::json body = {{"samples", std::move(samples)}};
+  nlohmann::json body = {{"samples", std::move(samples)}, {"fence_after_ms", FenceWindowMs()}};
   // A heartbeat that waits long is as good as lost: within the fencing
   // window there is time for a few more.
   auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));
@@ -178,6 +246,7 @@ void Agent::Heartbeat() {
     if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
     fenced_ = false;
   }
+  if (res->is_object()) AdoptFenceWindow(res->value("fence_after_ms", int64_t{0}));  // the server's, if it changed
   if (options_.network != "host" && res->is_object()) ApplyOverlay(res->value("overlay", nlohmann::json()));
 }
 

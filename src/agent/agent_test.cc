@@ -1,6 +1,7 @@
 // The agent against a fake server (the agent routes of the REST API, served
 // by cpp-httplib on loopback) and a fake executor whose tasks end at once.
 #include "agent/agent.h"
+#include "agent/shim.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -25,8 +26,12 @@ class FakeExecutor final : public Executor {
     launches_.push_back(launch);
     return Status::Ok();
   }
-  Status Stop(const std::string&, std::chrono::milliseconds) override { return Status::Ok(); }
-  std::optional<TaskExit> Poll(const std::string&) override { return TaskExit{0, 0, ""}; }
+  Status Stop(const std::string& key, std::chrono::milliseconds) override {
+    std::lock_guard<std::mutex> l(mu_);
+    stopped_.push_back(key);
+    return Status::Ok();
+  }
+  std::optional<TaskExit> Poll(const std::string&) override { return exit_; }
   StatusOr<OutputChunk> ReadOutput(const std::string&, TaskOutput, int64_t, size_t) override {
     return NotFound("nothing");
   }
@@ -39,11 +44,18 @@ class FakeExecutor final : public Executor {
     return launches_;
   }
 
+  std::vector<std::string> stopped() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stopped_;
+  }
+
   std::map<std::string, std::string> recovered_;  // what an earlier agent left running (set before Start)
+  std::optional<TaskExit> exit_ = TaskExit{0, 0, ""};  // what Poll says of every task (nullopt: still running)
 
  private:
   std::mutex mu_;
   std::vector<TaskLaunch> launches_;
+  std::vector<std::string> stopped_;
 };
 
 // The server's side of the agent protocol, with assignments the test sets.
@@ -51,6 +63,10 @@ class FakeServer {
  public:
   FakeServer() {
     http_.Post("/api/v1/agent/register", [this](const httplib::Request& req, httplib::Response& res) {
+      if (down_) {
+        res.status = 503;
+        return;
+      }
       std::lock_guard<std::mutex> l(mu_);
       registrations_.push_back(json::parse(req.body));
       cv_.notify_all();
@@ -98,6 +114,7 @@ class FakeServer {
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::atomic<bool> down_{false};  // registrations answer 503, as a server that is away
 
   // Replaces the node's assignments; returns once the agent has fetched them.
   void Assign(json tasks) {
@@ -269,6 +286,40 @@ TEST_F(AgentReadoptingTest, ItRegistersWithItsProtocolAndTheTasksItHoldsAndKeeps
   in >> ms;
   EXPECT_EQ(ms, 120000);
 }
+
+// A restarted agent fences on the clock of the one before it: the window it
+// kept and, within this boot, the time the server last answered. Here that
+// was long ago and the server is still away, so the re-adopted task is
+// stopped at once, before the server is heard from.
+class AgentStaleContactTest : public AgentTest {
+ protected:
+  void Prepare() override {
+    exec_->recovered_["9.3"] = R"({"task_id": 9, "attempt": 3, "job_id": 4})";
+    exec_->exit_ = std::nullopt;
+    server_.down_ = true;
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch()).count();
+    std::ofstream(dir_ / "last_contact") << BootId() << " " << now - 60'000;
+    WindowFile();
+  }
+  // The window a former agent kept: its file (this release's) or 0.1's lease.
+  virtual void WindowFile() { std::ofstream(dir_ / "fence_after_ms") << 30'000; }
+
+  void ExpectFenced() {
+    for (int i = 0; i < 500 && exec_->stopped().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a hang guard: the fence thread looks every 250 ms
+    }
+    EXPECT_EQ(exec_->stopped(), std::vector<std::string>{"9.3"});
+  }
+};
+
+TEST_F(AgentStaleContactTest, AReadoptedTaskIsFencedOnTheEarlierAgentsClock) { ExpectFenced(); }
+
+class AgentOfTheLastReleaseTest : public AgentStaleContactTest {
+  void WindowFile() override { std::ofstream(dir_ / "lease_ms") << 10'000; }  // 70% of it: 7 s
+};
+
+TEST_F(AgentOfTheLastReleaseTest, ItsLeaseFileStillFencesReadoptedTasks) { ExpectFenced(); }
 
 }  // namespace
 }  // namespace ringmaster::agent

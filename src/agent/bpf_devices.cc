@@ -50,20 +50,35 @@ std::vector<bpf_insn> Program(const std::vector<std::pair<int, int>>& chars) {
 Status AttachDeviceDenyList(const std::string& cgroup_dir, const std::vector<std::pair<int, int>>& chars) {
   const std::vector<bpf_insn> insns = Program(chars);
   static const char kLicense[] = "Apache-2.0";
-  char log[4096] = {0};
-  bpf_attr load{};
-  load.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
-  load.insns = reinterpret_cast<uint64_t>(insns.data());
-  load.insn_cnt = static_cast<uint32_t>(insns.size());
-  load.license = reinterpret_cast<uint64_t>(kLicense);
-  load.log_buf = reinterpret_cast<uint64_t>(log);
-  load.log_size = sizeof log;
-  load.log_level = 1;
-  const int prog = static_cast<int>(syscall(SYS_bpf, BPF_PROG_LOAD, &load, sizeof load));
+  // Loaded without the verifier's log first: a log too small for the
+  // program's trace fails the load itself (ENOSPC, from about 14 rules), and
+  // a node may have many GPUs to deny. Only a failure is loaded again with a
+  // log large enough to say why (as runc and cilium do).
+  auto load = [&](std::vector<char>* log) {
+    bpf_attr attr{};
+    attr.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
+    attr.insns = reinterpret_cast<uint64_t>(insns.data());
+    attr.insn_cnt = static_cast<uint32_t>(insns.size());
+    attr.license = reinterpret_cast<uint64_t>(kLicense);
+    if (log) {
+      attr.log_buf = reinterpret_cast<uint64_t>(log->data());
+      attr.log_size = static_cast<uint32_t>(log->size());
+      attr.log_level = 1;
+    }
+    return static_cast<int>(syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr));
+  };
+  const int prog = load(nullptr);
   if (prog < 0) {
     const int err = errno;
+    std::vector<char> log(1 << 20, '\0');
+    const int again = load(&log);
+    if (again >= 0) close(again);
+    log.back() = '\0';
+    // The verifier's last lines say why; the whole trace would be one huge line.
+    std::string why(log.data());
+    if (why.size() > 400) why = "..." + why.substr(why.size() - 400);
     return Internal(fmt::format("loading the device filter (bpf BPF_PROG_LOAD): {}{}{}", std::strerror(err),
-                                log[0] ? ": " : "", log));
+                                why.empty() ? "" : ": ", why));
   }
   const int cg = open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (cg < 0) {

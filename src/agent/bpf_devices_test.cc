@@ -76,6 +76,18 @@ TEST_F(BpfDevicesTest, SeveralDevicesAndProgramsOnTheSameCgroupAllHold) {
   EXPECT_EQ(OpenInCgroup("/dev/random", "/dev/urandom"), std::make_pair(EPERM, 0));  // 1:9 allowed
 }
 
+// A CPU task on a node of many GPUs is denied every one of them: the
+// program loads however long the list (a verifier log buffer once capped it
+// at 13 rules), and each rule holds.
+TEST_F(BpfDevicesTest, AProgramOfManyRulesLoadsAndEveryRuleHolds) {
+  std::vector<std::pair<int, int>> rules;
+  for (int minor = 64; minor < 128; ++minor) rules.push_back({195, minor});  // 64 GPUs' numbers
+  rules.push_back({1, 3});                                                     // /dev/null last
+  const Status st = AttachDeviceDenyList(dir_, rules);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(OpenInCgroup("/dev/null", "/dev/zero"), std::make_pair(EPERM, 0));
+}
+
 TEST_F(BpfDevicesTest, ADeniedCharDeviceDoesNotDenyABlockDeviceWithTheSameNumbers) {
   ASSERT_TRUE(AttachDeviceDenyList(dir_, {{1, 3}}).ok());
   // A block device node 1:3 (ramdisk numbers) in a temp dir: the rule names char 1:3 only.

@@ -20,9 +20,10 @@
 #include <fmt/ranges.h>
 
 #include "common/files.h"
-#include "common/json_limits.h"
+#include "common/json_limits.h"  // Printable
 #include "common/log.h"
 #include "common/yaml_depth.h"
+#include "common/yaml_scan.h"
 
 namespace ringmaster::agent {
 namespace fs = std::filesystem;
@@ -349,9 +350,9 @@ StatusOr<CdiSpec> ParseCdiSpec(std::string_view text, const std::string& path) {
     return InvalidArgument(fmt::format("spec: {} bytes, more than the limit of {}", text.size(), kMaxSpecBytes));
   }
   // Brackets nested past any spec's need: refused before yaml-cpp recurses
-  // into them (an upper bound: brackets inside strings count too).
-  if (JsonDepth(text, kMaxFlowDepth) > kMaxFlowDepth) {
-    return InvalidArgument(fmt::format("spec: nested more than {} levels deep", kMaxFlowDepth));
+  // into them (the same scan as job specs').
+  if (const std::optional<int> line = FlowTooDeepAt(text, kMaxFlowDepth)) {
+    return InvalidArgument(fmt::format("spec: nested more than {} levels deep (line {})", kMaxFlowDepth, *line));
   }
   const std::string copy(text);
   try {
@@ -503,12 +504,19 @@ StatusOr<CdiEdits> CdiRegistry::EditsForGpus(const std::vector<int>& gpus, const
     const CdiDevice& device = found->spec->devices[found->device];
     // A device named by index must be that GPU's: an index that is not the
     // device's minor number would hand the task another task's GPU.
-    const std::string mine = "/dev/nvidia" + std::to_string(g);
+    // Both ends: the node the container sees and the host's node it is made
+    // from (a spec may map /dev/nvidia0 in the container to another GPU).
+    const std::string mine = "nvidia" + std::to_string(g);
+    auto other_gpu = [&mine](std::string_view p) {
+      const std::string_view base = p.substr(p.rfind('/') + 1);
+      return base.size() > 6 && base.substr(0, 6) == "nvidia" &&
+             base.find_first_not_of("0123456789", 6) == std::string_view::npos && base != mine;
+    };
     for (const CdiDeviceNode& d : device.edits.device_nodes) {
-      const std::string_view p = d.path;
-      if (p.substr(0, 11) == "/dev/nvidia" && p.size() > 11 && p.find_first_not_of("0123456789", 11) == std::string_view::npos && p != mine) {
-        return FailedPrecondition(fmt::format("CDI: {}={} ({}) is {}, not {}'s {}", kind, device.name, found->spec->path,
-                                              d.path, what, mine));
+      for (const std::string& p : {d.path, d.HostPath()}) {
+        if (!other_gpu(p)) continue;
+        return FailedPrecondition(fmt::format("CDI: {}={} ({}) is {}, not {}'s /dev/{}", kind, device.name,
+                                              found->spec->path, p, what, mine));
       }
     }
     if (std::find(applied.begin(), applied.end(), found->spec.get()) == applied.end()) {

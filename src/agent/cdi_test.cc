@@ -180,7 +180,7 @@ TEST(CdiParse, MalformedSpecsAreRefusedNamingTheField) {
       // yaml-cpp finds endless documents in this (LoadAll would take all memory).
       {",\n[", "spec: more than one YAML document"},
       {"cdiVersion: " + std::string(20, '[') + std::string(20, ']'), "spec: nested more than 16 levels deep (line 1)"},
-      {std::string(100'000, '['), "spec: nested more than 32 levels deep"},
+      {std::string(100'000, '['), "spec: nested more than 32 levels deep (line 1)"},
   };
   for (const auto& [text, want] : cases) EXPECT_EQ(ErrorOf(text), want) << text.substr(0, 200);
   EXPECT_EQ(ErrorOf("cdiVersion: [0.5.0\n").rfind("spec: not valid YAML or JSON: line ", 0), 0u) << ErrorOf("cdiVersion: [0.5.0\n");
@@ -332,6 +332,11 @@ TEST_F(CdiRegistryTest, ADeviceThatIsAnotherGpusNodeOrMissingIsRefused) {
   auto e = r.EditsForGpus({1}, {});
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().message(), fmt::format("CDI: nvidia.com/gpu=1 ({}/etc/nvidia.yaml) is /dev/nvidia0, not GPU 1's /dev/nvidia1", root_));
+  // Nor may the container's /dev/nvidia1 be made from another GPU's host node.
+  Write("etc/nvidia.yaml", With("{name: \"1\", containerEdits: {deviceNodes: [{path: /dev/nvidia1, hostPath: /dev/nvidia3}]}}"));
+  e = r.EditsForGpus({1}, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message(), fmt::format("CDI: nvidia.com/gpu=1 ({}/etc/nvidia.yaml) is /dev/nvidia3, not GPU 1's /dev/nvidia1", root_));
   Write("etc/nvidia.yaml", With("{name: \"1\", containerEdits: {deviceNodes: [{path: /dev/nvidia1, hostPath: " + root_ + "/gone}]}}"));
   e = r.EditsForGpus({1}, {});
   ASSERT_FALSE(e.ok());

@@ -2,6 +2,8 @@
 // tests that exercise a backend's own parts. Thread-compatible, as Cgroups.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +11,11 @@
 #include "agent/cgroups.h"
 
 namespace ringmaster::agent {
+
+// CFS bandwidth: a task's CPU share as microseconds per 100 ms period (at
+// least 1 ms: the kernel's floor), the same on both versions.
+inline constexpr int64_t kCfsPeriodUs = 100'000;
+inline int64_t CfsQuotaUs(int64_t cpu_milli) { return std::max<int64_t>(1000, cpu_milli * kCfsPeriodUs / 1000); }
 
 // cgroup v1: a hierarchy per controller under the root (memory, cpu, pids,
 // devices; cpuacct and blkio where writable), the task's cgroup at the same

@@ -14,8 +14,6 @@
 namespace ringmaster::agent {
 namespace {
 
-constexpr int64_t kCfsPeriodUs = 100'000;
-
 bool Writable(const std::string& dir) { return access((dir + "/cgroup.procs").c_str(), W_OK) == 0; }
 
 }  // namespace
@@ -76,7 +74,7 @@ Status CgroupsV1::Create(const std::string& key, const TaskLimits& limits) const
   if (limits.cpu_milli > 0) {
     const std::string cpu = DirOf("cpu", key);
     RM_RETURN_IF_ERROR(WriteCgroupFile(cpu + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs)));
-    const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000);
+    const int64_t quota = CfsQuotaUs(limits.cpu_milli);
     RM_RETURN_IF_ERROR(WriteCgroupFile(cpu + "/cpu.cfs_quota_us", std::to_string(quota)));
   }
   if (limits.pids > 0) {

@@ -19,8 +19,6 @@
 namespace ringmaster::agent {
 namespace {
 
-constexpr int64_t kCfsPeriodUs = 100'000;
-
 std::set<std::string> Words(const std::string& file) {
   std::set<std::string> out;
   std::ifstream in(file);
@@ -147,7 +145,7 @@ Status CgroupsV2::Create(const std::string& key, const TaskLimits& limits) const
   // too), not one process of it that the rest might wait on forever.
   (void)WriteCgroupFile(dir + "/memory.oom.group", "1");  // Linux 4.19+
   if (limits.cpu_milli > 0) {
-    const int64_t quota = std::max<int64_t>(1000, limits.cpu_milli * kCfsPeriodUs / 1000);
+    const int64_t quota = CfsQuotaUs(limits.cpu_milli);
     RM_RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpu.max", fmt::format("{} {}", quota, kCfsPeriodUs)));
   }
   if (limits.pids > 0) RM_RETURN_IF_ERROR(WriteCgroupFile(dir + "/pids.max", std::to_string(limits.pids)));

@@ -180,6 +180,15 @@ int Main(int argc, char** argv) {
         ->capture_default_str();
     // Only to test how a server refuses an agent of another protocol (docs/install.md, versions).
     cmd->add_option("--protocol-version", node.protocol_version, "the agent protocol to speak")->group("");
+    // Release 0.1's fencing share: config files that still set it keep starting the agent.
+    cmd->add_option_function<double>(
+           "--fence-after-lease",
+           [](double) {
+             std::cerr << "ringmaster: --fence-after-lease is ignored: agents fence after the server's window "
+                          "(server --node-lost-after); drop it from the agent's flags\n";
+           },
+           "ignored")
+        ->group("");
     cmd->add_option("--ovs-dir", node.ovs_dir, "Open vSwitch's run directory (db.sock, <bridge>.mgmt), for --network ovs-gre")
         ->capture_default_str();
     cmd->add_option("--executors", node.executors,

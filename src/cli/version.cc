@@ -57,8 +57,8 @@ int Version(const Connection& c, const VersionFlags& flags) {
   }
   const BuildInfo theirs = BuildInfoFromJson(*server);
   if (theirs.version != mine.version || theirs.git_commit != mine.git_commit) {
-    std::cerr << fmt::format("ringmaster: the server runs {} (commit {}), this client {} (commit {}): the CLI, server "
-                             "and agents are meant to be the same build\n",
+    std::cerr << fmt::format("ringmaster: the server runs {} (commit {}), this client {} (commit {}): upgrade the "
+                             "server first, then agents and CLIs (agents may be one release behind it)\n",
                              theirs.version, theirs.git_commit, mine.version, mine.git_commit);
   }
   return 0;

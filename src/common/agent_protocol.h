@@ -1,7 +1,7 @@
 // The agent protocol's version: what a server and its agents must agree on.
 // A server speaks kAgentProtocol and the one before it, so agents may run one
 // release behind their server during an upgrade, never ahead of it
-// (docs/install.md, "Versions and upgrades").
+// (docs/install.md, "Versions").
 #pragma once
 
 namespace ringmaster {

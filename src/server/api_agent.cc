@@ -48,6 +48,10 @@ struct Poll {
   std::shared_ptr<http::Timer> timer;  // GUARDED_BY(mu)
 };
 
+// The longest fencing window an agent may say it keeps: a week (the server's
+// --node-lost-after is at most a day).
+constexpr int64_t kMaxFenceMs = int64_t{7} * 24 * 3600 * 1000;
+
 // A heartbeat's body: the samples of up to two minutes (monitor::kMaxSamplesPerBody).
 constexpr size_t kMaxHeartbeatBytes = 4 << 20;
 
@@ -218,6 +222,8 @@ void AddAgentRoutes(Api& api) {
         held->insert({t["task_id"].get<int64_t>(), t["attempt"].get<int>()});
       }
     }
+    // The window its agent keeps now (re-adopted tasks), until it takes this server's.
+    RM_ASSIGN_OR_RETURN(n.fence_after_ms, IntField(b, "fence_after_ms", 0, 0, kMaxFenceMs));
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->RegisterNode(n, held));
     api.auth->Audit(req, c.user.name, "agent.register", "node " + n.name, "ok", n.address);
     RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(id));
@@ -267,11 +273,13 @@ void AddAgentRoutes(Api& api) {
                       cpu = last->cpu;
                       mem = last->memory_used_bytes;
                     }
-                    RM_RETURN_IF_ERROR(api.jobs->Heartbeat(node.id, cpu, mem));
+                    // The fencing window the agent keeps (protocol 2), told this server's in the answer.
+                    RM_ASSIGN_OR_RETURN(const int64_t fence, IntField(b, "fence_after_ms", -1, 0, kMaxFenceMs));
+                    RM_RETURN_IF_ERROR(api.jobs->Heartbeat(node.id, cpu, mem, fence));
                     api.monitor->IngestNode(node.id, samples, api.jobs->TasksOn(node.id));
                     // The overlay's peers ride on the heartbeat: the agent keeps its tunnels in step.
                     RM_ASSIGN_OR_RETURN(json overlay, api.jobs->Overlay(node.id));
-                    json out = {{"overlay", overlay}};
+                    json out = {{"overlay", overlay}, {"fence_after_ms", api.jobs->FenceAfterMs()}};
                     if (!refused.empty()) out["samples_refused"] = refused;
                     return Reply{200, out};
                   }));

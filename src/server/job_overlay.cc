@@ -65,12 +65,12 @@ StatusOr<nlohmann::json> JobService::Overlay(int64_t node_id) {
   if (self.network == "host" || !block) return nlohmann::json();
   RM_ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
   nlohmann::json peers = nlohmann::json::array();
-  // A node silent for ten leases is gone for now: no tunnel to it (it keeps
-  // its block, and is listed again once it is back).
+  // A lost node is gone for now: no tunnel to it (it keeps its block, and is
+  // listed again once it is back). Until then its tasks may run on.
   for (const auto& n : nodes) {
     auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, n.overlay_block);
     if (n.network != self.network || !b || n.address.empty()) continue;
-    if (n.id != self.id && SilentMs(n.id) > 10 * options_.node_timeout_ms) continue;
+    if (n.id != self.id && SilentMs(n.id) > LostAfterMs(n)) continue;
     peers.push_back({{"node", n.name}, {"address", n.address}, {"block", net::FormatCidr(*b)}});
   }
   return nlohmann::json{{"mode", self.network},

@@ -139,7 +139,9 @@ class JobService {
   // nullopt: the agent does not say (an older protocol).
   StatusOr<int64_t> RegisterNode(const store::Node& node,
                                  const std::optional<std::set<std::pair<int64_t, int>>>& held = std::nullopt);
-  Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes);
+  // `fence_after_ms`: the fencing window the agent says it keeps (-1: it
+  // does not say, an older protocol); kept with the node (job_nodes.cc).
+  Status Heartbeat(int64_t node_id, double cpu_util, int64_t memory_used_bytes, int64_t fence_after_ms = -1);
   // The container overlay as node `node_id` sees it: {"subnet", "block",
   // "peers": [{"node", "address", "block"}]} of every node with an overlay
   // of the same mode; null when the node has none.
@@ -147,8 +149,11 @@ class JobService {
   int64_t LeaseMs() const { return options_.node_timeout_ms; }
   // How long an agent keeps running its tasks without the server.
   int64_t FenceAfterMs() const { return options_.node_lost_after_ms; }
-  // Silent past this, a node is lost: its tasks are marked LOST.
+  // Silent past this, a node is lost: its tasks are marked LOST. A node's
+  // own is longer while its agent keeps a longer window (told before a
+  // restart of this server with a shorter one).
   int64_t LostAfterMs() const { return options_.node_lost_after_ms + options_.node_timeout_ms; }
+  int64_t LostAfterMs(const store::Node& node) const;
   // Block k of the overlay subnet, "10.244.3.0/24"; "" for none.
   std::string OverlayBlock(int k) const {
     auto b = net::Block(options_.overlay_subnet, options_.overlay_block_prefix, k);
@@ -176,8 +181,10 @@ class JobService {
   Status Cordon(const std::string& name, const std::string& reason, bool drain);
   Status Uncordon(const std::string& name);
   // Forgets a node that is gone: its tasks are LOST now, its gangs restart
-  // elsewhere. A node still heard from is refused (its agent would register
-  // it again at once, and its tasks may still run) unless `force`.
+  // elsewhere. Without `force`, refused while the node is heard from (its
+  // agent would register it again) or while it holds tasks its agent may
+  // still run (silent for less than LostAfterMs): an admin who knows the host
+  // is down says `force`.
   Status DeleteNode(const std::string& name, bool force);
 
   // One scheduling pass; the loop calls it, tests call it directly.
@@ -260,6 +267,7 @@ class JobService {
     double cpu_util = 0;
     int64_t memory_used_bytes = 0;
     int64_t persisted_steady_ms = 0;  // when the store last got it
+    int64_t fence_ms = 0;             // the fencing window its agent keeps, as stored
   };
   mutable std::mutex live_mu_;  // acquired after mu_ (never before it)
   std::map<int64_t, Live> live_;  // GUARDED_BY(live_mu_)

@@ -64,11 +64,20 @@ Status JobService::DeleteNode(const std::string& name, bool force) {
   for (const Task& t : placed) {
     if (t.node_id == n.id) here.push_back(t);
   }
-  if (NodeReady(n) && !force) {
+  if (!force && NodeReady(n)) {
     return FailedPrecondition(fmt::format(
         "node {} is still heard from{}: drain it (ringmaster nodes drain {}) and stop its agent before deleting it, "
         "or delete it with --force",
         n.name, here.empty() ? "" : fmt::format(" and holds {} tasks", here.size()), n.name));
+  }
+  // Silent, but its agent may still run what it holds (it fences only when
+  // the window is out): restarting those elsewhere now could run a rank twice.
+  const int64_t silent = SilentMs(n.id);
+  if (!force && !here.empty() && silent <= LostAfterMs(n)) {
+    return FailedPrecondition(fmt::format(
+        "node {} holds {} tasks that its agent may still run (silent for {}; it stops them once silent for {}): "
+        "wait until then, or delete it with --force if you know the host is down",
+        n.name, here.size(), FormatDuration(silent), FormatDuration(LostAfterMs(n) - options_.node_timeout_ms)));
   }
   RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
     for (Task& t : here) {

@@ -88,7 +88,15 @@ TEST_F(JobServiceTest, DrainingANodeShrinksAnElasticJobOffItWhenItCanDoWithout) 
   EXPECT_EQ(Job(id).restarts, 0);
 }
 
-TEST_F(JobServiceTest, DeletingAGoneNodeLosesItsTasksNowAndALiveOneNeedsForce) {
+TEST_F(JobServiceTest, ADrainedNodeWhoseAgentStoppedIsDeletedAtOnce) {
+  int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
+  (void)a;
+  AdvanceWith(11'000, {b});  // a's agent is stopped; it holds nothing
+  ASSERT_TRUE(svc_->DeleteNode("a", /*force=*/false).ok());
+  EXPECT_EQ(svc_->FindNode("a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(JobServiceTest, DeletingASilentNodeWithTasksNeedsForceUntilItsWindowIsOut) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 2}\nmax_restarts: 1\n");
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
@@ -100,10 +108,15 @@ TEST_F(JobServiceTest, DeletingAGoneNodeLosesItsTasksNowAndALiveOneNeedsForce) {
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("holds 1 tasks: drain it (ringmaster nodes drain " + here + ")"), std::string::npos)
       << st.message();
-  // Silent (its host died) for a lease: deleted, its task is LOST now, not
-  // after the fencing window, and the job restarts on the other node.
+  // Silent for a lease: its agent may still run the task (it fences only at
+  // the window's end), so only an admin who knows the host is down deletes it
+  // now; the task is LOST then, and the job restarts on the other node.
   AdvanceWith(11'000, {on == a ? b : a});
-  ASSERT_TRUE(svc_->DeleteNode(here, false).ok());
+  st = svc_->DeleteNode(here, false);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("holds 1 tasks that its agent may still run"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--force if you know the host is down"), std::string::npos) << st.message();
+  ASSERT_TRUE(svc_->DeleteNode(here, /*force=*/true).ok());
   EXPECT_EQ(svc_->FindNode(here).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(HasEvent(*store_->ListEvents(id), "node " + here + " deleted by an admin"));
   AdvanceWith(1'000, {on == a ? b : a});
@@ -113,6 +126,16 @@ TEST_F(JobServiceTest, DeletingAGoneNodeLosesItsTasksNowAndALiveOneNeedsForce) {
   // A live node goes with --force.
   EXPECT_TRUE(svc_->DeleteNode(other, /*force=*/true).ok());
   EXPECT_TRUE(store_->ListNodes()->empty());
+}
+
+TEST_F(JobServiceTest, ASilentNodeWhoseWindowIsOutIsDeletedWithoutForce) {
+  int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
+  int64_t id = Submit("command: x\nresources: {cpu: 2}\nmax_restarts: 1\n");
+  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  const int64_t on = Tasks(id)[0].node_id;
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  AdvanceWith(svc_->LostAfterMs() + 1'000, {on == a ? b : a});  // its tasks are LOST by the next pass anyway
+  ASSERT_TRUE(svc_->DeleteNode(on == a ? "a" : "b", /*force=*/false).ok());
 }
 
 }  // namespace

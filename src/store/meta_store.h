@@ -74,6 +74,9 @@ struct Node {
   bool cordoned = false;
   std::string cordon_reason;
   bool draining = false;
+  // The fencing window its agent keeps (it stops its tasks after this long
+  // without the server), as it last said; 0 = not said.
+  int64_t fence_after_ms = 0;
 };
 
 struct Job {
@@ -200,6 +203,7 @@ class MetaStore {
   virtual StatusOr<std::vector<Node>> ListNodes() = 0;
   // An admin's cordon and drain (Node::cordoned, cordon_reason, draining).
   virtual Status SetNodeCordon(int64_t id, bool cordoned, const std::string& reason, bool draining) = 0;
+  virtual Status SetNodeFence(int64_t id, int64_t fence_after_ms) = 0;
   // Forgets the node; its tasks keep their node id (history).
   virtual Status DeleteNode(int64_t id) = 0;
 

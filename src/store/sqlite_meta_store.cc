@@ -264,7 +264,7 @@ constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, di
 constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
 constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining";
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining, fence_after_ms";
 constexpr const char* kJobCols =
     "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
     "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
@@ -332,6 +332,7 @@ Node ReadNode(const Stmt& s) {
   n.cordoned = s.Int(19) != 0;
   n.cordon_reason = s.Text(20);
   n.draining = s.Int(21) != 0;
+  n.fence_after_ms = s.Int(22);
   return n;
 }
 
@@ -640,19 +641,20 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(cache_,
            "INSERT INTO nodes(name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, "
-           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+           "registered_ms, last_heartbeat_ms, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, "
+           "fence_after_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
            "ON CONFLICT(name) DO UPDATE SET cpu_milli=excluded.cpu_milli, "
            "memory_bytes=excluded.memory_bytes, gpu_count=excluded.gpu_count, "
            "gpus_json=excluded.gpus_json, gpu_model=excluded.gpu_model, "
            "registered_ms=excluded.registered_ms, last_heartbeat_ms=excluded.last_heartbeat_ms, "
            "agent_version=excluded.agent_version, address=excluded.address, "
            "port_lo=excluded.port_lo, port_hi=excluded.port_hi, labels_json=excluded.labels_json, "
-           "executors=excluded.executors, network=excluded.network, overlay_block=excluded.overlay_block RETURNING id");
+           "executors=excluded.executors, network=excluded.network, overlay_block=excluded.overlay_block, "
+           "fence_after_ms=excluded.fence_after_ms RETURNING id");
     s.Bind(n.name).Bind(n.cpu_milli).Bind(n.memory_bytes).Bind(n.gpu_count).Bind(n.gpus_json)
         .Bind(n.gpu_model).Bind(n.registered_ms).Bind(n.last_heartbeat_ms).Bind(n.agent_version)
         .Bind(n.address).Bind(n.port_lo).Bind(n.port_hi).Bind(n.labels_json).Bind(n.executors)
-        .Bind(n.network).Bind(n.overlay_block);
+        .Bind(n.network).Bind(n.overlay_block).Bind(n.fence_after_ms);
     if (int rc = s.Step(); rc != SQLITE_ROW) return Error(rc, "upsert node");
     return s.Int(0);
   }
@@ -677,6 +679,13 @@ class SqliteMetaStore final : public MetaStore {
     Lock l(mu_);
     Stmt s(cache_, "UPDATE nodes SET cordoned=?, cordon_reason=?, draining=? WHERE id=?");
     s.Bind(int64_t{cordoned}).Bind(reason).Bind(int64_t{draining}).Bind(id);
+    return StepOne(s, "node " + std::to_string(id));
+  }
+
+  Status SetNodeFence(int64_t id, int64_t fence_after_ms) override {
+    Lock l(mu_);
+    Stmt s(cache_, "UPDATE nodes SET fence_after_ms=? WHERE id=?");
+    s.Bind(fence_after_ms).Bind(id);
     return StepOne(s, "node " + std::to_string(id));
   }
 

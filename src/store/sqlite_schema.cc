@@ -250,11 +250,12 @@ ALTER TABLE nodes ADD COLUMN overlay_block INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE tasks ADD COLUMN overlay_ip TEXT NOT NULL DEFAULT '';
 )sql",
     // 10: node lifecycle: an admin cordons a node (no new work, and why) or
-    // drains it (its tasks move away).
+    // drains it (its tasks move away); the fencing window its agent keeps.
     R"sql(
 ALTER TABLE nodes ADD COLUMN cordoned INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN cordon_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE nodes ADD COLUMN fence_after_ms INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 

@@ -47,5 +47,5 @@ while read -r what pid start; do
   if proc_running "$pid" "$start"; then fail "$what (pid $pid) still runs when down.sh has returned"; fi
 done < "$STATE/pids"
 kill -0 "$OTHER" 2> /dev/null || fail "down.sh signalled pid $OTHER, whose start time is not the recorded one"
-awk -v t="$TOOK" 'BEGIN { exit !(t >= 10 && t < 30) }' || fail "down.sh took ${TOOK}s (SIGKILL comes after 10 s of SIGTERM)"
+awk -v t="$TOOK" 'BEGIN { exit !(t >= 10) }' || fail "down.sh returned after ${TOOK}s: SIGKILL must come only after 10 s of SIGTERM"
 echo "ok: down.sh returned after ${TOOK}s with the slow and the stubborn daemon gone, and left a reused pid alone"

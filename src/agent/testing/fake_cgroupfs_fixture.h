@@ -25,6 +25,7 @@ class FakeCgroupfs {
 
   // Mounts it; "" when it is up, else why not.
   std::string Start(const std::string& binary, const std::string& controllers = "cpu,io,memory,pids") {
+    if (binary.empty()) return "not built (no libfuse3 when the build was configured)";
     if (geteuid() != 0) return "needs root (mounting FUSE)";
     if (access("/dev/fuse", R_OK | W_OK) != 0) return "no /dev/fuse";
     char tmpl[] = "/tmp/rm-fake-cgroupfs.XXXXXX";
