@@ -2,7 +2,7 @@
 // authentication and scopes, per-user isolation, validation that stores
 // nothing, and the hardening an outside probe asked for (issue 10): each
 // test names the finding it guards.
-#include "server/server.h"
+#include "server/server_test_fixture.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/agent_protocol.h"
-#include "common/build_info.h"
 #include "common/files.h"
 #include "common/small_tmpfs_for_tests.h"
 #include "server/log_store.h"
@@ -32,136 +30,6 @@ namespace {
 
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
-
-// A raw TCP connection, for what a well-behaved client library never sends.
-class RawConn {
- public:
-  explicit RawConn(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~RawConn() { close(fd_); }
-  bool ok() const { return connected_; }
-  bool Send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Reads until `until` appears, the peer closes, or `timeout` passes.
-  std::string Read(std::chrono::milliseconds timeout, const std::string& until = "") {
-    std::string out;
-    auto deadline = SteadyClock::now() + timeout;
-    while (SteadyClock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count());
-      if (poll(&p, 1, std::max(left, 1)) <= 0) break;
-      char buf[65536];
-      ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      if (!until.empty() && out.find(until) != std::string::npos) break;
-    }
-    return out;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
-
-int StatusOf(const std::string& response) {
-  int code = 0;
-  return sscanf(response.c_str(), "HTTP/1.1 %d", &code) == 1 ? code : 0;
-}
-
-class ServerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("rm_server_test_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    StartServer();
-    admin_ = ReadFile((dir_ / "admin.token").string()).value();
-    admin_.pop_back();  // newline
-  }
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void StartServer(ServerOptions o = {}) {
-    server_.reset();
-    o.data_dir = dir_.string();
-    server_ = std::make_unique<Server>(o);
-    Status st = server_->Start();
-    ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-
-  httplib::Result Call(const std::string& method, const std::string& path, const std::string& token,
-                       const std::string& body = "", const std::string& type = "application/json") {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(std::chrono::seconds(10));
-    httplib::Headers h;
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    if (method == "GET") return c.Get(path, h);
-    if (method == "DELETE") return c.Delete(path, h);
-    return c.Post(path, h, body, type);
-  }
-
-  std::string MakeUser(const std::string& name, const std::string& extra = "") {
-    auto r = Call("POST", "/api/v1/users", admin_, json{{"name", name}}.dump());
-    EXPECT_EQ(r->status, 201) << r->body;
-    return MakeToken(name, extra);
-  }
-  std::string MakeToken(const std::string& user, const std::string& scope = "", const std::string& node = "") {
-    json body = {{"user", user}};
-    if (!scope.empty()) body["scope"] = scope;
-    if (!node.empty()) body["node"] = node;
-    auto r = Call("POST", "/api/v1/tokens", admin_, body.dump());
-    EXPECT_EQ(r->status, 201) << r->body;
-    return r->status == 201 ? json::parse(r->body)["token"].get<std::string>() : "";
-  }
-
-  int64_t SubmitAs(const std::string& token, const std::string& spec) {
-    auto r = Call("POST", "/api/v1/jobs", token, spec, "application/yaml");
-    EXPECT_EQ(r->status, 201) << r->body;
-    return r->status == 201 ? json::parse(r->body)["id"].get<int64_t>() : 0;
-  }
-
-  // An agent for `node` with a token bound to it; returns its node id.
-  int64_t RegisterAgent(const std::string& node, std::string* token, int64_t cpu_milli = 4000,
-                        json gpus = json::array()) {
-    *token = MakeToken("admin", "agent", node);
-    auto r = Call("POST", "/api/v1/agent/register", *token,
-                  json{{"name", node}, {"cpu_milli", cpu_milli}, {"memory_bytes", 8LL << 30}, {"gpus", gpus}}.dump());
-    EXPECT_EQ(r->status, 200) << r->body;
-    return r->status == 200 ? json::parse(r->body)["node_id"].get<int64_t>() : 0;
-  }
-
-  // Waits (a hang guard) until the job's rank-0 task is placed; returns the task.
-  json PlacedTask(const std::string& token, int64_t id) {
-    for (int i = 0; i < 100; ++i) {
-      json t = json::parse(Call("GET", "/api/v1/jobs/" + std::to_string(id), token)->body)["tasks"][0];
-      if (t["state"] == "SCHEDULED" || t["state"] == "RUNNING") return t;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ADD_FAILURE() << "job " << id << " was not placed";
-    return json::object();
-  }
-
-  static std::string ErrorMessage(const httplib::Result& r) { return json::parse(r->body)["error"]["message"]; }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<Server> server_;
-  std::string admin_;
-};
 
 TEST_F(ServerTest, AdminTokenFileIsPrivate) {
   struct stat st;
@@ -196,25 +64,6 @@ TEST_F(ServerTest, HealthNeedsNoTokenButEverythingElseDoes) {
   EXPECT_EQ(Call("GET", "/api/v1/nodes", "")->status, 401);
   EXPECT_EQ(Call("POST", "/api/v1/jobs", "", "command: x")->status, 401);
   EXPECT_EQ(Call("GET", "/api/v1/jobs", admin_)->status, 200);
-}
-
-// GET /api/v1/version answers the server's build to any valid token.
-TEST_F(ServerTest, VersionAnswersAnyValidTokenAndNoAnonymousCaller) {
-  std::string agent, reader = MakeUser("bob", "read");
-  RegisterAgent("n1", &agent);
-  auto made = Call("POST", "/api/v1/tokens", admin_, R"({"scope":"metrics","name":"prometheus"})");
-  ASSERT_EQ(made->status, 201) << made->body;
-  const std::string metrics = json::parse(made->body)["token"];
-  for (const std::string& token : {admin_, reader, agent, metrics}) {
-    auto r = Call("GET", "/api/v1/version", token);
-    ASSERT_EQ(r->status, 200) << r->body;
-    json v = json::parse(r->body);
-    EXPECT_EQ(v["version"], ThisBuild().version);
-    EXPECT_EQ(v["git_commit"], ThisBuild().git_commit);
-    EXPECT_EQ(v["platform"], ThisBuild().platform);
-  }
-  EXPECT_EQ(Call("GET", "/api/v1/version", "")->status, 401);
-  EXPECT_EQ(Call("GET", "/api/v1/version", "rm_not_a_real_token")->status, 401);
 }
 
 // Finding 18: every error has a JSON body, unmatched routes and methods included.
@@ -454,81 +303,6 @@ TEST_F(ServerTest, UsageSeriesAndMetricsKeepUsersApart) {
   StartServer();
   m = Call("GET", "/metrics", admin_);
   EXPECT_EQ(m->body.find(fmt::format("job=\"{}\"", id)), std::string::npos);
-}
-
-// Version skew: a server speaks its agent protocol and the one before; an
-// agent of any other is refused with a message naming both versions.
-TEST_F(ServerTest, AnAgentOfAProtocolTheServerDoesNotSpeakIsRefusedNamingBoth) {
-  const std::string token = MakeToken("admin", "agent", "n1");
-  auto body = [](int protocol) {
-    return json{{"name", "n1"}, {"cpu_milli", 1000}, {"memory_bytes", 1 << 30}, {"agent_version", "9.9.9"},
-                {"protocol_version", protocol}}.dump();
-  };
-  auto newer = Call("POST", "/api/v1/agent/register", token, body(kAgentProtocol + 1));
-  EXPECT_EQ(newer->status, 409) << newer->body;
-  const std::string msg = ErrorMessage(newer);
-  EXPECT_NE(msg.find(fmt::format("agent protocol {} (agent 9.9.9)", kAgentProtocol + 1)), std::string::npos) << msg;
-  EXPECT_NE(msg.find(fmt::format("{} (server ", kAgentProtocol)), std::string::npos) << msg;
-  EXPECT_NE(msg.find("upgrade the server first"), std::string::npos) << msg;
-  auto older = Call("POST", "/api/v1/agent/register", token, body(kMinAgentProtocol - 1));
-  EXPECT_EQ(older->status, 409) << older->body;
-  EXPECT_NE(ErrorMessage(older).find("upgrade the agent"), std::string::npos) << older->body;
-  EXPECT_EQ(json::parse(Call("GET", "/api/v1/nodes", admin_)->body)["nodes"].size(), 0u);  // nothing registered
-  // This release's and the one before are served; the answer says how long to run without the server.
-  for (int p : {kMinAgentProtocol, kAgentProtocol}) {
-    auto ok = Call("POST", "/api/v1/agent/register", token, body(p));
-    ASSERT_EQ(ok->status, 200) << ok->body;
-    EXPECT_GT(json::parse(ok->body).value("fence_after_ms", 0), json::parse(ok->body).value("lease_ms", 0));
-  }
-  auto nodes = json::parse(Call("GET", "/api/v1/nodes", admin_)->body)["nodes"];
-  ASSERT_EQ(nodes.size(), 1u);
-  EXPECT_EQ(nodes[0]["agent_version"], "9.9.9");
-}
-
-// Finding 13: scopes. Agent tokens reach only the agent protocol, only for
-// their node; admin tokens cannot act as agents; read tokens change nothing.
-TEST_F(ServerTest, TokenScopesSeparateAgentsAdminsReadersAndSubmitters) {
-  std::string bob = MakeUser("bob"), a1, a2;
-  const int64_t n1 = RegisterAgent("n1", &a1);
-  const int64_t n2 = RegisterAgent("n2", &a2);
-  // An admin token is not an agent token.
-  EXPECT_EQ(Call("POST", "/api/v1/agent/register", admin_, R"({"name":"n1","cpu_milli":1000,"memory_bytes":1})")->status, 403);
-  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1), admin_, "{}")->status, 403);
-  // An agent token submits nothing and reads nothing of users'.
-  EXPECT_EQ(Call("POST", "/api/v1/jobs", a1, "command: x\n", "application/yaml")->status, 403);
-  EXPECT_EQ(Call("GET", "/api/v1/jobs", a1)->status, 403);
-  EXPECT_EQ(Call("POST", "/api/v1/tokens", a1, "{}")->status, 403);
-  // ... and acts only for its own node.
-  EXPECT_EQ(Call("POST", "/api/v1/agent/register", a1, R"({"name":"n2","cpu_milli":1000,"memory_bytes":1})")->status, 403);
-  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n2), a1, "{}")->status, 403);
-  EXPECT_EQ(Call("GET", fmt::format("/api/v1/agent/nodes/{}/assignments", n2), a1)->status, 403);
-  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/nodes/{}/heartbeat", n1), a1, R"({"samples":[]})")->status, 200);
-  // A task placed on n2 is not n1's to report on or ship logs for.
-  int64_t id = SubmitAs(bob, "command: x\nresources: {cpu: 1}\n");
-  json t = PlacedTask(bob, id);
-  const std::string& placed_on = t["node"];
-  const std::string& other = placed_on == "n1" ? a2 : a1;
-  const std::string& own = placed_on == "n1" ? a1 : a2;
-  const std::string status = fmt::format("/api/v1/agent/tasks/{}/status", t["id"].get<int64_t>());
-  const std::string report = json{{"attempt", t["attempt"]}, {"state", "running"}}.dump();
-  EXPECT_EQ(Call("POST", status, other, report)->status, 409);
-  EXPECT_EQ(Call("POST", fmt::format("/api/v1/agent/tasks/{}/logs?attempt=1&offset=0", t["id"].get<int64_t>()), other,
-                 "forged", "application/octet-stream")->status, 409);
-  EXPECT_EQ(Call("POST", status, own, report)->status, 200);
-  // Only admin tokens make agent tokens.
-  auto r = Call("POST", "/api/v1/tokens", bob, R"({"scope":"agent","node":"n3"})");
-  EXPECT_EQ(r->status, 403);
-  // A read token reads and nothing more.
-  std::string reader = MakeToken("bob", "read");
-  EXPECT_EQ(Call("GET", "/api/v1/jobs/" + std::to_string(id), reader)->status, 200);
-  r = Call("POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel", reader, "{}");
-  EXPECT_EQ(r->status, 403);
-  EXPECT_NE(ErrorMessage(r).find("scope is read"), std::string::npos);
-  EXPECT_EQ(Call("POST", "/api/v1/jobs", reader, "command: x\n", "application/yaml")->status, 403);
-  EXPECT_EQ(Call("POST", "/api/v1/tokens", reader, "{}")->status, 403);
-  EXPECT_EQ(Call("POST", "/api/v1/jobs/" + std::to_string(id) + "/cancel", bob, "{}")->status, 202);
-  // Nobody but an admin user gets an admin token.
-  EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"user":"bob","scope":"admin"})")->status, 403);
 }
 
 // Finding 12: admins revoke anyone's token and disable users, at once.
