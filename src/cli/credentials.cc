@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -50,6 +52,9 @@ StatusOr<std::map<std::string, StoredLogin>> Load(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)};
   if (f.fd < 0) {
     if (errno == ENOENT) return out;
+    if (errno == ELOOP) {
+      return FailedPrecondition(fmt::format("credentials file {} is a symbolic link: remove it and log in again", path));
+    }
     return FailedPrecondition(fmt::format("credentials file {}: {}", path, std::strerror(errno)));
   }
   struct stat st {};
@@ -98,9 +103,39 @@ StatusOr<std::map<std::string, StoredLogin>> Load(const std::string& path) {
   return out;
 }
 
-Status Store(const std::string& path, const std::map<std::string, StoredLogin>& logins) {
+// The file's directory, made 0700 when missing. One that is a symbolic link,
+// is not the user's, or that others may write to is refused, not changed
+// (as ssh refuses such a ~/.ssh): another user could plant names in it.
+StatusOr<int> OpenOwnDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(Dir(dir), ec);  // $XDG_CONFIG_HOME itself: the user's to set up
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return FileError("mkdir " + dir, errno);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP || err == ENOTDIR) {
+      return FailedPrecondition(fmt::format("{} is a symbolic link or not a directory: remove it (the CLI makes its "
+                                            "own), or set XDG_CONFIG_HOME to a directory of yours", dir));
+    }
+    return FileError("open " + dir, err);
+  }
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+    ::close(fd);
+    return FailedPrecondition(fmt::format("{} belongs to uid {} with mode {:04o}: it must be yours and writable by you "
+                                          "alone (chmod 700 {}), or set XDG_CONFIG_HOME to a directory of yours",
+                                          dir, st.st_uid, st.st_mode & 07777, dir));
+  }
+  return fd;
+}
+
+// Written to a new file of a name no one else could have made (O_EXCL,
+// O_NOFOLLOW), then renamed over the old one in the same directory.
+Status Store(int dir_fd, const std::string& path, const std::map<std::string, StoredLogin>& logins) {
+  const std::string name = path.substr(path.rfind('/') + 1);
   if (logins.empty()) {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return FileError("unlink " + path, errno);
+    if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) return FileError("unlink " + path, errno);
     return Status::Ok();
   }
   json servers = json::object();
@@ -109,10 +144,23 @@ Status Store(const std::string& path, const std::map<std::string, StoredLogin>& 
     if (!l.ca.empty()) e["ca"] = l.ca;
     servers[url] = e;
   }
-  RM_RETURN_IF_ERROR(WriteFileAtomic(path, json{{"servers", servers}}.dump(2) + "\n", 0600));
-  // The rename is durable once the directory is.
-  Fd d{::open(Dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd >= 0) ::fsync(d.fd);
+  const std::string text = json{{"servers", servers}}.dump(2) + "\n";
+  std::string tmp;
+  Fd f;
+  for (int i = 0; i < 16 && f.fd < 0; ++i) {
+    tmp = fmt::format("{}.{}.{:016x}", name, ::getpid(), std::random_device{}() * uint64_t{0x100000001});
+    f.fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f.fd < 0 && errno != EEXIST) return FileError("create " + Dir(path) + "/" + tmp, errno);
+  }
+  if (f.fd < 0) return FileError("create " + Dir(path) + "/" + tmp, EEXIST);
+  Status st = WriteAll(f.fd, text.data(), text.size(), path);
+  if (st.ok() && ::fsync(f.fd) != 0) st = FileError("fsync " + path, errno);
+  if (st.ok() && ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) st = FileError("rename to " + path, errno);
+  if (!st.ok()) {
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
+    return st;
+  }
+  ::fsync(dir_fd);  // the rename is durable once the directory is
   return Status::Ok();
 }
 
@@ -122,16 +170,15 @@ StatusOr<std::optional<StoredLogin>> Update(
     const std::function<std::optional<StoredLogin>(std::map<std::string, StoredLogin>&)>& change) {
   const std::string path = CredentialsPath();
   const std::string dir = Dir(path);
-  RM_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   // The lock is the directory's own: no lock file is left behind.
-  Fd lock{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (lock.fd < 0) return FileError("open " + dir, errno);
+  RM_ASSIGN_OR_RETURN(const int dir_fd, OpenOwnDir(dir));
+  Fd lock{dir_fd};
   while (::flock(lock.fd, LOCK_EX) != 0) {
     if (errno != EINTR) return FileError("flock " + dir, errno);
   }
   RM_ASSIGN_OR_RETURN(auto logins, Load(path));
   std::optional<StoredLogin> old = change(logins);
-  RM_RETURN_IF_ERROR(Store(path, logins));
+  RM_RETURN_IF_ERROR(Store(lock.fd, path, logins));
   return old;
 }
 

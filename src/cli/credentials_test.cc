@@ -128,6 +128,38 @@ TEST_F(CredentialsTest, ASymlinkIsRefused) {
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
 }
 
+// Another user who can write to the directory could plant names in it: the
+// directory is refused, and left as it is (not chmodded through a link).
+TEST_F(CredentialsTest, ADirectoryOthersMayWriteOrALinkedOneIsRefusedAndLeftAlone) {
+  fs::create_directories(dir_ + "/ringmaster");
+  ASSERT_EQ(::chmod((dir_ + "/ringmaster").c_str(), 0777), 0);
+  Status st = SaveLogin(Login("http://h:1", "alice", 1)).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("chmod 700 " + dir_ + "/ringmaster"), std::string::npos) << st.message();
+  EXPECT_EQ(Mode(dir_ + "/ringmaster"), 0777);
+  fs::remove_all(dir_ + "/ringmaster");
+  fs::create_directories(dir_ + "/shared");
+  ASSERT_EQ(::chmod((dir_ + "/shared").c_str(), 01777), 0);
+  fs::create_directory_symlink(dir_ + "/shared", dir_ + "/ringmaster");
+  st = SaveLogin(Login("http://h:1", "alice", 1)).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("symbolic link"), std::string::npos) << st.message();
+  EXPECT_EQ(Mode(dir_ + "/shared"), 01777);
+  EXPECT_TRUE(fs::is_empty(dir_ + "/shared"));
+}
+
+// The new file is made under a name no one could have planted: a link at the
+// name an older CLI used for its temp file is not written through.
+TEST_F(CredentialsTest, ThePlantedTempNameOfAnOlderCliIsNotWrittenThrough) {
+  fs::create_directories(dir_ + "/ringmaster");
+  std::ofstream(dir_ + "/trap") << "";
+  fs::create_symlink(dir_ + "/trap", CredentialsPath() + ".tmp." + std::to_string(::getpid()));
+  ASSERT_TRUE(SaveLogin(Login("http://h:1", "alice", 1)).ok());
+  EXPECT_EQ(fs::file_size(dir_ + "/trap"), 0u);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(CredentialsPath())));
+  EXPECT_EQ(Mode(CredentialsPath()), 0600);
+}
+
 TEST_F(CredentialsTest, AFileThatIsNotCredentialsNamesItselfAndTheFix) {
   fs::create_directories(dir_ + "/ringmaster");
   for (const char* text : {"not json", R"({"servers": []})", R"({"servers": {"http://h:1": {"user": "a"}}})"}) {

@@ -313,7 +313,8 @@ int Main(int argc, char** argv) {
       "drain", "cordon a node and move its jobs away (elastic ones shrink off it, others checkpoint and restart "
                "elsewhere); waits until it is empty");
   auto* nodes_delete = nodes->add_subcommand(
-      "delete", "forget a node that is gone: its tasks restart elsewhere now (a node still heard from needs --force)");
+      "delete", "forget a node that is gone: its tasks are lost now, and their jobs restart elsewhere (a silent node "
+               "still holding tasks needs --force)");
   for (CLI::App* cmd : {nodes_cordon, nodes_uncordon, nodes_drain, nodes_delete}) {
     cmd->add_option("node", node_name, "the node's name (or id)")->required();
   }
@@ -323,7 +324,8 @@ int Main(int argc, char** argv) {
   nodes_drain->add_option("--timeout", drain_timeout_s, "give up waiting after this many seconds (exit 1; it keeps draining)")
       ->capture_default_str();
   nodes_drain->add_flag("--no-wait", no_wait, "return once the drain has begun");
-  nodes_delete->add_flag("--force", force, "delete a node that is still heard from (its agent registers it again)");
+  nodes_delete->add_flag("--force", force,
+                         "you know the host is down: its tasks are lost now, not when its agent's window is out");
   auto* whoami = app.add_subcommand("whoami", "show who the token belongs to");
   auto* version = app.add_subcommand("version", "print this CLI's version and commit, and the server's when one answers "
                                                 "(exit 0 without one, unless --server named it)");

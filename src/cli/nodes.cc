@@ -86,7 +86,9 @@ int NodesDrain(const Connection& c, const std::string& node, const std::string& 
 
 int NodesDelete(const Connection& c, const std::string& node, bool force) {
   json r = Must(Connect(c).Delete(Path(node) + (force ? "?force=1" : "")));
-  std::cerr << fmt::format("node {} deleted: its tasks, if any, restart elsewhere\n", r.value("node", node));
+  std::cerr << fmt::format("node {} deleted: its tasks, if any, are lost (their jobs restart elsewhere within their "
+                           "max_restarts)\n",
+                           r.value("node", node));
   return 0;
 }
 

@@ -47,6 +47,18 @@ size_t InvalidUtf8At(std::string_view text) {
   return std::string_view::npos;
 }
 
+bool IsDisplayText(std::string_view text) {
+  if (!IsValidUtf8(text)) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f) return false;  // C1
+    if (c == 0xe2 && text.substr(i + 1, 2) == "\x80\xa8") return false;  // U+2028
+    if (c == 0xe2 && text.substr(i + 1, 2) == "\x80\xa9") return false;  // U+2029
+  }
+  return true;
+}
+
 std::string Printable(std::string_view text, size_t max_bytes) {
   std::string out;
   for (size_t i = 0; i < text.size();) {

@@ -41,6 +41,11 @@ int JsonDepth(std::string_view text, int stop_above);
 size_t InvalidUtf8At(std::string_view text);
 inline bool IsValidUtf8(std::string_view text) { return InvalidUtf8At(text) == std::string_view::npos; }
 
+// Valid UTF-8 that shows as it is on a terminal: no control characters (C0,
+// DEL, C1) and no line or paragraph separator, so a name or reason from
+// outside can neither break a table's line nor send a terminal escapes.
+bool IsDisplayText(std::string_view text);
+
 // `text` made fit to quote in a one-line error message: bytes that are not
 // valid UTF-8 and control characters written as \xNN, and cut after
 // max_bytes with "...". Always valid UTF-8.

@@ -118,6 +118,17 @@ TEST(JsonLimits, Utf8Validation) {
   }
 }
 
+TEST(JsonLimits, DisplayTextHasNoControlsNorSeparators) {
+  EXPECT_TRUE(IsDisplayText("NVIDIA H200 \xc3\xa9 \xe2\x82\xac rack=r1"));
+  EXPECT_TRUE(IsDisplayText(""));
+  for (std::string_view bad : {std::string_view("a\x1b]0;pwned\x07"), std::string_view("line\nbreak"), std::string_view("del\x7f"),
+                               std::string_view("c1 \xc2\x9b"), std::string_view("nel \xc2\x85"), std::string_view("ls \xe2\x80\xa8"),
+                               std::string_view("ps \xe2\x80\xa9"), std::string_view("bad \xff utf8")}) {
+    EXPECT_FALSE(IsDisplayText(bad)) << Printable(bad);
+  }
+  EXPECT_TRUE(IsDisplayText("\xc2\xa0 no-break space"));  // U+00A0 is not C1
+}
+
 TEST(JsonLimits, PrintableEscapesAndCuts) {
   EXPECT_EQ(Printable("plain text"), "plain text");
   EXPECT_EQ(Printable("a\xff" "b\n\x7f"), "a\\xffb\\x0a\\x7f");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -420,6 +421,10 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   for (const auto& j : pending) queue.push_back(&j);
   policy_->Order(queue);
 
+  // The cluster as it would be with every node up and uncordoned: what tells a
+  // job that waits for nodes to come back from one too big for the cluster.
+  std::vector<NodeState> all_up;
+  std::optional<Pass> all_up_pass;
   int64_t head = 0;  // the blocked head job, 0 while none
   // Backfill: the head's reservation in its bottleneck resource (GPUs, else CPU).
   int64_t shadow_ms = INT64_MAX, extra = 0;
@@ -440,7 +445,17 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       if (why.empty()) {
         why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), pass.SlotsWhenIdle(job));
       }
-      reason = fmt::format("{}; it cannot fit this cluster even when idle: {}", needs, why);
+      if (!all_up_pass) {
+        all_up = snap.nodes;
+        for (auto& n : all_up) {
+          n.ready = true;
+          n.cordoned.clear();
+        }
+        all_up_pass.emplace(*this, all_up);
+      }
+      reason = all_up_pass->SlotsWhenIdle(job) >= job.replicas
+                   ? fmt::format("{}; no node that could hold it takes work now: {}", needs, why)
+                   : fmt::format("{}; it cannot fit this cluster even when idle: {}", needs, why);
       continue;
     }
 

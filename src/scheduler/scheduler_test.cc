@@ -218,6 +218,12 @@ TEST(Schedule, CordonedNodesGetNothingAndTheReasonSaysWhy) {
   EXPECT_NE(plan.pending_reasons[10].find("node vm is cordoned: disk replacement"), std::string::npos)
       << plan.pending_reasons[10];
   EXPECT_NE(plan.pending_reasons[10].find("node gpu-1 is draining"), std::string::npos) << plan.pending_reasons[10];
+  // It would fit were they back: it waits for them, it is not too big for the cluster.
+  EXPECT_NE(plan.pending_reasons[10].find("no node that could hold it takes work now"), std::string::npos)
+      << plan.pending_reasons[10];
+  plan = Schedule(nodes, {MakeJob(11, 1, 4000)});
+  EXPECT_NE(plan.pending_reasons[11].find("cannot fit this cluster even when idle"), std::string::npos)
+      << plan.pending_reasons[11];
 }
 
 TEST(Schedule, NoNodes) {

@@ -48,9 +48,9 @@ struct Poll {
   std::shared_ptr<http::Timer> timer;  // GUARDED_BY(mu)
 };
 
-// The longest fencing window an agent may say it keeps: a week (the server's
-// --node-lost-after is at most a day).
-constexpr int64_t kMaxFenceMs = int64_t{7} * 24 * 3600 * 1000;
+// The longest fencing window an agent may say it keeps: a day, the most any
+// server tells (--node-lost-after), so no agent holds its node's jobs longer.
+constexpr int64_t kMaxFenceMs = int64_t{24} * 3600 * 1000;
 
 // A heartbeat's body: the samples of up to two minutes (monitor::kMaxSamplesPerBody).
 constexpr size_t kMaxHeartbeatBytes = 4 << 20;
@@ -138,7 +138,9 @@ void AddAgentRoutes(Api& api) {
     if (n.name.empty()) return InvalidArgument("name: required");
     RM_RETURN_IF_ERROR(Auth::CheckNode(c, n.name));
     RM_ASSIGN_OR_RETURN(n.agent_version, StringField(b, "agent_version", ""));
-    n.agent_version = n.agent_version.substr(0, 64);
+    if (n.agent_version.size() > 64 || !IsDisplayText(n.agent_version)) {
+      return InvalidArgument("agent_version: at most 64 bytes of text without control characters");
+    }
     // The protocol both must speak (common/agent_protocol.h): an agent of one
     // release back is served, a newer one or an older one is not.
     RM_ASSIGN_OR_RETURN(const int64_t protocol, IntField(b, "protocol_version", 1, 0, INT32_MAX));
@@ -160,11 +162,19 @@ void AddAgentRoutes(Api& api) {
     for (const auto& g : gpus) {
       if (!g.is_object()) return InvalidArgument("gpus: each must be an object");
       if (g.contains("model") && !g["model"].is_string()) return InvalidArgument("gpus[].model: must be a string");
+      for (const char* f : {"model", "uuid"}) {
+        if (g.contains(f) && g[f].is_string() && (!IsDisplayText(g[f].get<std::string>()) || g[f].get<std::string>().size() > 256)) {
+          return InvalidArgument(fmt::format("gpus[].{}: at most 256 bytes of text without control characters", f));
+        }
+      }
     }
     n.gpu_count = static_cast<int>(gpus.size());
     n.gpus_json = Dump(gpus);
     if (!gpus.empty()) n.gpu_model = gpus[0].value("model", "");
     RM_ASSIGN_OR_RETURN(n.address, StringField(b, "address", ""));
+    if (n.address.size() > 255 || !IsDisplayText(n.address)) {
+      return InvalidArgument("address: at most 255 bytes of text without control characters");
+    }
     RM_ASSIGN_OR_RETURN(int64_t lo, IntField(b, "port_lo", 0, 0, 65535));
     RM_ASSIGN_OR_RETURN(int64_t hi, IntField(b, "port_hi", -1, -1, 65535));
     n.port_lo = static_cast<int>(lo);
@@ -176,7 +186,11 @@ void AddAgentRoutes(Api& api) {
     if (!labels.is_object()) return InvalidArgument("labels: must be an object of strings");
     for (const auto& [k, v] : labels.items()) {
       if (k.empty() || !v.is_string()) {
-        return InvalidArgument(fmt::format("labels.{}: must be a non-empty name with a string value", k.substr(0, 64)));
+        return InvalidArgument(fmt::format("labels.{}: must be a non-empty name with a string value", Printable(k)));
+      }
+      if (!IsDisplayText(k) || !IsDisplayText(v.get<std::string>()) || k.size() > 128 || v.get<std::string>().size() > 256) {
+        return InvalidArgument(fmt::format("labels.{}: names of at most 128 bytes and values of at most 256, text "
+                                           "without control characters", Printable(k)));
       }
     }
     n.labels_json = Dump(labels);

@@ -1,6 +1,4 @@
 // Nodes: capacity, allocation, utilisation, labels; an admin's cordon, drain and delete.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
@@ -89,10 +87,8 @@ void AddNodeRoutes(Api& api) {
   auto reason_of = [](const http::Request& req) -> StatusOr<std::string> {
     RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
     RM_ASSIGN_OR_RETURN(std::string reason, StringField(b, "reason", ""));
-    if (reason.size() > 200) return InvalidArgument("reason: at most 200 characters");
-    if (std::any_of(reason.begin(), reason.end(), [](unsigned char ch) { return ch < 0x20; })) {
-      return InvalidArgument("reason: one line, no control characters");
-    }
+    if (reason.size() > 200) return InvalidArgument("reason: at most 200 bytes");
+    if (!IsDisplayText(reason)) return InvalidArgument("reason: one line of text, no control characters");
     return reason;
   };
   for (const char* verb : {"cordon", "drain", "uncordon"}) {

@@ -180,11 +180,11 @@ class JobService {
   // (neither counted as a restart). `reason` shows in `nodes` and in pending jobs.
   Status Cordon(const std::string& name, const std::string& reason, bool drain);
   Status Uncordon(const std::string& name);
-  // Forgets a node that is gone: its tasks are LOST now, its gangs restart
-  // elsewhere. Without `force`, refused while the node is heard from (its
-  // agent would register it again) or while it holds tasks its agent may
-  // still run (silent for less than LostAfterMs): an admin who knows the host
-  // is down says `force`.
+  // Forgets a node that is gone: its tasks are LOST now (their jobs restart
+  // elsewhere within max_restarts). Refused while the node is heard from (its
+  // agent would register it again) and, without `force`, while it holds
+  // tasks its agent may still run (silent for less than LostAfterMs): an
+  // admin who knows the host is down says `force`.
   Status DeleteNode(const std::string& name, bool force);
 
   // One scheduling pass; the loop calls it, tests call it directly.

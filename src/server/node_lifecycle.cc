@@ -64,10 +64,11 @@ Status JobService::DeleteNode(const std::string& name, bool force) {
   for (const Task& t : placed) {
     if (t.node_id == n.id) here.push_back(t);
   }
-  if (!force && NodeReady(n)) {
+  // Even with force: its agent would register it again at once, without the
+  // cordon or drain an admin gave it, and take new work.
+  if (NodeReady(n)) {
     return FailedPrecondition(fmt::format(
-        "node {} is still heard from{}: drain it (ringmaster nodes drain {}) and stop its agent before deleting it, "
-        "or delete it with --force",
+        "node {} is still heard from{}: drain it (ringmaster nodes drain {}) and stop its agent before deleting it",
         n.name, here.empty() ? "" : fmt::format(" and holds {} tasks", here.size()), n.name));
   }
   // Silent, but its agent may still run what it holds (it fences only when

@@ -123,9 +123,12 @@ TEST_F(JobServiceTest, DeletingASilentNodeWithTasksNeedsForceUntilItsWindowIsOut
   ASSERT_TRUE(svc_->ScheduleOnce().ok());
   EXPECT_EQ(Tasks(id)[0].node_id, svc_->FindNode(other)->id);
   EXPECT_EQ(Job(id).restarts, 1);
-  // A live node goes with --force.
-  EXPECT_TRUE(svc_->DeleteNode(other, /*force=*/true).ok());
-  EXPECT_TRUE(store_->ListNodes()->empty());
+  // A live node stays, even with --force: its agent would register it again at
+  // once, without an admin's cordon.
+  st = svc_->DeleteNode(other, /*force=*/true);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("stop its agent before deleting it"), std::string::npos) << st.message();
+  EXPECT_TRUE(svc_->FindNode(other).ok());
 }
 
 TEST_F(JobServiceTest, ASilentNodeWhoseWindowIsOutIsDeletedWithoutForce) {

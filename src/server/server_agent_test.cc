@@ -108,5 +108,27 @@ TEST_F(ServerTest, TokenScopesSeparateAgentsAdminsReadersAndSubmitters) {
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"user":"bob","scope":"admin"})")->status, 403);
 }
 
+// What an agent says of its node is shown on admins' terminals (`nodes`):
+// text only, no control characters; so is an admin's cordon reason.
+TEST_F(ServerTest, NodeFieldsAndReasonsAreTextWithoutControlCharacters) {
+  const std::string token = MakeToken("admin", "agent", "n1");
+  auto reg = [&](json extra) {
+    json b = {{"name", "n1"}, {"cpu_milli", 1000}, {"memory_bytes", 1 << 30}};
+    b.update(extra);
+    return Call("POST", "/api/v1/agent/register", token, b.dump());
+  };
+  auto bad = reg({{"labels", {{"k", "v\u001b[31m"}}}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(ErrorMessage(bad).find("labels.k:"), std::string::npos) << bad->body;
+  EXPECT_EQ(reg({{"gpus", {{{"model", "A100\u001b]0;pwned\u0007"}}}}})->status, 400);
+  EXPECT_EQ(reg({{"agent_version", "0.2.0\u2028"}})->status, 400);
+  EXPECT_EQ(reg({{"address", "10.0.0.1\u0085"}})->status, 400);
+  ASSERT_EQ(reg({{"labels", {{"zone", "b"}}}, {"gpus", {{{"model", "NVIDIA H200"}}}}})->status, 200);
+  auto cordon = Call("POST", "/api/v1/nodes/n1/cordon", admin_, json{{"reason", "fan\u009b2J"}}.dump());
+  EXPECT_EQ(cordon->status, 400);
+  EXPECT_NE(ErrorMessage(cordon).find("reason:"), std::string::npos) << cordon->body;
+  EXPECT_EQ(Call("POST", "/api/v1/nodes/n1/cordon", admin_, json{{"reason", "fan \u00e9"}}.dump())->status, 200);
+}
+
 }  // namespace
 }  // namespace ringmaster::server

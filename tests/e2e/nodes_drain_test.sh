@@ -78,7 +78,7 @@ rmc users create carol > /dev/null 2>&1
 CAROL=$(rmc tokens create --user carol)
 if RINGMASTER_TOKEN=$CAROL rmc nodes cordon "$OTHER" 2> "$DATA/carol.err"; then fail "a user cordoned a node"; fi
 grep -q "admin" "$DATA/carol.err" || fail "a user's cordon: $(cat "$DATA/carol.err")"
-if rmc nodes delete "$NODE" 2> "$DATA/del.err"; then fail "a node still heard from was deleted without --force"; fi
+if rmc nodes delete --force "$NODE" 2> "$DATA/del.err"; then fail "a node still heard from was deleted"; fi
 grep -q "is still heard from" "$DATA/del.err" || fail "delete of a live node: $(cat "$DATA/del.err")"
 kill -TERM "${AGENT_PID[$NODE]}"
 wait "${AGENT_PID[$NODE]}" 2>/dev/null || true
