@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The repository stands alone: no tracked file may point at a path outside it
 # that a user's clone does not have. Flagged:
-#  - ../shared, the folder some developers keep beside their checkout;
+#  - a `shared` folder beside the checkout, which some developers keep;
 #  - /work/..., the workspace of the machine Ringmaster is developed on;
 #  - this checkout's own absolute path (e.g. /home/bob/ringmaster/...), which
 #    only the machine running the test has.
@@ -41,4 +41,4 @@ if [ "$found" != 0 ]; then
   echo "Copy what is needed into the repository (data/, docs/) and refer to it by a path inside it." >&2
   exit 1
 fi
-echo "ok: no tracked file refers to ../shared, /work/ or $REPO/"
+echo "ok: no tracked file refers to a shared folder beside the checkout, /work/ or $REPO/"
