@@ -212,6 +212,7 @@ class Agent {
   std::atomic<int64_t> fence_after_ms_{0};
   std::atomic<int64_t> last_contact_ms_{0};
   std::atomic<int64_t> contact_saved_ms_{0};  // when last_contact was last written to disk
+  std::mutex fence_mu_;  // serialises NoteContact and AdoptFenceWindow (and their files)
   bool fenced_ = false;  // GUARDED_BY(mu_): tasks were stopped for it; said once
 };
 

@@ -32,6 +32,9 @@ int64_t Agent::FenceWindowMs() const { return std::max<int64_t>(0, fence_after_m
 constexpr const char* kContactFile = "last_contact";
 
 void Agent::NoteContact(int64_t sent_ms) {
+  // Registration and heartbeats answer on two threads: the clock only moves on.
+  std::lock_guard<std::mutex> l(fence_mu_);
+  if (sent_ms <= last_contact_ms_) return;
   last_contact_ms_ = sent_ms;
   // On disk every 10 s at most: a restarted agent may count its silence from
   // up to 10 s too early, and so fence early, never late.
@@ -41,6 +44,7 @@ void Agent::NoteContact(int64_t sent_ms) {
 }
 
 void Agent::AdoptFenceWindow(int64_t ms) {
+  std::lock_guard<std::mutex> l(fence_mu_);  // one writer of the file at a time
   if (ms <= 0 || ms == fence_after_ms_) return;
   if (fence_after_ms_ > 0) {
     spdlog::info("agent: the server's fencing window is now {} (was {})", FormatDuration(ms), FormatDuration(fence_after_ms_));

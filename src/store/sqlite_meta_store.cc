@@ -1,6 +1,6 @@
 // SQLite backend of MetaStore. One connection in WAL mode. One mutex
 // serialises access to the connection; statements are prepared once and
-// kept (StmtCache).
+// kept (StmtCache, sqlite_rows.h, with the tables' row readers).
 //
 // Durability is a group commit: commits write the log (the -wal file)
 // without waiting for the disk (synchronous=NORMAL), and whoever acknowledges
@@ -21,8 +21,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,57 +28,28 @@
 
 #include "common/files.h"
 #include "store/meta_store.h"
+#include "store/sqlite_rows.h"
 #include "store/sqlite_schema.h"
 
 namespace ringmaster::store {
 namespace {
 
-// Prepared statements of one connection, by their SQL. A statement in use
-// (a nested call running the same SQL) is not shared: the second user gets
-// one of its own, finalized after use. REQUIRES: the connection's mutex held.
-class StmtCache {
- public:
-  explicit StmtCache(sqlite3* db) : db_(db) {}
-  ~StmtCache() {
-    for (auto& [sql, e] : cache_) sqlite3_finalize(e.stmt);
-  }
-  sqlite3* db() const { return db_; }
-  // The statement, and whether it is the cached one (to be given back with Return).
-  std::pair<sqlite3_stmt*, bool> Take(const char* sql) {
-    auto it = cache_.find(sql);
-    if (it != cache_.end() && !it->second.in_use) {
-      it->second.in_use = true;
-      return {it->second.stmt, true};
-    }
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) return {nullptr, false};
-    if (it != cache_.end()) return {stmt, false};
-    cache_.emplace(sql, Entry{stmt, true});
-    return {stmt, true};
-  }
-  void Return(sqlite3_stmt* stmt, bool cached) {
-    if (!cached) {
-      sqlite3_finalize(stmt);
-      return;
-    }
-    sqlite3_reset(stmt);
-    sqlite3_clear_bindings(stmt);
-    for (auto& [sql, e] : cache_) {
-      if (e.stmt == stmt) {
-        e.in_use = false;
-        return;
-      }
-    }
-  }
-
- private:
-  struct Entry {
-    sqlite3_stmt* stmt;
-    bool in_use;
-  };
-  sqlite3* db_;
-  std::unordered_map<std::string, Entry> cache_;
-};
+using sqlite::Stmt;
+using sqlite::StmtCache;
+using sqlite::RowDamage;
+using sqlite::ReadUser;
+using sqlite::ReadToken;
+using sqlite::ReadAudit;
+using sqlite::ReadNode;
+using sqlite::ReadJob;
+using sqlite::ReadTask;
+using sqlite::ReadEvent;
+using sqlite::kUserCols;
+using sqlite::kTokenCols;
+using sqlite::kNodeCols;
+using sqlite::kJobCols;
+using sqlite::kTaskCols;
+using sqlite::kEventCols;
 
 // Group commit: commits are numbered as they complete; Await(n) returns once
 // commits 1..n are on disk. The first caller to find them not yet synced
@@ -209,197 +178,6 @@ class StoreMutex {
   std::vector<int64_t> touched_jobs_;  // GUARDED_BY(mu_)
   bool touched_auth_ = false;         // GUARDED_BY(mu_)
 };
-
-// RAII prepared statement with positional binding.
-class Stmt {
- public:
-  Stmt(StmtCache& cache, const char* sql) : cache_(cache) { std::tie(stmt_, cached_) = cache.Take(sql); }
-  Stmt(StmtCache& cache, const std::string& sql) : Stmt(cache, sql.c_str()) {}
-  ~Stmt() {
-    if (stmt_) cache_.Return(stmt_, cached_);
-  }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  bool valid() const { return stmt_ != nullptr; }
-  Stmt& Bind(int64_t v) {
-    sqlite3_bind_int64(stmt_, ++idx_, v);
-    return *this;
-  }
-  Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
-  Stmt& Bind(double v) {
-    sqlite3_bind_double(stmt_, ++idx_, v);
-    return *this;
-  }
-  Stmt& Bind(const std::string& v) {
-    sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& Bind(const char* v) { return Bind(std::string(v)); }
-  Stmt& Bind(std::optional<int> v) {
-    if (v) return Bind(*v);
-    sqlite3_bind_null(stmt_, ++idx_);
-    return *this;
-  }
-
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
-
-  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
-  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::string Text(int col) const {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
-  }
-
- private:
-  StmtCache& cache_;
-  sqlite3_stmt* stmt_ = nullptr;
-  bool cached_ = false;
-  int idx_ = 0;
-};
-
-constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
-constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
-constexpr const char* kNodeCols =
-    "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
-    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining, fence_after_ms";
-constexpr const char* kJobCols =
-    "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
-    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
-constexpr const char* kTaskCols =
-    "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
-    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip";
-constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
-
-// What a reader found wrong with the row it read ("" = sound). Set by the
-// readers below, checked by One/Many (same thread, under the store's lock).
-thread_local std::string tl_row_damage;
-
-void BadRow(const std::string& what) {
-  if (tl_row_damage.empty()) tl_row_damage = what;
-}
-
-template <typename E>
-E Parsed(std::optional<E> v, E fallback, const char* table, int64_t id, const char* column, const std::string& text) {
-  if (!v) BadRow(std::string(table) + " " + std::to_string(id) + ": stored " + column + " \"" + text.substr(0, 64) + "\" is not one");
-  return v.value_or(fallback);
-}
-
-User ReadUser(const Stmt& s) {
-  User u;
-  u.id = s.Int(0);
-  u.name = s.Text(1);
-  u.role = Parsed(ParseRole(s.Text(2)), Role::kUser, "user", u.id, "role", s.Text(2));
-  u.password_hash = s.Text(3);
-  u.created_ms = s.Int(4);
-  u.disabled = s.Int(5) != 0;
-  u.file_quota_bytes = s.Int(6);
-  u.file_bytes = s.Int(7);
-  return u;
-}
-
-Token ReadToken(const Stmt& s) {
-  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6)};
-}
-
-AuditEntry ReadAudit(const Stmt& s) {
-  return AuditEntry{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7)};
-}
-
-Node ReadNode(const Stmt& s) {
-  Node n;
-  n.id = s.Int(0);
-  n.name = s.Text(1);
-  n.cpu_milli = s.Int(2);
-  n.memory_bytes = s.Int(3);
-  n.gpu_count = static_cast<int>(s.Int(4));
-  n.gpus_json = s.Text(5);
-  n.gpu_model = s.Text(6);
-  n.registered_ms = s.Int(7);
-  n.last_heartbeat_ms = s.Int(8);
-  n.cpu_util = s.Real(9);
-  n.memory_used_bytes = s.Int(10);
-  n.agent_version = s.Text(11);
-  n.address = s.Text(12);
-  n.port_lo = static_cast<int>(s.Int(13));
-  n.port_hi = static_cast<int>(s.Int(14));
-  n.labels_json = s.Text(15);
-  n.executors = s.Text(16);
-  n.network = s.Text(17);
-  n.overlay_block = static_cast<int>(s.Int(18));
-  n.cordoned = s.Int(19) != 0;
-  n.cordon_reason = s.Text(20);
-  n.draining = s.Int(21) != 0;
-  n.fence_after_ms = s.Int(22);
-  return n;
-}
-
-Job ReadJob(const Stmt& s) {
-  Job j;
-  j.id = s.Int(0);
-  j.user_id = s.Int(1);
-  j.name = s.Text(2);
-  j.kind = s.Text(3);
-  j.state = Parsed(ParseState(s.Text(4)), State::kFailed, "job", j.id, "state", s.Text(4));
-  j.reason = s.Text(5);
-  j.spec_json = s.Text(6);
-  j.priority = static_cast<int>(s.Int(7));
-  j.replicas = static_cast<int>(s.Int(8));
-  j.max_restarts = static_cast<int>(s.Int(9));
-  j.restarts = static_cast<int>(s.Int(10));
-  j.stop_state = ParseState(s.Text(11));
-  if (!s.IsNull(11) && !s.Text(11).empty() && !j.stop_state) {
-    BadRow("job " + std::to_string(j.id) + ": stored stop_state \"" + s.Text(11).substr(0, 64) + "\" is not one");
-  }
-  j.stop_reason = s.Text(12);
-  j.created_ms = s.Int(13);
-  j.updated_ms = s.Int(14);
-  j.started_ms = s.Int(15);
-  j.finished_ms = s.Int(16);
-  j.not_before_ms = s.Int(17);
-  j.resize_to = static_cast<int>(s.Int(18));
-  j.service_s = s.Real(19);
-  return j;
-}
-
-Task ReadTask(const Stmt& s) {
-  Task t;
-  t.id = s.Int(0);
-  t.job_id = s.Int(1);
-  t.rank = static_cast<int>(s.Int(2));
-  t.state = Parsed(ParseState(s.Text(3)), State::kFailed, "task", t.id, "state", s.Text(3));
-  t.reason = s.Text(4);
-  t.node_id = s.Int(5);
-  t.attempt = static_cast<int>(s.Int(6));
-  t.desired = s.Text(7) == "stop" ? Desired::kStop : Desired::kRun;
-  if (s.Text(7) != "stop" && s.Text(7) != "run") BadRow("task " + std::to_string(t.id) + ": stored desired \"" + s.Text(7).substr(0, 64) + "\" is not one");
-  if (!s.IsNull(8)) t.exit_code = static_cast<int>(s.Int(8));
-  t.cpu_milli = s.Int(9);
-  t.memory_bytes = s.Int(10);
-  t.gpus = static_cast<int>(s.Int(11));
-  t.created_ms = s.Int(12);
-  t.started_ms = s.Int(13);
-  t.finished_ms = s.Int(14);
-  t.port = static_cast<int>(s.Int(15));
-  t.gpu_indices = s.Text(16);
-  t.overlay_ip = s.Text(17);
-  return t;
-}
-
-Event ReadEvent(const Stmt& s) {
-  Event e;
-  e.id = s.Int(0);
-  e.job_id = s.Int(1);
-  e.task_id = s.Int(2);
-  e.rank = static_cast<int>(s.Int(3));
-  e.ts_ms = s.Int(4);
-  e.from_state = s.Text(5);
-  e.to_state = s.Text(6);
-  e.reason = s.Text(7);
-  return e;
-}
 
 class SqliteMetaStore final : public MetaStore {
  public:
@@ -980,11 +758,11 @@ class SqliteMetaStore final : public MetaStore {
     BindAll(s, std::forward<Args>(args)...);
     int rc = s.Step();
     if (rc == SQLITE_ROW) {
-      tl_row_damage.clear();
+      RowDamage().clear();
       T row = read(s);
-      if (!tl_row_damage.empty()) {
-        NoteDamage(tl_row_damage);
-        return DataLoss("the server's database is damaged: " + std::exchange(tl_row_damage, {}) +
+      if (!RowDamage().empty()) {
+        NoteDamage(RowDamage());
+        return DataLoss("the server's database is damaged: " + std::exchange(RowDamage(), {}) +
                         "; it is not served (an admin must repair it)");
       }
       return row;
@@ -1008,16 +786,16 @@ class SqliteMetaStore final : public MetaStore {
     while ((rc = s.Step()) == SQLITE_ROW) {
       ++last_rows_read_;
       last_row_id_ = s.Int(0);
-      tl_row_damage.clear();
+      RowDamage().clear();
       T row = read(s);
-      if (tl_row_damage.empty()) {
+      if (RowDamage().empty()) {
         out.push_back(std::move(row));
       } else if (whole_) {
-        NoteDamage(tl_row_damage);
-        return DataLoss("the server's database is damaged: " + std::exchange(tl_row_damage, {}) +
+        NoteDamage(RowDamage());
+        return DataLoss("the server's database is damaged: " + std::exchange(RowDamage(), {}) +
                         "; it is not served (an admin must repair it)");
       } else {
-        NoteDamage(std::exchange(tl_row_damage, {}));
+        NoteDamage(std::exchange(RowDamage(), {}));
       }
     }
     if (rc != SQLITE_DONE) return Error(rc, "query");

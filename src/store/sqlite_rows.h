@@ -1,0 +1,143 @@
+// The statement layer of the SQLite MetaStore and its rows: prepared
+// statements kept per connection (StmtCache), RAII statements with
+// positional binding (Stmt), and each table's column list and row reader.
+// Internal to store/. Thread-compatible: under the connection's mutex.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "store/meta_store.h"
+
+namespace ringmaster::store::sqlite {
+
+// Prepared statements of one connection, by their SQL. A statement in use
+// (a nested call running the same SQL) is not shared: the second user gets
+// one of its own, finalized after use. REQUIRES: the connection's mutex held.
+class StmtCache {
+ public:
+  explicit StmtCache(sqlite3* db) : db_(db) {}
+  ~StmtCache() {
+    for (auto& [sql, e] : cache_) sqlite3_finalize(e.stmt);
+  }
+  sqlite3* db() const { return db_; }
+  // The statement, and whether it is the cached one (to be given back with Return).
+  std::pair<sqlite3_stmt*, bool> Take(const char* sql) {
+    auto it = cache_.find(sql);
+    if (it != cache_.end() && !it->second.in_use) {
+      it->second.in_use = true;
+      return {it->second.stmt, true};
+    }
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) return {nullptr, false};
+    if (it != cache_.end()) return {stmt, false};
+    cache_.emplace(sql, Entry{stmt, true});
+    return {stmt, true};
+  }
+  void Return(sqlite3_stmt* stmt, bool cached) {
+    if (!cached) {
+      sqlite3_finalize(stmt);
+      return;
+    }
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    for (auto& [sql, e] : cache_) {
+      if (e.stmt == stmt) {
+        e.in_use = false;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    sqlite3_stmt* stmt;
+    bool in_use;
+  };
+  sqlite3* db_;
+  std::unordered_map<std::string, Entry> cache_;
+};
+
+// RAII prepared statement with positional binding.
+class Stmt {
+ public:
+  Stmt(StmtCache& cache, const char* sql) : cache_(cache) { std::tie(stmt_, cached_) = cache.Take(sql); }
+  Stmt(StmtCache& cache, const std::string& sql) : Stmt(cache, sql.c_str()) {}
+  ~Stmt() {
+    if (stmt_) cache_.Return(stmt_, cached_);
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool valid() const { return stmt_ != nullptr; }
+  Stmt& Bind(int64_t v) {
+    sqlite3_bind_int64(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
+  Stmt& Bind(double v) {
+    sqlite3_bind_double(stmt_, ++idx_, v);
+    return *this;
+  }
+  Stmt& Bind(const std::string& v) {
+    sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(const char* v) { return Bind(std::string(v)); }
+  Stmt& Bind(std::optional<int> v) {
+    if (v) return Bind(*v);
+    sqlite3_bind_null(stmt_, ++idx_);
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
+  }
+
+ private:
+  StmtCache& cache_;
+  sqlite3_stmt* stmt_ = nullptr;
+  bool cached_ = false;
+  int idx_ = 0;
+};
+
+inline constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
+inline constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
+inline constexpr const char* kNodeCols =
+    "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
+    "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining, fence_after_ms";
+inline constexpr const char* kJobCols =
+    "id, user_id, name, kind, state, reason, spec_json, priority, replicas, max_restarts, "
+    "restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, finished_ms, not_before_ms, resize_to, service_s";
+inline constexpr const char* kTaskCols =
+    "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
+    "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip";
+inline constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
+
+// What a reader found wrong with the row it read ("" = sound): set by the
+// readers, checked and cleared by whoever called them (same thread, under
+// the store's lock).
+std::string& RowDamage();
+
+User ReadUser(const Stmt& s);
+Token ReadToken(const Stmt& s);
+AuditEntry ReadAudit(const Stmt& s);
+Node ReadNode(const Stmt& s);
+Job ReadJob(const Stmt& s);
+Task ReadTask(const Stmt& s);
+Event ReadEvent(const Stmt& s);
+
+}  // namespace ringmaster::store::sqlite
