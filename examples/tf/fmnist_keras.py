@@ -230,7 +230,13 @@ def run_mwms(args, task_index, workers):
     model = fit(args, strategy, ds, steps, chief)
     evaluate_and_predict(model, args.data, args.output_dir, write=chief)
     # Leave together: worker 0 serves the coordination service the others heartbeat to.
-    strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+    def one():
+        return tf.constant(1.0)
+
+    @tf.function
+    def barrier():
+        return strategy.reduce("SUM", strategy.run(one), axis=None)
+    barrier()
 
 
 def serve(resolver):
