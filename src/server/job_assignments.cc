@@ -106,10 +106,8 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   int local_task_rank = 0, local_tasks = 0;
   std::map<int64_t, int> lowest_rank;  // node -> its lowest rank
   const Task* rank0 = &task;
-  nlohmann::json workers = nlohmann::json::array();
   for (const Task& t : gang) {
     if (t.rank == 0) rank0 = &t;
-    workers.push_back(fmt::format("{}:{}", addr(t), t.port));
     auto [it, fresh] = lowest_rank.emplace(t.node_id, t.rank);
     if (!fresh) it->second = std::min(it->second, t.rank);
     if (t.node_id != task.node_id) continue;
@@ -159,16 +157,46 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   set("NODE_RANK", std::to_string(task.rank));
   set("MASTER_ADDR", master_addr);
   set("MASTER_PORT", master_port);
-  // TensorFlow MultiWorkerMirroredStrategy
-  set("TF_CONFIG", nlohmann::json{{"cluster", {{"worker", workers}}},
-                                  {"task", {{"type", "worker"}, {"index", task.rank}}}}
-                       .dump());
-  // MXNet (ps-lite): every task is a worker; rank 0's address is the scheduler's.
-  set("DMLC_ROLE", "worker");
-  set("DMLC_PS_ROOT_URI", master_addr);
-  set("DMLC_PS_ROOT_PORT", master_port);
-  set("DMLC_NUM_WORKER", std::to_string(job.replicas));
-  set("DMLC_NUM_SERVER", "0");
+  // Its role (job_roles.h) and the frameworks' cluster descriptions. A job
+  // without roles is all workers and gets both: TF_CONFIG for
+  // MultiWorkerMirroredStrategy, and DMLC_* naming rank 0 as ps-lite's root.
+  const TaskRole role = RoleOfRank(spec.roles, task.rank);
+  set("RINGMASTER_ROLE", role.name);
+  set("RINGMASTER_ROLE_INDEX", std::to_string(role.index));
+  const std::string framework = RolesFramework(spec.roles);
+  if (framework != "mxnet") {
+    // TensorFlow: every role's addresses by index; an evaluator watches the
+    // checkpoints and is not part of the cluster it describes.
+    nlohmann::json cluster = nlohmann::json::object();
+    for (const Task& t : gang) {
+      const TaskRole r = RoleOfRank(spec.roles, t.rank);
+      if (r.name == "evaluator") continue;
+      nlohmann::json& list = cluster[r.name];
+      if (list.is_null()) list = nlohmann::json::array();
+      while (static_cast<int>(list.size()) <= r.index) list.push_back("");
+      list[r.index] = fmt::format("{}:{}", addr(t), t.port);
+    }
+    set("TF_CONFIG", nlohmann::json{{"cluster", cluster}, {"task", {{"type", role.name}, {"index", role.index}}}}.dump());
+  }
+  if (framework != "tensorflow") {
+    // MXNet (ps-lite): the scheduler's task (rank 0 without roles) is the
+    // root every server and worker reports to; DMLC_NODE_HOST is the address
+    // this task's peers reach it at (its overlay address in a container).
+    const Task* root = rank0;
+    int n_servers = 0, n_workers = 0;
+    for (const Task& t : gang) {
+      const TaskRole r = RoleOfRank(spec.roles, t.rank);
+      if (r.name == "scheduler") root = &t;
+      n_servers += r.name == "server";
+      n_workers += r.name == "worker";
+    }
+    set("DMLC_ROLE", role.name);
+    set("DMLC_PS_ROOT_URI", addr(*root));
+    set("DMLC_PS_ROOT_PORT", std::to_string(root->port));
+    set("DMLC_NUM_WORKER", std::to_string(n_workers));
+    set("DMLC_NUM_SERVER", std::to_string(n_servers));
+    set("DMLC_NODE_HOST", addr(task));
+  }
   return env;
 }
 

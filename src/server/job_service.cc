@@ -351,6 +351,30 @@ Status JobService::SettleJobLocked(int64_t job_id) {
       break;
     }
   }
+  // A job with roles is done when its deciding role is (the chief, else the
+  // workers): its ps, servers, scheduler or evaluator serve until stopped.
+  if (!job.stop_state) {
+    auto spec = SpecLocked(job);
+    if (spec.ok() && !(*spec)->roles.empty()) {
+      const std::string deciding = DecidingRole((*spec)->roles);
+      int done = 0, deciders = 0;
+      bool others_running = false;
+      for (const Task& t : tasks) {
+        if (RoleOfRank((*spec)->roles, t.rank).name != deciding) {
+          others_running |= !IsTerminal(t.state);
+          continue;
+        }
+        ++deciders;
+        done += t.state == State::kSucceeded;
+      }
+      if (deciders > 0 && done == deciders && others_running) {
+        job.stop_state = State::kSucceeded;
+        job.stop_reason = deciding == "chief" ? std::string("the chief succeeded")
+                                              : fmt::format("all {} workers succeeded", deciders);
+        RM_RETURN_IF_ERROR(store_->UpdateJob(job));
+      }
+    }
+  }
   if (job.stop_state) {
     for (Task& t : tasks) {
       if (!IsTerminal(t.state) && t.desired != Desired::kStop) {
@@ -378,6 +402,10 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   std::string reason = job.stop_reason;
   job.stop_state.reset();
   job.stop_reason.clear();
+  if (final_state == State::kSucceeded) {
+    last_resize_ms_.erase(job.id);
+    return SetJobState(job, final_state, fmt::format("{}; the other roles were stopped", reason));
+  }
   if (final_state != State::kPending) {
     last_resize_ms_.erase(job.id);
     return SetJobState(job, final_state, reason);

@@ -89,6 +89,7 @@ class SpecReader {
   // the same checks as Text; refused when it appeared before in `seen`.
   StatusOr<std::string> Key(const YAML::Node& key, const std::string& map_field, std::set<std::string>* seen);
   Status CheckKeys(const YAML::Node& map, const std::string& prefix, const std::set<std::string>& allowed);
+  Status ReadRoles(const YAML::Node& map, JobSpec* spec);
   Status ReadAutoscale(const YAML::Node& a, JobSpec* spec);
   Status ReadInputs(const YAML::Node& ins, JobSpec* spec);
   StatusOr<std::string> RelativePath(std::string path, const std::string& field);
@@ -326,6 +327,31 @@ Status SpecReader::ReadAutoscale(const YAML::Node& a, JobSpec* spec) {
   return Status::Ok();
 }
 
+// `replicas: {chief: 1, ps: 1, worker: 2}`: roles (job_roles.h). {worker: N}
+// alone is replicas: N.
+Status SpecReader::ReadRoles(const YAML::Node& map, JobSpec* spec) {
+  if (map.size() == 0) return InvalidArgument("replicas: an empty mapping (give a count, roles or {min, max})");
+  std::vector<JobRole> roles;
+  std::set<std::string> seen;
+  int64_t total = 0;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    RM_ASSIGN_OR_RETURN(std::string name, Key(it->first, "replicas", &seen));
+    RM_ASSIGN_OR_RETURN(int64_t n, GetInt(it->second, "replicas." + Printable(name, 40), 1, kMaxReplicas));
+    total += n;
+    roles.push_back({Printable(name, 40), static_cast<int>(n)});
+  }
+  if (total > kMaxReplicas) {
+    return InvalidArgument(fmt::format("replicas: {} tasks in all, more than {}", total, kMaxReplicas));
+  }
+  RM_ASSIGN_OR_RETURN(roles, CheckRoles(std::move(roles)));
+  if (spec->kind != "distributed") {
+    return InvalidArgument(fmt::format("replicas: roles need kind: distributed, not {}", spec->kind));
+  }
+  spec->replicas = static_cast<int>(total);
+  if (!(roles.size() == 1 && roles[0].name == "worker")) spec->roles = std::move(roles);
+  return Status::Ok();
+}
+
 StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
@@ -428,7 +454,9 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
     return InvalidArgument(fmt::format("network: overlay runs under runc, not executor: {}", spec.executor));
   }
   if (root["resources"]) RM_RETURN_IF_ERROR(ReadResources(root["resources"], &spec));
-  if (root["replicas"] && root["replicas"].IsMap()) {
+  if (root["replicas"] && root["replicas"].IsMap() && !root["replicas"]["min"] && !root["replicas"]["max"]) {
+    RM_RETURN_IF_ERROR(ReadRoles(root["replicas"], &spec));
+  } else if (root["replicas"] && root["replicas"].IsMap()) {
     const YAML::Node& r = root["replicas"];
     RM_RETURN_IF_ERROR(CheckKeys(r, "replicas.", {"min", "max"}));
     if (!r["min"] || !r["max"]) return InvalidArgument("replicas: an elastic range needs both min and max");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "server/job_roles.h"
 
 namespace ringmaster::server {
 
@@ -72,6 +73,9 @@ struct JobSpec {
   int min_replicas = 0;
   int max_replicas = 0;
   bool elastic() const { return max_replicas > min_replicas; }
+  // Roles (`replicas: {chief: 1, ps: 1, worker: 2}`), in RoleOrder(); their
+  // counts add up to replicas. Empty: every task is a worker (job_roles.h).
+  std::vector<JobRole> roles;
   // Scaling on measured use (`autoscale: {metric: cpu, scale_up_above: 80,
   // scale_down_below: 30, window: 30s, cooldown: 60s}`), for an elastic job:
   // one replica more when the job's use of `metric` over the window is above

@@ -61,6 +61,11 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.network.empty()) j["network"] = s.network;
   if (!s.working_dir.empty()) j["working_dir"] = s.working_dir;
   if (s.elastic()) j["elastic"] = {{"min", s.min_replicas}, {"max", s.max_replicas}};
+  if (!s.roles.empty()) {
+    nlohmann::json roles = nlohmann::json::array();
+    for (const JobRole& r : s.roles) roles.push_back({{"name", r.name}, {"count", r.count}});
+    j["roles"] = roles;
+  }
   if (s.autoscale) {
     const JobSpec::Autoscale& a = *s.autoscale;
     j["autoscale"] = {{"metric", a.metric},
@@ -117,6 +122,10 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
       if (!j["elastic"].is_object()) throw std::runtime_error("elastic: not an object");
       s.min_replicas = StoredInt<int>(j["elastic"], "min", s.replicas);
       s.max_replicas = StoredInt<int>(j["elastic"], "max", s.replicas);
+    }
+    if (j.contains("roles")) {
+      if (!j["roles"].is_array()) throw std::runtime_error("roles: not a list");
+      for (const auto& r : j["roles"]) s.roles.push_back({r.at("name").get<std::string>(), StoredInt<int>(r, "count", 1)});
     }
     if (j.contains("autoscale")) {
       const auto& a = j["autoscale"];

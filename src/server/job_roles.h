@@ -1,0 +1,47 @@
+// Roles within a distributed job (`replicas: {chief: 1, ps: 1, worker: 2}`),
+// the way Kubeflow's TFJob and MXJob name their replica types: TensorFlow's
+// chief, worker, ps and evaluator, and MXNet's (ps-lite's) scheduler, server
+// and worker. Every task runs the job's one command; its role, the cluster
+// it belongs to and its index there reach it through the environment
+// (TF_CONFIG, DMLC_*, RINGMASTER_ROLE), and the program plays its part.
+// docs/jobspec.md describes the syntax and what each role sees.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ringmaster::server {
+
+struct JobRole {
+  std::string name;
+  int count = 0;
+  bool operator==(const JobRole&) const = default;
+};
+
+// Roles take ranks in this order: {chief: 1, ps: 1, worker: 2} is rank 0 the
+// chief, rank 1 the ps, ranks 2 and 3 the workers. The coordinators come
+// first, so rank 0 is the one a framework expects to lead.
+const std::vector<std::string>& RoleOrder();
+
+// "tensorflow" (chief, ps, evaluator), "mxnet" (scheduler, server) or "" (workers only).
+std::string RolesFramework(const std::vector<JobRole>& roles);
+
+// Checks a role list read from a spec (in any order) and puts it in
+// RoleOrder(). Errors name the field: "replicas.chief: at most 1 ...".
+StatusOr<std::vector<JobRole>> CheckRoles(std::vector<JobRole> roles);
+
+struct TaskRole {
+  std::string name = "worker";
+  int index = 0;  // within its role
+};
+// The role of rank `rank` in a job with `roles` (empty: every rank a worker).
+TaskRole RoleOfRank(const std::vector<JobRole>& roles, int rank);
+
+// The role whose end ends the job: the chief where there is one, else the
+// workers. When all its tasks have succeeded the others (ps, servers, the
+// scheduler, an evaluator) have nothing left to serve and are stopped.
+std::string DecidingRole(const std::vector<JobRole>& roles);
+
+}  // namespace ringmaster::server
