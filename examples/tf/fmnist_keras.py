@@ -27,7 +27,8 @@ checkpoint directory. With mwms, that checkpoint is what
 tf.keras.callbacks.BackupAndRestore keeps (the weights and the epoch): each
 worker copies the staged one into its own backup directory before fit(), so
 all of them restore the same state. With ps it is a tf.train.Checkpoint of
-the model, the optimizer and the epoch, read by the chief. Either way a resumed
+the model and the optimizer that the chief writes and reads through its own
+CPU (the variables live on the ps tasks, whose sandboxes are their own). Either way a resumed
 run prints "resumed from checkpoint: epoch N".
 
 At the end the chief prints "test accuracy: 0.xxxx" and writes
@@ -142,12 +143,13 @@ def copy_files(src, dst):
             shutil.copyfile(os.path.join(src, n), os.path.join(dst, n))
 
 
-def publish_checkpoint(ckpt_dir, epoch, src):
-    """Copies src's files into ckpt-<epoch>/ (a temp dir renamed into place), then moves `latest`."""
+def publish_checkpoint(ckpt_dir, epoch, fill):
+    """Writes ckpt-<epoch>/ with fill(tmp_dir) (a temp dir renamed into place), then moves `latest`."""
     name = f"ckpt-{epoch}"
     tmp = os.path.join(ckpt_dir, f".tmp-{name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    copy_files(src, tmp)
+    os.makedirs(tmp)
+    fill(tmp)
     with open(os.path.join(tmp, EPOCH_FILE), "w") as f:
         json.dump({"epoch": epoch}, f)
     shutil.rmtree(os.path.join(ckpt_dir, name), ignore_errors=True)
@@ -155,6 +157,13 @@ def publish_checkpoint(ckpt_dir, epoch, src):
     with open(os.path.join(ckpt_dir, ".latest.tmp"), "w") as f:
         f.write(name + "\n")
     os.replace(os.path.join(ckpt_dir, ".latest.tmp"), os.path.join(ckpt_dir, "latest"))
+
+
+def staged_epoch(staged):
+    with open(os.path.join(staged, EPOCH_FILE)) as f:
+        epoch = json.load(f)["epoch"]
+    log(f"resumed from checkpoint: epoch {epoch} ({os.path.basename(staged)})")
+    return epoch
 
 
 def prepare_backup(backup_dir, ckpt_dir):
@@ -170,20 +179,19 @@ def prepare_backup(backup_dir, ckpt_dir):
     if staged:
         copy_files(staged, os.path.join(backup_dir, "chief"))
         os.remove(os.path.join(backup_dir, "chief", EPOCH_FILE))
-        with open(os.path.join(staged, EPOCH_FILE)) as f:
-            log(f"resumed from checkpoint: epoch {json.load(f)['epoch']} ({os.path.basename(staged)})")
+        staged_epoch(staged)
 
 
-class PublishBackup(keras.callbacks.Callback):
-    """After BackupAndRestore has saved an epoch, the chief publishes it as ckpt-<epoch>/."""
+class PublishEpoch(keras.callbacks.Callback):
+    """The chief publishes each epoch as ckpt-<epoch>/, its files written by fill(tmp_dir)."""
 
-    def __init__(self, backup_dir, ckpt_dir):
+    def __init__(self, ckpt_dir, fill):
         super().__init__()
-        self.backup_dir, self.ckpt_dir = backup_dir, ckpt_dir
+        self.ckpt_dir, self.fill = ckpt_dir, fill
         self._supports_tf_logs = True  # epoch hooks only: allowed with ParameterServerStrategy
 
     def on_epoch_end(self, epoch, logs=None):
-        publish_checkpoint(self.ckpt_dir, epoch + 1, os.path.join(self.backup_dir, "chief"))
+        publish_checkpoint(self.ckpt_dir, epoch + 1, self.fill)
 
 
 class EpochLog(keras.callbacks.Callback):
@@ -200,21 +208,6 @@ class EpochLog(keras.callbacks.Callback):
             f"train accuracy {logs.get('accuracy', float('nan')):.4f}  {time.perf_counter() - self.start:.1f}s")
 
 
-def fit(args, strategy, data, steps, chief):
-    """Builds the model in the strategy's scope and fits it, checkpointing every epoch."""
-    backup = os.path.join(args.work_dir, "keras-backup")
-    prepare_backup(backup, args.checkpoint_dir)
-    with strategy.scope():
-        model = build_model(args.lr)
-    callbacks = [keras.callbacks.BackupAndRestore(backup)]
-    if chief and args.checkpoint_dir:
-        callbacks.append(PublishBackup(backup, args.checkpoint_dir))
-    if chief:
-        callbacks.append(EpochLog(args.epochs))
-    model.fit(data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
-    return model
-
-
 # ---- the two strategies
 def run_mwms(args, task_index, workers):
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -227,7 +220,17 @@ def run_mwms(args, task_index, workers):
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     ds = (train_records(args.data).cache().shuffle(TRAIN_SIZE, seed=args.seed).repeat()
           .batch(global_batch, drop_remainder=True).prefetch(2).with_options(options))
-    model = fit(args, strategy, ds, steps, chief)
+    backup = os.path.join(args.work_dir, "keras-backup")
+    prepare_backup(backup, args.checkpoint_dir)
+    with strategy.scope():
+        model = build_model(args.lr)
+    callbacks = [keras.callbacks.BackupAndRestore(backup)]
+    if chief and args.checkpoint_dir:
+        callbacks.append(PublishEpoch(args.checkpoint_dir,
+                                      lambda tmp: copy_files(os.path.join(backup, "chief"), tmp)))
+    if chief:
+        callbacks.append(EpochLog(args.epochs))
+    model.fit(ds, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     evaluate_and_predict(model, args.data, args.output_dir, write=chief)
     # Leave together: worker 0 serves the coordination service the others heartbeat to.
     def one():
@@ -266,7 +269,25 @@ def run_ps(args):
         # Runs on each worker: its own shuffle of the whole set; the steps interleave.
         return (train_records(data).cache().shuffle(TRAIN_SIZE, seed=seed + input_context.input_pipeline_id)
                 .repeat().batch(batch, drop_remainder=True).prefetch(2))
-    model = fit(args, strategy, keras.utils.experimental.DatasetCreator(dataset_fn), steps, chief=True)
+    with strategy.scope():
+        model = build_model(args.lr)
+        model.optimizer.build(model.trainable_variables)
+    # The variables live on the ps tasks, which would write (and read) a checkpoint's
+    # shards themselves, into their own sandboxes; the chief's CPU does the I/O instead.
+    # (BackupAndRestore offers no such option, so the ps strategy checkpoints by itself.)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    io = tf.train.CheckpointOptions(experimental_io_device="/job:chief/replica:0/task:0/device:CPU:0")
+    staged = latest_checkpoint(args.checkpoint_dir) if args.checkpoint_dir else None
+    first = 0
+    if staged:
+        ckpt.read(os.path.join(staged, "ckpt"), options=io).assert_existing_objects_matched()
+        first = staged_epoch(staged)
+    callbacks = [EpochLog(args.epochs)]
+    if args.checkpoint_dir:
+        callbacks.append(PublishEpoch(args.checkpoint_dir,
+                                      lambda tmp: ckpt.write(os.path.join(tmp, "ckpt"), options=io)))
+    model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs, initial_epoch=first,
+              steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     evaluate_and_predict(model, args.data, args.output_dir, write=True)
 
 
