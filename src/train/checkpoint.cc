@@ -51,25 +51,30 @@ Status LoadOptimizerFile(const std::string& path, torch::optim::Optimizer& optim
   return LoadArchive(path, [&](torch::serialize::InputArchive& a) { optimizer.load(a); });
 }
 
-Status SaveCheckpointFiles(const std::string& dir, int64_t step,
-                           const std::vector<std::pair<std::string, std::string>>& files,
-                           const std::string& extra_json) {
+StatusOr<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Begin(const std::string& dir, int64_t step) {
   RM_RETURN_IF_ERROR(MakeDirs(dir, 0755));
   const std::string name = fmt::format("ckpt-{}", step);
   const fs::path tmp = fs::path(dir) / fmt::format(".tmp-{}-{}", name, getpid());
-  const fs::path final_path = fs::path(dir) / name;
   std::error_code ec;
   fs::remove_all(tmp, ec);
   RM_RETURN_IF_ERROR(MakeDirs(tmp.string(), 0755));
-  auto fail = [&](const Status& st) {
-    fs::remove_all(tmp, ec);
-    return Internal(fmt::format("checkpoint {}: {}", name, st.message()));
-  };
-  for (const auto& [path, bytes] : files) {
-    const fs::path p = tmp / path;
-    if (Status st = MakeDirs(p.parent_path().string(), 0755); !st.ok()) return fail(st);
-    if (Status st = WriteFileAtomic(p.string(), bytes, 0644); !st.ok()) return fail(st);
-  }
+  return std::unique_ptr<CheckpointWriter>(new CheckpointWriter(dir, step, name, tmp.string()));
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  std::error_code ec;
+  if (!committed_) fs::remove_all(tmp_, ec);
+}
+
+Status CheckpointWriter::Add(const std::string& path, const std::string& bytes) {
+  const fs::path p = fs::path(tmp_) / path;
+  Status st = MakeDirs(p.parent_path().string(), 0755);
+  if (st.ok()) st = WriteFileAtomic(p.string(), bytes, 0644);
+  return st.ok() ? st : Internal(fmt::format("checkpoint {}: {}", name_, st.message()));
+}
+
+Status CheckpointWriter::Commit(const std::string& extra_json) {
+  const fs::path tmp = tmp_;
   try {
     torch::Tensor rng;
     {
@@ -79,25 +84,29 @@ Status SaveCheckpointFiles(const std::string& dir, int64_t step,
     }
     torch::save(rng, (tmp / "rng.pt").string());
   } catch (const std::exception& e) {
-    return fail(Internal(e.what()));
+    return Internal(fmt::format("checkpoint {}: {}", name_, e.what()));
   }
-  nlohmann::json meta = {{"step", step}, {"extra", nlohmann::json::parse(extra_json, nullptr, false)}};
+  nlohmann::json meta = {{"step", step_}, {"extra", nlohmann::json::parse(extra_json, nullptr, false)}};
   RM_RETURN_IF_ERROR(WriteFileAtomic((tmp / "meta.json").string(), meta.dump(), 0644));
+  const fs::path final_path = fs::path(dir_) / name_;
+  std::error_code ec;
   fs::remove_all(final_path, ec);
   fs::rename(tmp, final_path, ec);
-  if (ec) return Internal(fmt::format("checkpoint {}: rename: {}", name, ec.message()));
-  return WriteFileAtomic((fs::path(dir) / "latest").string(), name + "\n", 0644);
+  if (ec) return Internal(fmt::format("checkpoint {}: rename: {}", name_, ec.message()));
+  committed_ = true;
+  return WriteFileAtomic((fs::path(dir_) / "latest").string(), name_ + "\n", 0644);
 }
 
 Status SaveCheckpoint(const std::string& dir, int64_t step, torch::nn::Module& model,
                       torch::optim::Optimizer& optimizer, const std::string& extra_json) {
-  std::vector<std::pair<std::string, std::string>> files;
+  RM_ASSIGN_OR_RETURN(auto writer, CheckpointWriter::Begin(dir, step));
   try {
-    files = {{"model.pt", SerializeModule(model)}, {"optimizer.pt", SerializeOptimizer(optimizer)}};
+    RM_RETURN_IF_ERROR(writer->Add("model.pt", SerializeModule(model)));
+    RM_RETURN_IF_ERROR(writer->Add("optimizer.pt", SerializeOptimizer(optimizer)));
   } catch (const std::exception& e) {
     return Internal(fmt::format("checkpoint ckpt-{}: {}", step, e.what()));
   }
-  return SaveCheckpointFiles(dir, step, files, extra_json);
+  return writer->Commit(extra_json);
 }
 
 StatusOr<std::string> LatestCheckpointPath(const std::string& dir) {

@@ -26,12 +26,26 @@ struct CheckpointInfo {
 Status SaveCheckpoint(const std::string& dir, int64_t step, torch::nn::Module& model,
                       torch::optim::Optimizer& optimizer, const std::string& extra_json = "{}");
 
-// A checkpoint of the given files (path within it -> bytes), with the RNG
-// state and meta.json, under the same protocol: what a rank that gathered
-// other ranks' state writes.
-Status SaveCheckpointFiles(const std::string& dir, int64_t step,
-                           const std::vector<std::pair<std::string, std::string>>& files,
-                           const std::string& extra_json = "{}");
+// A checkpoint written file by file (what a rank that gathers other ranks'
+// parts writes, one part in memory at a time), under the same protocol:
+// Commit adds the RNG state and meta.json and moves `latest`; a writer
+// destroyed uncommitted removes what it wrote.
+class CheckpointWriter {
+ public:
+  static StatusOr<std::unique_ptr<CheckpointWriter>> Begin(const std::string& dir, int64_t step);
+  ~CheckpointWriter();
+  // `path` is relative to the checkpoint ("stage-1/model.pt").
+  Status Add(const std::string& path, const std::string& bytes);
+  Status Commit(const std::string& extra_json = "{}");
+
+ private:
+  CheckpointWriter(std::string dir, int64_t step, std::string name, std::string tmp)
+      : dir_(std::move(dir)), step_(step), name_(std::move(name)), tmp_(std::move(tmp)) {}
+  const std::string dir_;
+  const int64_t step_;
+  const std::string name_, tmp_;
+  bool committed_ = false;
+};
 // The bytes of a module's or an optimizer's .pt file; loading one back.
 std::string SerializeModule(torch::nn::Module& module);
 std::string SerializeOptimizer(torch::optim::Optimizer& optimizer);

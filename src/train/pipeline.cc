@@ -215,37 +215,44 @@ class PipelineStrategy final : public Strategy {
     return Evaluation{sums[0] / sums[2], sums[1] / sums[2]};
   }
 
-  // Stage s's first replica (rank s) sends its part to rank 0, which writes the whole checkpoint.
+  // Stage s's first replica (rank s) sends its part to rank 0, which writes
+  // the whole checkpoint, one part in memory at a time.
   Status Save(const std::string& dir, int64_t step, json extra) override {
     if (place_.replica != 0) return Status::Ok();
-    std::string model, optim;
-    try {
-      model = SerializeModule(*module_);
-      optim = SerializeOptimizer(opt_);
-    } catch (const std::exception& e) {
-      return Internal(fmt::format("checkpoint of stage {}: {}", place_.stage, e.what()));
+    std::unique_ptr<CheckpointWriter> writer;
+    if (first()) {
+      RM_ASSIGN_OR_RETURN(writer, CheckpointWriter::Begin(dir, step));
     }
-    if (!first()) {
-      std::vector<int64_t> sizes = {static_cast<int64_t>(model.size()), static_cast<int64_t>(optim.size())};
-      RM_RETURN_IF_ERROR(ctx_->Send(sizes.data(), 2, comm::DataType::kInt64, 0, kCheckpointSizes));
-      RM_RETURN_IF_ERROR(ctx_->Send(model.data(), model.size(), comm::DataType::kUInt8, 0, kCheckpointBytes));
-      return ctx_->Send(optim.data(), optim.size(), comm::DataType::kUInt8, 0, kCheckpointBytes);
-    }
-    std::vector<std::pair<std::string, std::string>> files = {{"stage-0/model.pt", std::move(model)},
-                                                              {"stage-0/optimizer.pt", std::move(optim)}};
-    for (int s = 1; s < o_.stages; ++s) {
-      std::vector<int64_t> sizes(2);
-      RM_RETURN_IF_ERROR(ctx_->Recv(sizes.data(), 2, comm::DataType::kInt64, s, kCheckpointSizes));
-      for (int k = 0; k < 2; ++k) {
-        std::string bytes(static_cast<size_t>(sizes[k]), '\0');
+    for (int k = 0; k < 2; ++k) {
+      const std::string file = fmt::format("stage-{{}}/{}", k == 0 ? "model.pt" : "optimizer.pt");
+      std::string bytes;
+      try {
+        bytes = k == 0 ? SerializeModule(*module_) : SerializeOptimizer(opt_);
+      } catch (const std::exception& e) {
+        return Internal(fmt::format("checkpoint of stage {}: {}", place_.stage, e.what()));
+      }
+      if (!first()) {
+        const int64_t size = static_cast<int64_t>(bytes.size());
+        RM_RETURN_IF_ERROR(ctx_->Send(&size, 1, comm::DataType::kInt64, 0, kCheckpointSizes));
+        RM_RETURN_IF_ERROR(ctx_->Send(bytes.data(), bytes.size(), comm::DataType::kUInt8, 0, kCheckpointBytes));
+        continue;
+      }
+      RM_RETURN_IF_ERROR(writer->Add(fmt::format(fmt::runtime(file), 0), bytes));
+      bytes = std::string();
+      for (int s = 1; s < o_.stages; ++s) {
+        int64_t size = 0;
+        RM_RETURN_IF_ERROR(ctx_->Recv(&size, 1, comm::DataType::kInt64, s, kCheckpointSizes));
+        bytes.assign(static_cast<size_t>(size), '\0');
         RM_RETURN_IF_ERROR(ctx_->Recv(bytes.data(), bytes.size(), comm::DataType::kUInt8, s, kCheckpointBytes));
-        files.emplace_back(fmt::format("stage-{}/{}", s, k == 0 ? "model.pt" : "optimizer.pt"), std::move(bytes));
+        RM_RETURN_IF_ERROR(writer->Add(fmt::format(fmt::runtime(file), s), bytes));
+        bytes = std::string();
       }
     }
+    if (!first()) return Status::Ok();
     extra["parallel"] = "pipeline";
     extra["stages"] = o_.stages;
     extra["split"] = bounds_;
-    return SaveCheckpointFiles(dir, step, files, extra.dump());
+    return writer->Commit(extra.dump());
   }
 
  private:
