@@ -64,6 +64,16 @@ StatusOr<Group> JoinFromEnvironment(Options options) {
   }
   RM_ASSIGN_OR_RETURN(g.store, TcpStore::Connect(host, port, options.timeout));
   RM_ASSIGN_OR_RETURN(g.context, Context::Create(g.store.get(), rank, size, options));
+  g.options = options;
+  return g;
+}
+
+StatusOr<Subgroup> JoinSubgroup(Store* store, const std::string& name, int rank, int size, const Options& options) {
+  Subgroup g;
+  g.store = std::make_unique<PrefixStore>(fmt::format("sub/{}/", name), store);
+  auto ctx = Context::Create(g.store.get(), rank, size, options);
+  if (!ctx.ok()) return ctx.status().Annotate(fmt::format("group {}", name));
+  g.context = std::move(*ctx);
   return g;
 }
 

@@ -10,12 +10,28 @@
 
 namespace ringmaster::train {
 
+// The size of the models that have one: the MLP's hidden width and number
+// of hidden layers (784-128-10 by default).
+struct ModelShape {
+  int64_t hidden = 128;
+  int layers = 1;
+};
+
+// fc1 (784 -> hidden), fc2..fc<layers> (hidden -> hidden), then fc<layers+1>
+// (hidden -> 10), ReLU between them.
 struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t in = 784, int64_t hidden = 128, int64_t classes = 10)
-      : fc1(register_module("fc1", torch::nn::Linear(in, hidden))),
-        fc2(register_module("fc2", torch::nn::Linear(hidden, classes))) {}
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x.flatten(1)))); }
-  torch::nn::Linear fc1, fc2;
+  explicit MlpImpl(ModelShape shape = {}) {
+    for (int i = 0; i <= shape.layers; ++i) {
+      const int64_t in = i == 0 ? 784 : shape.hidden, out = i == shape.layers ? 10 : shape.hidden;
+      fc.push_back(register_module("fc" + std::to_string(i + 1), torch::nn::Linear(in, out)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x.flatten(1);
+    for (size_t i = 0; i < fc.size(); ++i) x = i + 1 < fc.size() ? torch::relu(fc[i](x)) : fc[i](x);
+    return x;
+  }
+  std::vector<torch::nn::Linear> fc;
 };
 TORCH_MODULE(Mlp);
 
@@ -96,12 +112,12 @@ struct Model {
 inline const char* kModelNames = "mlp, lenet5, resnet";
 
 // nullopt if `name` is not one of kModelNames.
-inline std::optional<Model> MakeModel(const std::string& name) {
+inline std::optional<Model> MakeModel(const std::string& name, ModelShape shape = {}) {
   auto wrap = [](auto holder) {
     auto ptr = holder.ptr();
     return Model{ptr, [ptr](torch::Tensor x) { return ptr->forward(std::move(x)); }};
   };
-  if (name == "mlp") return wrap(Mlp());
+  if (name == "mlp") return wrap(Mlp(shape));
   if (name == "lenet5") return wrap(LeNet5());
   if (name == "resnet") return wrap(ResNet());
   return std::nullopt;

@@ -8,7 +8,7 @@
 int main(int argc, char** argv) {
   using ringmaster::train::TrainerOptions;
   TrainerOptions o;
-  CLI::App app{"ringmaster-train: data-parallel training of built-in models on Fashion-MNIST"};
+  CLI::App app{"ringmaster-train: data- and pipeline-parallel training of built-in models on Fashion-MNIST"};
   app.require_subcommand(0, 1);
   auto add_common = [&o](CLI::App* a) {
     a->add_option("--model", o.model, "mlp, lenet5 or resnet (predict: default from the checkpoint)");
@@ -35,6 +35,14 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     a->add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
     a->add_option("--seed", o.seed, "initialisation and shuffling seed");
+    a->add_option("--hidden", o.hidden, "mlp: hidden width")->check(CLI::Range(1, 1 << 20));
+    a->add_option("--layers", o.layers, "mlp: hidden layers")->check(CLI::Range(1, 1000));
+    a->add_option("--parallel", o.parallel, "data, or pipeline (the layers cut into --stages stages)")
+        ->check(CLI::IsMember({"data", "pipeline"}));
+    a->add_option("--stages", o.stages, "pipeline: stages per pipeline; the world size must be a multiple")
+        ->check(CLI::Range(1, 1024));
+    a->add_option("--micro-batches", o.micro_batches, "pipeline: micro-batches each batch is cut into")
+        ->check(CLI::Range(1, 1 << 16));
     a->add_option("--wire", o.wire, "gradient wire type")->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
     a->add_option("--predict", o.predict_split, "after training, write predictions for this split (train, test)")
         ->check(CLI::IsMember({"train", "test"}));

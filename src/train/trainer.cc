@@ -21,10 +21,11 @@
 #include "comm/environment.h"
 #include "common/files.h"
 #include "train/checkpoint.h"
-#include "train/data_parallel.h"
 #include "train/fashion_mnist.h"
 #include "train/models.h"
+#include "train/pipeline.h"
 #include "train/sampler.h"
+#include "train/strategy.h"
 
 namespace ringmaster::train {
 namespace fs = std::filesystem;
@@ -104,35 +105,6 @@ class Progress {
   int last_tenth_ = 0;
 };
 
-// Sums `values` over the group (no-op alone).
-Status SumOverRanks(comm::Context* ctx, std::vector<double>& values) {
-  if (!ctx) return Status::Ok();
-  return ctx->AllReduce(values.data(), values.data(), values.size(), comm::DataType::kFloat64, comm::ReduceOp::kSum);
-}
-
-struct Evaluation {
-  double loss = 0, accuracy = 0;
-};
-
-// Each rank evaluates every world-th test sample; the sums are combined.
-StatusOr<Evaluation> Evaluate(Model& model, const Dataset& test, int rank, int world, comm::Context* ctx) {
-  torch::NoGradGuard no_grad;
-  model.module->eval();
-  auto idx = torch::arange(rank, test.size(), world, torch::kInt64);
-  std::vector<double> sums = {0, 0, 0};  // loss, correct, count
-  for (int64_t b = 0; b < idx.size(0); b += 1000) {
-    auto i = idx.slice(0, b, std::min<int64_t>(b + 1000, idx.size(0)));
-    auto x = test.images.index_select(0, i), y = test.labels.index_select(0, i);
-    auto out = model.forward(x);
-    sums[0] += torch::nn::functional::cross_entropy(out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
-    sums[1] += out.argmax(1).eq(y).sum().item<double>();
-    sums[2] += static_cast<double>(i.size(0));
-  }
-  model.module->train();
-  RM_RETURN_IF_ERROR(SumOverRanks(ctx, sums));
-  return Evaluation{sums[0] / sums[2], sums[1] / sums[2]};
-}
-
 // Rows of index,label,predicted,class,confidence for the whole split.
 StatusOr<double> WritePredictions(Model& model, const Dataset& data, const std::string& path) {
   torch::NoGradGuard no_grad;
@@ -204,11 +176,20 @@ int Predict(TrainerOptions& o) {
     return Fail(InvalidArgument(fmt::format("model: the checkpoint in {} is a {}, not a {}", o.checkpoint_dir,
                                             *model_name, o.model)));
   }
-  auto model = MakeModel(*model_name);
-  if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' in the checkpoint is not one of {}", *model_name, kModelNames)));
-  torch::optim::SGD unused(model->module->parameters(), torch::optim::SGDOptions(0.1));
-  auto info = LoadLatestCheckpoint(o.checkpoint_dir, *model->module, unused);
+  // A data-parallel checkpoint is one model; a pipeline's, one part per stage.
+  auto info = LoadLatestCheckpointMeta(o.checkpoint_dir);
   if (!info.ok()) return Fail(info.status());
+  const json extra = json::parse(info->extra_json, nullptr, false);
+  std::optional<Model> model;
+  if (extra.is_object() && extra.contains("stages")) {
+    auto m = LoadPipelineModel(info->path, extra);
+    if (!m.ok()) return Fail(m.status());
+    model = std::move(*m);
+  } else {
+    model = MakeModel(*model_name, {extra.value("hidden", int64_t{128}), extra.value("layers", 1)});
+    if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' in the checkpoint is not one of {}", *model_name, kModelNames)));
+    if (Status st = LoadModuleFile(info->path + "/model.pt", *model->module); !st.ok()) return Fail(st);
+  }
   if (Status st = PrepareFashionMnist(o.source, o.data_dir); !st.ok()) return Fail(st);
   auto data = LoadFashionMnist(o.data_dir, o.split);
   if (!data.ok()) return Fail(data.status());
@@ -224,6 +205,10 @@ int Predict(TrainerOptions& o) {
 int Train(TrainerOptions& o) {
   auto wire = WireType(o.wire);
   if (!wire.ok()) return Fail(wire.status());
+  const bool pipeline = o.parallel == "pipeline";
+  if (pipeline && !o.predict_split.empty()) {
+    return Fail(InvalidArgument("predict: not with --parallel pipeline; run `ringmaster-train predict` on its checkpoint"));
+  }
   // A distributed job: join the gang's ringcomm group.
   std::optional<comm::Group> group;
   int rank = 0, world = 1;
@@ -246,13 +231,22 @@ int Train(TrainerOptions& o) {
   if (!test.ok()) return Fail(test.status());
 
   torch::manual_seed(o.seed);
-  auto model = MakeModel(o.model);
-  if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' is not one of {}", o.model, kModelNames)));
-  torch::optim::SGD opt(model->module->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+  std::unique_ptr<Strategy> strategy;
+  if (pipeline) {
+    auto p = MakePipeline(o, group ? &*group : nullptr, *wire, &*train);
+    if (!p.ok()) return Fail(p.status());
+    strategy = std::move(*p);
+  } else {
+    auto model = MakeModel(o.model, {o.hidden, o.layers});
+    if (!model) return Fail(InvalidArgument(fmt::format("model: '{}' is not one of {}", o.model, kModelNames)));
+    strategy = MakeDataParallel(o, std::move(*model), ctx, *wire, &*train);
+  }
+  torch::optim::Optimizer& opt = strategy->optimizer();
+  const int data_rank = strategy->data_rank(), data_world = strategy->data_world();
 
   // Resume from the latest checkpoint: every rank loads the same one.
   int64_t step = 0, epoch = 0, batch = 0;
-  int saved_world = 0;  // the world size the checkpoint was written with
+  int saved_world = 0;  // the data-parallel width the checkpoint was written with
   if (fs::exists(o.checkpoint_dir + "/latest")) {
     auto saved = CheckpointModel(o.checkpoint_dir);
     if (!saved.ok()) return Fail(saved.status());
@@ -260,41 +254,37 @@ int Train(TrainerOptions& o) {
       return Fail(InvalidArgument(fmt::format("model: {} holds a {} checkpoint, not a {}", o.checkpoint_dir,
                                               *saved, o.model)));
     }
-    auto info = LoadLatestCheckpoint(o.checkpoint_dir, *model->module, opt);
+    auto info = strategy->Load(o.checkpoint_dir);
     if (!info.ok()) return Fail(info.status());
     json extra = json::parse(info->extra_json, nullptr, false);
     step = info->step;
     epoch = extra.value("epoch", int64_t{0});
     batch = extra.value("batch", int64_t{0});
-    saved_world = extra.value("world", world);
+    saved_world = extra.value("world", data_world);
     // Every rank says what it loaded: its log alone shows where it resumed.
     std::cout << fmt::format("resuming from {} (step {}, epoch {}, batch {})", info->path, step, epoch + 1, batch) << std::endl;
   }
-  std::optional<DataParallel> dp;
   if (ctx) {
     std::vector<double> steps = {static_cast<double>(step), -static_cast<double>(step)};
     // max and min over ranks must agree: every rank resumed from the same checkpoint.
     if (Status st = ctx->AllReduce(steps.data(), steps.data(), 2, comm::DataType::kFloat64, comm::ReduceOp::kMax); !st.ok()) return Fail(st);
     if (steps[0] != -steps[1]) return Fail(FailedPrecondition("ranks resumed from different checkpoints"));
-    DataParallelOptions dpo;
-    dpo.wire = *wire;
-    dp.emplace(*model->module, *ctx, dpo);
-    if (Status st = dp->BroadcastParameters(); !st.ok()) return Fail(st);
   }
+  if (Status st = strategy->Start(); !st.ok()) return Fail(st);
 
-  DistributedSampler sampler(static_cast<size_t>(train->size()), rank, world, o.seed);
+  DistributedSampler sampler(static_cast<size_t>(train->size()), data_rank, data_world, o.seed);
   const int64_t per_rank = static_cast<int64_t>(sampler.samples_per_rank());
   const int64_t steps_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
   const int64_t total_steps = steps_per_epoch * o.epochs;
-  if (saved_world > 0 && saved_world != world) {
+  if (saved_world > 0 && saved_world != data_world) {
     // An elastic job resized: keep the samples already seen this epoch, in this
     // world's batches, and the step (and so the learning rate) that matches.
     const int64_t seen = batch * o.batch_size * saved_world;
-    batch = std::min(steps_per_epoch, (seen + o.batch_size * world - 1) / (o.batch_size * world));
+    batch = std::min(steps_per_epoch, (seen + o.batch_size * data_world - 1) / (o.batch_size * data_world));
     step = epoch * steps_per_epoch + batch;
     if (lead) {
       std::cout << fmt::format("the job now has {} workers (the checkpoint had {}): epoch {} continues at batch {}, step {}",
-                               world, saved_world, epoch + 1, batch, step)
+                               data_world, saved_world, epoch + 1, batch, step)
                 << std::endl;
     }
   }
@@ -306,15 +296,16 @@ int Train(TrainerOptions& o) {
   int timed_steps = 0;
   Progress progress(o.progress, lead);
   if (lead) {
-    std::cout << fmt::format("training {} on fashion-mnist: {} worker{}, batch {} per worker, {} steps per epoch, "
+    std::cout << fmt::format("training {} on fashion-mnist: {}, batch {} per {}, {} steps per epoch, "
                              "{} threads each",
-                             o.model, world, world == 1 ? "" : "s", o.batch_size, steps_per_epoch, o.threads)
+                             o.model, strategy->Describe(), o.batch_size, pipeline ? "pipeline" : "worker",
+                             steps_per_epoch, o.threads)
               << std::endl;
   }
   auto save = [&](int64_t at_epoch, int64_t at_batch) -> Status {
-    if (!lead) return Status::Ok();
-    json extra = {{"model", o.model}, {"epoch", at_epoch}, {"batch", at_batch}, {"world", world}};
-    return SaveCheckpoint(o.checkpoint_dir, step, *model->module, opt, extra.dump());
+    json extra = {{"model", o.model}, {"epoch", at_epoch}, {"batch", at_batch}, {"world", data_world}};
+    if (o.model == "mlp") extra["hidden"] = o.hidden, extra["layers"] = o.layers;
+    return strategy->Save(o.checkpoint_dir, step, extra);
   };
   Evaluation eval;
   double samples_per_s = 0;
@@ -329,26 +320,16 @@ int Train(TrainerOptions& o) {
     int64_t samples = 0;
     progress.StartEpoch();
     for (; batch < steps_per_epoch; ++batch) {
-      const auto step_start = std::chrono::steady_clock::now();
       auto idx = all.slice(0, batch * o.batch_size, std::min<int64_t>((batch + 1) * o.batch_size, per_rank));
-      auto x = train->images.index_select(0, idx), y = train->labels.index_select(0, idx);
       // The step's learning rate is a function of the step alone, so a resumed run follows the same curve.
       const double lr = o.schedule == "cosine"
                             ? 0.5 * o.lr * (1 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(total_steps)))
                             : o.lr;
       for (auto& group : opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
-      opt.zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-      loss.backward();
-      const auto computed = std::chrono::steady_clock::now();
-      if (dp) {
-        if (Status st = dp->FinishGradients(); !st.ok()) return Fail(st);
-      }
-      // A rank's step time is its own work, not the wait for the others in
-      // the all-reduce (which is the same for all of them).
-      compute_s += Seconds(computed - step_start).count();
-      wait_s += Seconds(std::chrono::steady_clock::now() - computed).count();
-      opt.step();
+      auto stats = strategy->Step(idx);
+      if (!stats.ok()) return Fail(stats.status());
+      compute_s += stats->compute_s;
+      wait_s += stats->wait_s;
       ++step;
       if (++timed_steps == 10) {
         metrics.Write({{"kind", "timing"}, {"rank", rank}, {"step", step}, {"step_time_s", compute_s / timed_steps},
@@ -356,14 +337,24 @@ int Train(TrainerOptions& o) {
         compute_s = wait_s = 0;
         timed_steps = 0;
       }
-      samples += idx.size(0) * world;
-      loss_sum[0] += loss.item<double>() * static_cast<double>(idx.size(0));
-      loss_sum[1] += static_cast<double>(idx.size(0));
+      // One all-reduce per step: a stop request on any rank (it stops every
+      // rank at the same step, with a checkpoint), and the step's loss, which
+      // in a pipeline only the last stages compute.
+      std::vector<double> shared = {g_stop_requested ? 1.0 : 0.0, stats->loss_sum, stats->samples};
+      if (ctx) {
+        if (Status st = ctx->AllReduce(shared.data(), shared.data(), 3, comm::DataType::kFloat64, comm::ReduceOp::kSum); !st.ok()) {
+          return Fail(st);
+        }
+      }
+      const double stop = shared[0];
+      samples += idx.size(0) * data_world;
+      loss_sum[0] += shared[1];
+      loss_sum[1] += shared[2];
       samples_per_s = static_cast<double>(samples) / Seconds(std::chrono::steady_clock::now() - start).count();
       progress.Update(static_cast<int>(epoch + 1), o.epochs, batch + 1, steps_per_epoch, loss_sum[0] / loss_sum[1],
                       samples_per_s);
       if (lead && step % 50 == 0) {
-        metrics.Write({{"kind", "step"}, {"step", step}, {"epoch", epoch + 1}, {"loss", loss.item<double>()},
+        metrics.Write({{"kind", "step"}, {"step", step}, {"epoch", epoch + 1}, {"loss", shared[1] / shared[2]},
                        {"samples_per_s", samples_per_s}});
       }
       const bool last_of_epoch = batch + 1 == steps_per_epoch;
@@ -375,13 +366,6 @@ int Train(TrainerOptions& o) {
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && !last_of_epoch) {
         if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
       }
-      // A stop request on any rank stops every rank at the same step, with a checkpoint.
-      double stop = g_stop_requested ? 1 : 0;
-      if (ctx) {
-        if (Status st = ctx->AllReduce(&stop, &stop, 1, comm::DataType::kFloat64, comm::ReduceOp::kMax); !st.ok()) {
-          return Fail(st);
-        }
-      }
       if (stop > 0 && !last_of_epoch) {
         if (Status st = save(epoch, batch + 1); !st.ok()) return Fail(st);
         stopped_early = terminated = true;
@@ -390,8 +374,7 @@ int Train(TrainerOptions& o) {
     }
     if (stopped_early) break;
     const double train_s = Seconds(std::chrono::steady_clock::now() - start).count();
-    if (Status st = SumOverRanks(ctx, loss_sum); !st.ok()) return Fail(st);
-    auto ev = Evaluate(*model, *test, rank, world, ctx);
+    auto ev = strategy->Evaluate(*test);
     if (!ev.ok()) return Fail(ev.status());
     eval = *ev;
     if (Status st = save(epoch + 1, 0); !st.ok()) return Fail(st);
@@ -407,7 +390,7 @@ int Train(TrainerOptions& o) {
     }
   }
   if (!stopped_early && eval.accuracy == 0) {  // resumed after the last epoch: nothing trained, evaluate anyway
-    auto ev = Evaluate(*model, *test, rank, world, ctx);
+    auto ev = strategy->Evaluate(*test);
     if (!ev.ok()) return Fail(ev.status());
     eval = *ev;
   }
@@ -430,7 +413,7 @@ int Train(TrainerOptions& o) {
     if (!o.predict_split.empty()) {
       auto data = o.predict_split == "test" ? std::move(*test) : std::move(*train);
       const std::string path = fmt::format("{}/predictions-{}.csv", o.output_dir, o.predict_split);
-      auto acc = WritePredictions(*model, data, path);
+      auto acc = WritePredictions(*strategy->model(), data, path);
       if (!acc.ok()) return Fail(acc.status());
       std::cout << "predictions: " << path << std::endl;
       final_record["predictions"] = path;

@@ -2,7 +2,8 @@
 // Fashion-MNIST, alone or as one rank of a `distributed` job (it joins the
 // job's ringcomm group from the environment the platform sets), with
 // checkpoints, resume, progress, per-epoch evaluation, metrics for the
-// server, and a predict mode that writes a CSV of predictions.
+// server, and a predict mode that writes a CSV of predictions. Data
+// parallel, or pipeline parallel (stages of layers, pipeline.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,11 @@ namespace ringmaster::train {
 struct TrainerOptions {
   std::string mode = "train";  // train | predict
   std::string model = "lenet5";
+  int64_t hidden = 128;            // mlp: hidden width
+  int layers = 1;                  // mlp: hidden layers
+  std::string parallel = "data";   // data | pipeline
+  int stages = 1;                  // pipeline: stages per pipeline (world size / stages replicas)
+  int micro_batches = 4;           // pipeline: micro-batches per batch
   int epochs = 2;
   int batch_size = 64;  // per worker
   double lr = 0.05;
