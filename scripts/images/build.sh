@@ -56,7 +56,10 @@ case $NAME in
     CMD=(python3) ;;
   torch)
     # libfmt9: ringmaster-train's only library that python3-torch (libtorch1.13) does not bring.
-    PACKAGES=(python3 python3-torch python3-numpy libfmt9 ca-certificates)
+    # libopenblas0-openmp: libtorch's BLAS. Without it (no recommends) the
+    # image's libblas.so.3 is the reference BLAS: a matmul 20x slower, and
+    # LeNet-5 trained at half the host's speed (bench/containers_overhead).
+    PACKAGES=(python3 python3-torch python3-numpy libfmt9 libopenblas0-openmp ca-certificates)
     ENV=("PATH=/opt/ringmaster/bin:$DEFAULT_PATH" LANG=C.UTF-8 PYTHONPATH=/opt/ringmaster/python)
     CMD=(python3) ;;
   tfjs)
@@ -256,6 +259,8 @@ case $NAME in
     missing=$({ in_root sh -c 'ldd /opt/ringmaster/bin/ringmaster-train /opt/ringmaster/python/ringmaster_torch/_C*.so' 2>&1 ||
                 true; } | awk '/not found/{print $1}' | sort -u | tr '\n' ' ')
     [ -z "$missing" ] || die "libraries missing in the image: $missing(add their Debian packages to the torch list)"
+    blas=$(in_root readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>&1 || true)
+    case $blas in *openblas*) ;; *) die "libblas.so.3 is $blas, not OpenBLAS (the reference BLAS is 20x slower)" ;; esac
     out=$(in_root ringmaster-train --help 2>&1) || die "ringmaster-train --help fails in the image: $(echo "$out" | tail -1)"
     out=$(in_root python3 -c 'import torch, ringmaster_torch; print(torch.__version__)' 2>&1) ||
       die "import ringmaster_torch fails in the image: $(echo "$out" | tail -1)"
