@@ -45,9 +45,10 @@ first (examples in /usr/share/doc/ringmaster/examples).")
 set(CPACK_DEBIAN_RINGMASTER_PACKAGE_DEPENDS "iproute2, adduser")
 # Each for some setups only: container executors (runc, docker.io), the
 # overlay networks (iptables, ethtool; openvswitch-switch for ovs-gre),
-# `ringmaster images build` (mmdebstrap, jq), and training.
+# `ringmaster images build` (mmdebstrap, jq; python3-pip for the tensorflow
+# and mxnet images), and training.
 set(CPACK_DEBIAN_RINGMASTER_PACKAGE_SUGGESTS
-    "ringmaster-torch, runc, docker.io, openvswitch-switch, iptables, ethtool, mmdebstrap, jq")
+    "ringmaster-torch, runc, docker.io, openvswitch-switch, iptables, ethtool, mmdebstrap, jq, python3-pip")
 set(CPACK_DEBIAN_RINGMASTER_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/deploy/debian/postinst ${PROJECT_SOURCE_DIR}/deploy/debian/prerm
     ${PROJECT_SOURCE_DIR}/deploy/debian/postrm)

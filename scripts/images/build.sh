@@ -3,7 +3,8 @@
 # container registry: mmdebstrap (minbase, no recommends, no docs/man/locales)
 # from the host's apt mirror, then the image's extras, checked in a chroot.
 #
-#   build.sh [--reuse-rootfs] NAME OUTDIR     NAME: base | torch | tfjs
+#   build.sh [--reuse-rootfs] NAME OUTDIR
+#     NAME: base | torch | tfjs | tensorflow | mxnet
 #
 # Writes into OUTDIR:
 #   NAME.tar      the rootfs as an uncompressed tar (./usr/bin/python3, ...),
@@ -15,16 +16,24 @@
 #                 --reuse-rootfs can skip mmdebstrap (NAME.rootfs.ok marks it
 #                 complete and lists its packages)
 #   NAME.mmdebstrap.log, apt-cache/ (downloaded .debs, shared by the images:
-#                 reruns download nothing), npm-cache/ and tfjs.npm/ (tfjs)
+#                 reruns download nothing), npm-cache/ and tfjs.npm/ (tfjs),
+#                 pip-cache/ (the wheels of tensorflow and mxnet)
 # torch bakes in the Ringmaster runtime: ringmaster-train ($RM_TRAIN_BIN,
 # default build/src/train/ringmaster-train, installed: <prefix>/bin) in
 # /opt/ringmaster/bin and the ringmaster_torch package ($RM_TORCH_PY, default
 # build/python/ringmaster_torch, installed: <prefix>/lib/ringmaster/python)
 # in /opt/ringmaster/python. tfjs installs TensorFlow.js with the host's npm
 # into /opt/tfjs/node_modules (the image's Debian nodejs 18 loads it).
+# tensorflow and mxnet are a virtual environment, /opt/venv (first on the
+# image's PATH: a task's python3 is the venv's), over Debian's python3 3.11,
+# holding exactly the wheels of scripts/images/requirements/NAME.txt (pinned
+# with their sha256, scripts/images/lock.sh writes them): the host's pip
+# downloads them into OUTDIR/pip-cache (skipped when all are there), the
+# image's pip installs them offline with --require-hashes --no-deps.
 # --reuse-rootfs: keep NAME.rootfs/ when it holds the same package list and
 # only redo the extras, the checks and the tar (seconds instead of minutes).
-# Set SOURCE_DATE_EPOCH to clamp mtimes. Needs root, mmdebstrap, jq (npm: tfjs).
+# Set SOURCE_DATE_EPOCH to clamp mtimes. Needs root, mmdebstrap, jq (npm: tfjs;
+# python3 with pip: tensorflow, mxnet).
 # shellcheck disable=SC2016  # single-quoted $1 and ${Package} are for mmdebstrap, sh and dpkg-query
 set -euo pipefail
 
@@ -33,7 +42,7 @@ say() { echo "images: $NAME: $*" >&2; }
 
 REUSE=0
 if [ "${1:-}" = --reuse-rootfs ]; then REUSE=1; shift; fi
-[ $# -eq 2 ] || { echo "usage: build.sh [--reuse-rootfs] base|torch|tfjs OUTDIR" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: build.sh [--reuse-rootfs] base|torch|tfjs|tensorflow|mxnet OUTDIR" >&2; exit 2; }
 NAME=$1
 OUT=$2
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,15 +56,27 @@ case $NAME in
     CMD=(python3) ;;
   torch)
     # libfmt9: ringmaster-train's only library that python3-torch (libtorch1.13) does not bring.
-    PACKAGES=(python3 python3-torch python3-numpy libfmt9 ca-certificates)
+    # libopenblas0-openmp: libtorch's BLAS. Without it (no recommends) the
+    # image's libblas.so.3 is the reference BLAS: a matmul 20x slower, and
+    # LeNet-5 trained at half the host's speed (bench/containers_overhead).
+    PACKAGES=(python3 python3-torch python3-numpy libfmt9 libopenblas0-openmp ca-certificates)
     ENV=("PATH=/opt/ringmaster/bin:$DEFAULT_PATH" LANG=C.UTF-8 PYTHONPATH=/opt/ringmaster/python)
     CMD=(python3) ;;
   tfjs)
     PACKAGES=(nodejs python3 ca-certificates)
     ENV=("PATH=$DEFAULT_PATH" LANG=C.UTF-8 NODE_PATH=/opt/tfjs/node_modules)
     CMD=(node) ;;
-  *) die "unknown image (expected base, torch or tfjs)" ;;
+  tensorflow|mxnet)
+    # python3-venv: the venv and its pip (Debian's wheels of pip and setuptools).
+    # libgomp1, libquadmath0: what mxnet's libmxnet.so and its bundled
+    # libgfortran load and its wheel lacks (OpenMP, quad-precision math).
+    PACKAGES=(python3 python3-venv ca-certificates)
+    [ "$NAME" = mxnet ] && PACKAGES+=(libgomp1 libquadmath0)
+    ENV=("PATH=/opt/venv/bin:$DEFAULT_PATH" LANG=C.UTF-8 VIRTUAL_ENV=/opt/venv)
+    CMD=(python3) ;;
+  *) die "unknown image (expected base, torch, tfjs, tensorflow or mxnet)" ;;
 esac
+REQUIREMENTS=$REPO/scripts/images/requirements/$NAME.txt
 
 [ "$(id -u)" = 0 ] || die "needs root (mmdebstrap --mode=root, chroot)"
 for tool in mmdebstrap jq sha256sum unshare; do
@@ -73,6 +94,10 @@ if [ "$NAME" = torch ]; then
   [ -f "$TORCH_PY/__init__.py" ] || die "ringmaster_torch not found at $TORCH_PY (build it, or set RM_TORCH_PY)"
 fi
 if [ "$NAME" = tfjs ]; then command -v npm > /dev/null || die "npm is missing (the host's npm installs TensorFlow.js)"; fi
+if [ "$NAME" = tensorflow ] || [ "$NAME" = mxnet ]; then
+  [ -f "$REQUIREMENTS" ] || die "$REQUIREMENTS is missing"
+  python3 -m pip --version > /dev/null 2>&1 || die "python3 -m pip does not run (the host's pip downloads the wheels; Debian: python3-pip)"
+fi
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -130,7 +155,7 @@ if [ "$REUSE" = 1 ] && [ -d "$ROOT" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "${PA
 else
   mapfile -t SOURCES < <(apt_sources)
   [ ${#SOURCES[@]} -gt 0 ] || die "no Debian mirror in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
-  [ "$NAME" = torch ] && est="about 3 min" || est="about 1 min"
+  case $NAME in torch) est="about 3 min" ;; *) est="about 1 min" ;; esac
   say "mmdebstrap ${PACKAGES[*]} ($est; log $LOG)..."
   rm -f "$STAMP"
   remove_tree "$ROOT" "$ROOT.tmp"
@@ -189,6 +214,41 @@ case $NAME in
     chown -R 0:0 "$ROOT/opt/tfjs"
     EXTRAS=("npm:@tensorflow/tfjs@$TFJS_VERSION" "npm:@tensorflow/tfjs-backend-wasm@$TFJS_VERSION")
     ;;
+  tensorflow|mxnet)
+    CACHE=$OUT/pip-cache
+    mkdir -p "$CACHE"
+    # shellcheck source=pip-target.sh
+    . "$REPO/scripts/images/pip-target.sh"
+    # Offline first: a rerun finds every wheel in the cache and asks no index.
+    if ! python3 -m pip download --quiet --no-index --find-links "$CACHE" "${PIP_TARGET[@]}" --no-deps \
+         --require-hashes -r "$REQUIREMENTS" -d "$CACHE" > /dev/null 2>&1; then
+      say "pip download of $(grep -c '^[a-z0-9].*==' "$REQUIREMENTS") pinned wheels (cache $CACHE)..."
+      python3 -m pip download --quiet "${PIP_TARGET[@]}" --no-deps --require-hashes -r "$REQUIREMENTS" \
+        -d "$CACHE" > "$OUT/$NAME.pip.log" 2>&1 || die "pip download failed: see $OUT/$NAME.pip.log"
+    fi
+    say "python3 -m venv /opt/venv, pip install --require-hashes --no-deps (offline, from the cache)..."
+    rm -rf "$ROOT/opt/venv" "$ROOT/tmp/wheels"
+    in_root /usr/bin/python3 -m venv /opt/venv || die "python3 -m venv /opt/venv fails in the image"
+    mkdir -p "$ROOT/tmp/wheels"
+    cp -l "$CACHE"/*.whl "$ROOT/tmp/wheels/" 2>/dev/null || cp "$CACHE"/*.whl "$ROOT/tmp/wheels/"
+    cp "$REQUIREMENTS" "$ROOT/tmp/wheels/requirements.txt"
+    # Bytecode compiled at install (pip's default): tasks import without
+    # compiling and write nothing into the image.
+    if ! in_root /opt/venv/bin/pip install --no-index --find-links /tmp/wheels --no-cache-dir --require-hashes \
+         --no-deps -r /tmp/wheels/requirements.txt > "$OUT/$NAME.pip.log" 2>&1; then
+      rm -rf "$ROOT/tmp/wheels"
+      die "pip install failed: see $OUT/$NAME.pip.log"
+    fi
+    rm -rf "$ROOT/tmp/wheels"
+    # TensorFlow's C++ headers (287 MB of 1.6 GB) only serve compiling custom
+    # ops against it (tf.sysconfig.get_include()), which a task does not do.
+    [ "$NAME" = tensorflow ] && rm -rf "$ROOT"/opt/venv/lib/python3*/site-packages/tensorflow/include
+    out=$(in_root /opt/venv/bin/pip check 2>&1) || die "pip check: $(echo "$out" | tail -1)"
+    missing=$({ in_root sh -c 'find /opt/venv -name "*.so*" -type f ! -path "*.libs/*" -exec ldd {} +' 2>&1 || true; } |
+              awk '/not found/{print $1}' | sort -u | tr '\n' ' ')
+    [ -z "$missing" ] || die "libraries missing in the image: $missing(add their Debian packages to the $NAME list)"
+    mapfile -t EXTRAS < <(in_root /opt/venv/bin/pip list --format=freeze 2>/dev/null | sed 's/^/pypi:/')
+    ;;
 esac
 
 # 3. Checks, in the image as a task sees it (its env, its libraries).
@@ -199,6 +259,8 @@ case $NAME in
     missing=$({ in_root sh -c 'ldd /opt/ringmaster/bin/ringmaster-train /opt/ringmaster/python/ringmaster_torch/_C*.so' 2>&1 ||
                 true; } | awk '/not found/{print $1}' | sort -u | tr '\n' ' ')
     [ -z "$missing" ] || die "libraries missing in the image: $missing(add their Debian packages to the torch list)"
+    blas=$(in_root readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>&1 || true)
+    case $blas in *openblas*) ;; *) die "libblas.so.3 is $blas, not OpenBLAS (the reference BLAS is 20x slower)" ;; esac
     out=$(in_root ringmaster-train --help 2>&1) || die "ringmaster-train --help fails in the image: $(echo "$out" | tail -1)"
     out=$(in_root python3 -c 'import torch, ringmaster_torch; print(torch.__version__)' 2>&1) ||
       die "import ringmaster_torch fails in the image: $(echo "$out" | tail -1)"
@@ -209,6 +271,39 @@ case $NAME in
       console.log('node ' + process.version + ', tfjs ' + tf.version.tfjs)" 2>&1) ||
       die "TensorFlow.js does not load in the image: $(echo "$out" | tail -1)"
     say "$out"
+    ;;
+  tensorflow)
+    # A 2-layer Keras model, one SGD step on random data: the import, the
+    # kernels and the gradient tape all work on this CPU.
+    out=$(in_root python3 -c '
+import math, numpy as np, tensorflow as tf
+model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+loss = model.fit(np.random.rand(32, 8), np.random.rand(32, 1), batch_size=32, epochs=1, verbose=0).history["loss"][0]
+assert math.isfinite(loss), loss
+print(f"tensorflow {tf.__version__} (keras {tf.keras.__version__}), one step: loss {loss:.3f}")' 2>&1) ||
+      die "tensorflow does not train in the image: $(echo "$out" | tail -1)"
+    say "$(echo "$out" | tail -1)"
+    ;;
+  mxnet)
+    # A 2-layer Gluon net, one Trainer step on random data.
+    out=$(in_root python3 -c '
+import math, mxnet as mx, numpy as np
+from mxnet import autograd, gluon, nd
+net = gluon.nn.Sequential()
+net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(1))
+net.initialize()
+trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+x, y = nd.random.uniform(shape=(32, 8)), nd.random.uniform(shape=(32, 1))
+with autograd.record():
+    loss = gluon.loss.L2Loss()(net(x), y)
+loss.backward()
+trainer.step(32)
+value = float(loss.mean().asscalar())
+assert math.isfinite(value), value
+print(f"mxnet {mx.__version__} (numpy {np.__version__}), one step: loss {value:.3f}")' 2>&1) ||
+      die "mxnet does not train in the image: $(echo "$out" | tail -1)"
+    say "$(echo "$out" | tail -1)"
     ;;
 esac
 

@@ -46,7 +46,9 @@ std::string BuildScript() {
 }  // namespace
 
 int ImagesBuild(const std::string& name, const std::string& out_dir) {
-  if (name != "base" && name != "torch" && name != "tfjs") Die("images build: \"" + name + "\" is not one of base, torch, tfjs");
+  if (name != "base" && name != "torch" && name != "tfjs" && name != "tensorflow" && name != "mxnet") {
+    Die("images build: \"" + name + "\" is not one of base, torch, tfjs, tensorflow, mxnet");
+  }
   const std::string script = BuildScript();
   std::error_code ec;
   fs::create_directories(out_dir, ec);

@@ -8,7 +8,7 @@
 
 namespace ringmaster::cli {
 
-// Builds base, torch or tfjs into OUT_DIR/NAME.tar (+ NAME.json).
+// Builds base, torch, tfjs, tensorflow or mxnet into OUT_DIR/NAME.tar (+ NAME.json).
 int ImagesBuild(const std::string& name, const std::string& out_dir);
 // Stores FROM_DIR/NAME.tar and .json as images/NAME/<sha256>.* and points images/NAME/latest at it (admin).
 int ImagesPush(const Connection& c, const std::string& name, const std::string& from_dir);

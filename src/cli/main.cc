@@ -377,8 +377,8 @@ int Main(int argc, char** argv) {
                                               "service (no registry): build, push, ls");
   images->require_subcommand(1);
   std::string image_name, image_dir = "images";
-  auto* images_build = images->add_subcommand("build", "build base, torch or tfjs with mmdebstrap into --out (as root)");
-  images_build->add_option("name", image_name, "base, torch or tfjs")->required();
+  auto* images_build = images->add_subcommand("build", "build base, torch, tfjs, tensorflow or mxnet with mmdebstrap into --out (as root)");
+  images_build->add_option("name", image_name, "base, torch, tfjs, tensorflow or mxnet")->required();
   images_build->add_option("--out", image_dir, "where NAME.tar and NAME.json go")->capture_default_str();
   auto* images_push = images->add_subcommand("push", "store a built image in the files service as images/NAME/ (admins)");
   images_push->add_option("name", image_name, "image name")->required();

@@ -101,7 +101,8 @@ grep -qx 'ExecStart=/usr/bin/ringmaster server --config /etc/ringmaster/server.t
 grep -qx 'ExecStart=/usr/bin/ringmaster agent --config /etc/ringmaster/agent.toml' "$ROOT/usr/lib/systemd/system/ringmaster-agent.service" ||
   fail "ringmaster-agent.service: $(grep ExecStart "$ROOT/usr/lib/systemd/system/ringmaster-agent.service")"
 for f in usr/bin/ringmaster-sim usr/share/doc/ringmaster/examples/server.toml usr/share/doc/ringmaster/examples/agent.toml \
-         usr/share/doc/ringmaster/docs/install.md usr/lib/ringmaster/scripts/images/build.sh; do
+         usr/share/doc/ringmaster/docs/install.md usr/lib/ringmaster/scripts/images/build.sh \
+         usr/lib/ringmaster/scripts/images/pip-target.sh usr/lib/ringmaster/scripts/images/requirements/mxnet.txt; do
   [ -e "$ROOT/$f" ] || fail "the package lacks /$f"
 done
 pass "maintainer scripts, stripped binaries, units naming /usr/bin/ringmaster, docs and examples"
