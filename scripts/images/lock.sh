@@ -17,6 +17,10 @@ FILE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/requirements/$NAME.txt
 [ -f "$FILE" ] || { echo "lock.sh: $FILE is missing" >&2; exit 1; }
 read -r -a TOP < <(sed -n 's/^# top-level: *//p' "$FILE")
 [ ${#TOP[@]} -gt 0 ] || { echo "lock.sh: no '# top-level:' line in $FILE" >&2; exit 1; }
+# "# provided: NAME...": packages a dependency asks for under a name that
+# another pinned package already provides (tf-keras asks for tensorflow;
+# tensorflow-cpu is the same module): left out of the lock.
+read -r -a PROVIDED < <(sed -n 's/^# provided: *//p' "$FILE"; echo)
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -31,6 +35,7 @@ python3 -m pip download --quiet "${PIP_TARGET[@]}" -d "$TMP" "${TOP[@]}"
     # name-version-...: the name's _ are -, in lower case (PEP 503).
     name=$(echo "${base%%-*}" | tr '_A-Z' '-a-z')
     version=$(echo "$base" | cut -d- -f2)
+    for p in "${PROVIDED[@]}"; do [ "$name" = "$p" ] && continue 2; done
     hash=$(python3 -m pip hash "$whl" | sed -n 's/^--hash=//p')
     printf '%s==%s \\\n    --hash=%s\n' "$name" "$version" "$hash"
   done
