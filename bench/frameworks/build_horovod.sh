@@ -36,13 +36,17 @@ export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1
 export HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=gloo
 export HOROVOD_GPU_OPERATIONS= HOROVOD_WITHOUT_GPU=1
 export MAKEFLAGS=-j$JOBS
-command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+# ccache, if there: pip builds in a new temporary directory each time, so paths are hashed relative to it.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR=${TMPDIR:-/tmp} CCACHE_NOHASHDIR=1
+fi
 if ! nice $PY -m pip install --no-build-isolation --no-deps --no-cache-dir -v \
       --target "$OUT/site" "$sdist" >"$OUT/build.log" 2>&1; then
   echo "build_horovod: FAILED after $(( $(date +%s) - start ))s; error lines of $OUT/build.log:" >&2
   grep -n -E 'error|Error|ERROR' "$OUT/build.log" | head -40 >&2
   exit 1
 fi
-PYTHONPATH="$OUT/site" $PY -c 'import horovod.torch as hvd; print("horovod", hvd.__version__, "gloo built:", hvd.gloo_built())'
+PYTHONPATH="$OUT/site" $PY -c 'import horovod, horovod.torch as hvd; print("horovod", horovod.__version__, "gloo:", hvd.gloo_built(), "mpi:", hvd.mpi_built())'
 echo "$want" >"$OUT/stamp"
 echo "build_horovod: built in $(( $(date +%s) - start ))s into $OUT/site"

@@ -62,31 +62,13 @@ trap cleanup EXIT
 steps_of() { [ "$1" = lenet5 ] && echo 100 || echo 50; }    # timed steps
 warmup_of() { [ "$1" = lenet5 ] && echo 10 || echo 5; }
 
-make_hosts() {  # make_hosts N: switch namespace, hosts h0..h(N-1) and hps (.100)
-  local n=$1 i
-  ip netns add "${TAG}sw"; NAMESPACES+=("${TAG}sw")
-  ip -n "${TAG}sw" link add br0 type bridge
-  ip -n "${TAG}sw" link set br0 up
-  for i in $(seq 0 $((n - 1))) ps; do
-    local h="${TAG}h$i" addr=$SUBNET.$([ "$i" = ps ] && echo 100 || echo $((i + 1)))
-    ip netns add "$h"; NAMESPACES+=("$h")
-    ip link add "${TAG}a$i" type veth peer name "${TAG}b$i"
-    ip link set "${TAG}a$i" netns "$h"
-    ip link set "${TAG}b$i" netns "${TAG}sw"
-    ip -n "$h" link set "${TAG}a$i" name eth0
-    ip -n "$h" addr add "$addr/24" dev eth0
-    ip -n "$h" link set eth0 up
-    ip -n "$h" link set lo up
-    ip -n "${TAG}sw" link set "${TAG}b$i" master br0
-    ip -n "${TAG}sw" link set "${TAG}b$i" up
-    ip netns exec "$h" tc qdisc add dev eth0 root tbf rate "$RATE" burst 512kb latency 100ms
-    ip netns exec "${TAG}sw" tc qdisc add dev "${TAG}b$i" root tbf rate "$RATE" burst 512kb latency 100ms
-  done
-}
+. bench/emulated_hosts.sh
 
-drop_hosts() {
-  for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  NAMESPACES=()
+make_hosts() {  # make_hosts N: switch namespace, hosts h0..h(N-1) (.1 ..) and hps (.100)
+  local n=$1 i
+  make_switch
+  for ((i = 0; i < n; i++)); do add_host "$i" "$SUBNET.$((i + 1))"; done
+  add_host ps "$SUBNET.100"
 }
 
 addr() { [ "$1" = ps ] && echo "$SUBNET.100" || echo "$SUBNET.$(($1 + 1))"; }
@@ -144,6 +126,19 @@ RESULTS=${RESULTS:-$WORK/results}
 : > "$RESULTS"
 [ -x "$BUILD/src/train/ringmaster-train" ] || echo "frameworks: $BUILD/src/train/ringmaster-train not built: ringmaster-train skipped" >&2
 echo "frameworks: $FRAMEWORKS; hosts 1 $HOSTS; models $MODELS; $RATE links; batch $BATCH per worker" >&2
+versions() {  # versions IMAGE: what the image's venv holds, or the python run instead
+  local root=$IMAGES/$1.rootfs
+  [ -n "${2:-}" ] && { echo "$1: $2"; return; }
+  [ -d "$root/opt/venv" ] || { echo "$1: no image"; return; }
+  echo "$1 image: $(find "$root"/opt/venv/lib/python3*/site-packages -maxdepth 1 -name '*.dist-info' -printf '%f\n' |
+    grep -E '^(tensorflow|keras|mxnet|numpy)' | sed 's/.dist-info//' | sort | tr '\n' ' ')"
+}
+{
+  echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (/usr/bin/python3);" \
+    "horovod: $(PYTHONPATH=$BUILD/bench/horovod/site /usr/bin/python3 -c 'import horovod; print(horovod.__version__)' 2>/dev/null || echo not built)"
+  versions tensorflow "${TF_PYTHON:-}"
+  versions mxnet "${MX_PYTHON:-}"
+} >&2
 start_all=$SECONDS
 for n in 1 $HOSTS; do
   make_hosts "$n"

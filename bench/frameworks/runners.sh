@@ -10,7 +10,7 @@ result_of() {  # result_of LOG...: "samples/s idle%" from the JSON line of the w
 import json, sys
 rows = [l for f in sys.argv[1:] for l in open(f) if l.startswith("{")]
 r = json.loads(rows[-1])
-print("%.1f %s" % (r["samples_per_s"], r["idle_pct"]))' "$1" 2>/dev/null
+print("%.1f %s" % (r["samples_per_s"], r["idle_pct"]))' "$@" 2>/dev/null
 }
 
 # torch_run MODE MODEL N [ENV...]: one torch_worker.py per host, with ENV and RANK etc.
