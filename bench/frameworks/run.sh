@@ -75,7 +75,7 @@ addr() { [ "$1" = ps ] && echo "$SUBNET.100" || echo "$SUBNET.$(($1 + 1))"; }
 
 # on_host HOST LOG [ROOTFS] -- CMD...: starts CMD in the background on emulated
 # host HOST (0.. or ps), in its own UTS and IPC namespaces, chrooted into ROOTFS
-# if given (with this directory at /mnt, and /proc, /dev); the pid joins PIDS.
+# if given (with this directory at /mnt, and /proc, /dev, /sys); the pid joins PIDS.
 on_host() {
   local h=$1 log=$2 root=""
   shift 2
@@ -84,7 +84,8 @@ on_host() {
   ip netns exec "${TAG}h$h" unshare --uts --ipc --mount --propagation private sh -c '
     hostname "$1"; root=$2; src=$3; shift 3
     if [ -n "$root" ]; then
-      mount --bind "$src" "$root/mnt" && mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" || exit 97
+      mount --bind "$src" "$root/mnt" && mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" &&
+        mount --rbind /sys "$root/sys" || exit 97
       exec chroot "$root" "$@"
     fi
     exec "$@"' sh "h$h" "$root" "$HERE" "$@" > "$log" 2>&1 &

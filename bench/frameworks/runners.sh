@@ -1,16 +1,16 @@
 # How bench/frameworks/run.sh starts each framework (sourced by it; uses its
 # on_host, addr, wait_workers, stop_servers, python_of, WORK, BUILD, BATCH).
-# run_framework FRAMEWORK MODEL N prints "SAMPLES_PER_S IDLE_PCT", or nothing.
+# run_framework FRAMEWORK MODEL N prints "SAMPLES_PER_S IDLE_PCT LINK_MBIT", or nothing.
 
 TIMEOUT=${TIMEOUT:-300}
 HVD_SITE=${HVD_SITE:-$BUILD/bench/horovod/site}
 
-result_of() {  # result_of LOG...: "samples/s idle%" from the JSON line of the worker that reports
+result_of() {  # result_of LOG...: "samples/s idle% link-Mbit/s" from the JSON line of the worker that reports
   /usr/bin/python3 -c '
 import json, sys
 rows = [l for f in sys.argv[1:] for l in open(f) if l.startswith("{")]
 r = json.loads(rows[-1])
-print("%.1f %s" % (r["samples_per_s"], r["idle_pct"]))' "$@" 2>/dev/null
+print("%.1f %s %s" % (r["samples_per_s"], r["idle_pct"], r["link_mbit"]))' "$@" 2>/dev/null
 }
 
 # torch_run MODE MODEL N [ENV...]: one torch_worker.py per host, with ENV and RANK etc.
@@ -61,7 +61,7 @@ run_rmtrain() {
   local bin=$BUILD/src/train/ringmaster-train
   [ -x "$bin" ] || return 1
   for ((i = 0; i < n; i++)); do
-    local env=(env)
+    local env=(env OMP_NUM_THREADS=1)
     [ "$n" -gt 1 ] && env+=(RINGMASTER_STORE="$(addr 0):29502" RANK=$i WORLD_SIZE="$n" RINGMASTER_ADDR="$(addr "$i")")
     rm -rf "$WORK/ckpt.$i" "$WORK/metrics.$i"
     on_host "$i" "$WORK/log.$i" -- "${env[@]}" "$bin" --model "$model" --batch-size "$BATCH" --threads 1 \
@@ -74,8 +74,8 @@ run_rmtrain() {
   while [ -z "$t2" ] && [ $SECONDS -lt $end ] && kill -0 "${pids[0]}" 2>/dev/null; do
     local last
     last=$(grep -c '"kind":"step"' "$WORK/metrics.0" 2>/dev/null || true)
-    [ -z "$t1" ] && [ "${last:-0}" -ge 1 ] && t1=$(cpu_ticks)
-    [ "${last:-0}" -ge $((1 + steps / 50)) ] && t2=$(cpu_ticks)
+    [ -z "$t1" ] && [ "${last:-0}" -ge 1 ] && t1="$(cpu_ticks) $(link_bytes 0) $(date +%s.%N)"
+    [ "${last:-0}" -ge $((1 + steps / 50)) ] && t2="$(cpu_ticks) $(link_bytes 0) $(date +%s.%N)"
     sleep 0.05
   done
   wait_workers "$TIMEOUT" "${pids[@]}" || { cat "$WORK/log.0" >&2; return 1; }
@@ -86,11 +86,13 @@ recs = [r for r in recs if r.get("kind") == "step"]
 n, b = int(sys.argv[2]), int(sys.argv[3])
 t = lambda r: r["step"] * b * n / r["samples_per_s"]   # seconds since the epoch began
 a, z = recs[0], recs[-1]
-(b1, t1), (b2, t2) = [map(int, s.split()) for s in sys.argv[4:6]]
-print("%.1f %.1f" % ((z["step"] - a["step"]) * b * n / (t(z) - t(a)), 100 - 100 * (b2 - b1) / max(1, t2 - t1)))' \
+(b1, t1, x1, r1, s1), (b2, t2, x2, r2, s2) = [map(float, s.split()) for s in sys.argv[4:6]]
+print("%.1f %.1f %.1f" % ((z["step"] - a["step"]) * b * n / (t(z) - t(a)), 100 - 100 * (b2 - b1) / max(1, t2 - t1),
+                          max(x2 - x1, r2 - r1) * 8 / (s2 - s1) / 1e6))' \
     "$WORK/metrics.0" "$n" "$BATCH" "$t1" "$t2"
 }
 
+link_bytes() { ip netns exec "${TAG}h$1" cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/rx_bytes | tr '\n' ' '; }
 cpu_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
 run_tf() {  # run_tf ring|ps MODEL N

@@ -125,8 +125,9 @@ def run_ps(a):
             with tf.GradientTape() as tape:
                 loss = loss_fn(a.model, params, x, y)
             for v, m, g in zip(params, moments, tape.gradient(loss, params)):
-                m.assign(0.9 * m + g)
-                v.assign_sub(0.01 * m)
+                with tf.device(v.device):  # the update runs on the ps: only the gradient travels
+                    m.assign(0.9 * m + g)
+                    v.assign_sub(0.01 * m)
             return loss
         loss = 0.0
         for _ in tf.range(a.per_call):
