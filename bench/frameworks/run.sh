@@ -49,9 +49,20 @@ PIDS=()
 NAMESPACES=()
 WORK=$(mktemp -d /tmp/fwbench.XXXXXX)
 
+# Every process on_host starts is also listed in $WORK/pids: runs start them in
+# a subshell (run_framework's output is captured), whose PIDS the trap never sees.
+reap() {
+  local p
+  [ -f "$WORK/pids" ] || return 0
+  while read -r p; do kill "$p" 2>/dev/null || true; done < "$WORK/pids"
+  while read -r p; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done < "$WORK/pids"
+  : > "$WORK/pids"
+}
+
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  reap
   for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   if [ -n "${KEEP:-}" ]; then echo "frameworks: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -69,28 +80,35 @@ make_hosts() {  # make_hosts N: switch namespace, hosts h0..h(N-1) (.1 ..) and h
   make_switch
   for ((i = 0; i < n; i++)); do add_host "$i" "$SUBNET.$((i + 1))"; done
   add_host ps "$SUBNET.100"
+  # Every host resolves every host's name (on_host binds this over /etc/hosts).
+  { echo "127.0.0.1 localhost"; for ((i = 0; i < n; i++)); do echo "$SUBNET.$((i + 1)) h$i"; done
+    echo "$SUBNET.100 hps"; } > "$WORK/hosts"
 }
 
 addr() { [ "$1" = ps ] && echo "$SUBNET.100" || echo "$SUBNET.$(($1 + 1))"; }
 
 # on_host HOST LOG [ROOTFS] -- CMD...: starts CMD in the background on emulated
 # host HOST (0.. or ps), in its own UTS and IPC namespaces, chrooted into ROOTFS
-# if given (with this directory at /mnt, and /proc, /dev, /sys); the pid joins PIDS.
+# if given (with this directory at /mnt, and /proc, /dev, /sys), with every
+# host's name in its /etc/hosts; the pid joins PIDS.
 on_host() {
   local h=$1 log=$2 root=""
   shift 2
   [ "$1" = -- ] || { root=$1; shift; }
   shift
   ip netns exec "${TAG}h$h" unshare --uts --ipc --mount --propagation private sh -c '
-    hostname "$1"; root=$2; src=$3; shift 3
+    hostname "$1"; root=$2; src=$3; hosts=$4; shift 4
     if [ -n "$root" ]; then
       mount --bind "$src" "$root/mnt" && mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" &&
         mount --rbind /sys "$root/sys" || exit 97
+      [ ! -f "$root/etc/hosts" ] || mount --bind "$hosts" "$root/etc/hosts" || exit 97  # the workers there use addresses
       exec chroot "$root" "$@"
     fi
-    exec "$@"' sh "h$h" "$root" "$HERE" "$@" > "$log" 2>&1 &
+    mount --bind "$hosts" /etc/hosts || exit 97
+    exec "$@"' sh "h$h" "$root" "$HERE" "$WORK/hosts" "$@" > "$log" 2>&1 &
   PIDS+=($!)
   LAST_PID=$!
+  echo "$LAST_PID" >> "$WORK/pids"
 }
 
 # wait_workers TIMEOUT PID...: waits for the workers; 1 if any failed or ran past TIMEOUT seconds.
@@ -146,9 +164,11 @@ for n in 1 $HOSTS; do
   for model in $MODELS; do
     for fw in $FRAMEWORKS; do
       t0=$SECONDS
-      line=$(run_framework "$fw" "$model" "$n" 2> "$WORK/err") || true
+      err=$WORK/err.$fw.$model.$n
+      line=$(run_framework "$fw" "$model" "$n" 2> "$err") || true
+      reap  # what a failed run left running
       if [ -z "$line" ]; then
-        echo "frameworks: $fw $model N=$n: no result: $(tail -c 600 "$WORK/err" | tr '\n' ' ')" >&2
+        echo "frameworks: $fw $model N=$n: no result: $(tail -c 600 "$err" | tr '\n' ' ')" >&2
         continue
       fi
       echo "$fw $model $n $line" >> "$RESULTS"

@@ -22,7 +22,7 @@ torch_run() {
     on_host "$i" "$WORK/log.$i" -- env OMP_NUM_THREADS=1 PYTHONPATH="$BUILD/python:$HVD_SITE" \
       MASTER_ADDR="$(addr 0)" MASTER_PORT=29501 RANK=$i WORLD_SIZE="$n" GLOO_SOCKET_IFNAME=eth0 \
       RINGMASTER_TRANSPORT=tcp RINGMASTER_ADDR="$(addr "$i")" \
-      HOROVOD_HOSTNAME="h$i" HOROVOD_RANK=$i HOROVOD_SIZE="$n" HOROVOD_LOCAL_RANK=0 HOROVOD_LOCAL_SIZE=1 \
+      HOROVOD_HOSTNAME="$(addr "$i")" HOROVOD_RANK=$i HOROVOD_SIZE="$n" HOROVOD_LOCAL_RANK=0 HOROVOD_LOCAL_SIZE=1 \
       HOROVOD_CROSS_RANK=$i HOROVOD_CROSS_SIZE="$n" "$@" \
       /usr/bin/python3 "$HERE/torch_worker.py" --mode "$mode" "${args[@]}"
     pids+=("$LAST_PID")
@@ -42,9 +42,15 @@ single_once() {
 run_horovod() {
   local model=$1 n=$2 port="" i
   [ -f "$HVD_SITE/horovod/torch/__init__.py" ] || { echo "horovod: not built (bench/frameworks/build_horovod.sh)" >&2; return 1; }
-  on_host 0 "$WORK/rdv" -- env PYTHONPATH="$HVD_SITE" /usr/bin/python3 "$HERE/hvd_rendezvous.py" "$n"
+  local hosts=()
+  for ((i = 0; i < n; i++)); do hosts+=("$(addr "$i")"); done
+  on_host 0 "$WORK/rdv" -- env PYTHONPATH="$HVD_SITE" /usr/bin/python3 "$HERE/hvd_rendezvous.py" "${hosts[@]}"
   local rdv=$LAST_PID
-  for ((i = 0; i < 100 && -z "$port"; i++)); do sleep 0.2; port=$(head -1 "$WORK/rdv" | grep -E '^[0-9]+$' || true); done
+  for ((i = 0; i < 150; i++)); do
+    port=$(head -1 "$WORK/rdv" | grep -E '^[0-9]+$' || true)
+    [ -n "$port" ] && break
+    sleep 0.2
+  done
   [ -n "$port" ] || { cat "$WORK/rdv" >&2; stop_servers "$rdv"; return 1; }
   torch_run horovod "$model" "$n" HOROVOD_GLOO_RENDEZVOUS_ADDR="$(addr 0)" HOROVOD_GLOO_RENDEZVOUS_PORT="$port" \
     HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE=eth0
