@@ -31,14 +31,6 @@ torch_run() {
   result_of "$WORK/log.0"
 }
 
-# single_once KEY CMD...: a single-worker baseline shared by frameworks of one runtime.
-single_once() {
-  local key=$1
-  shift
-  [ -s "$WORK/single.$key" ] || "$@" > "$WORK/single.$key"
-  cat "$WORK/single.$key"
-}
-
 run_horovod() {
   local model=$1 n=$2 port="" i
   [ -f "$HVD_SITE/horovod/torch/__init__.py" ] || { echo "horovod: not built (bench/frameworks/build_horovod.sh)" >&2; return 1; }
@@ -53,7 +45,7 @@ run_horovod() {
   done
   [ -n "$port" ] || { cat "$WORK/rdv" >&2; stop_servers "$rdv"; return 1; }
   torch_run horovod "$model" "$n" HOROVOD_GLOO_RENDEZVOUS_ADDR="$(addr 0)" HOROVOD_GLOO_RENDEZVOUS_PORT="$port" \
-    HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE=eth0
+    HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo HOROVOD_GLOO_IFACE=eth0 HOROVOD_GLOO_TIMEOUT_SECONDS=120
   local rc=$?
   stop_servers "$rdv"
   return $rc
@@ -185,11 +177,11 @@ run_framework() {  # run_framework FRAMEWORK MODEL N
   rm -f "$WORK"/log.*
   case "$fw/$n" in
     ringmaster-train/*) run_rmtrain "$model" "$n" ;;
-    ddp-ringmaster/1 | ddp-gloo/1 | horovod/1) single_once "torch.$model" torch_run single "$model" 1 ;;
+    ddp-ringmaster/1 | ddp-gloo/1 | horovod/1) torch_run single "$model" 1 ;;
     ddp-ringmaster/*) torch_run ringmaster "$model" "$n" ;;
     ddp-gloo/*) torch_run gloo "$model" "$n" ;;
     horovod/*) run_horovod "$model" "$n" ;;
-    tf-ring/1 | tf-ps/1) single_once "tf.$model" single_py tensorflow "${TF_PYTHON:-}" tf_worker.py "$model" ;;
+    tf-ring/1 | tf-ps/1) single_py tensorflow "${TF_PYTHON:-}" tf_worker.py "$model" ;;
     tf-ring/*) run_tf ring "$model" "$n" ;;
     tf-ps/*) run_tf ps "$model" "$n" ;;
     mxnet-ps/1) single_py mxnet "${MX_PYTHON:-}" mx_worker.py "$model" ;;
