@@ -46,32 +46,12 @@ trap cleanup EXIT
 [ -x "$BIN" ] || { echo "ring_vs_ps: $BIN not built (make build)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "ring_vs_ps: needs root (network namespaces)" >&2; exit 2; }
 
+. bench/emulated_hosts.sh
+
 make_hosts() {  # make_hosts N: switch namespace + N hosts h0..h(N-1)
   local n=$1 i
-  ip netns add "${TAG}sw"; NAMESPACES+=("${TAG}sw")
-  ip -n "${TAG}sw" link add br0 type bridge
-  ip -n "${TAG}sw" link set br0 up
-  for ((i = 0; i < n; i++)); do
-    local h="${TAG}h$i"
-    ip netns add "$h"; NAMESPACES+=("$h")
-    ip link add "${TAG}a$i" type veth peer name "${TAG}b$i"
-    ip link set "${TAG}a$i" netns "$h"
-    ip link set "${TAG}b$i" netns "${TAG}sw"
-    ip -n "$h" link set "${TAG}a$i" name eth0
-    ip -n "$h" addr add "$SUBNET.$((i + 1))/24" dev eth0
-    ip -n "$h" link set eth0 up
-    ip -n "$h" link set lo up
-    ip -n "${TAG}sw" link set "${TAG}b$i" master br0
-    ip -n "${TAG}sw" link set "${TAG}b$i" up
-    # The host's link: RATE out of the host and RATE into it.
-    ip netns exec "$h" tc qdisc add dev eth0 root tbf rate "$RATE" burst 512kb latency 100ms
-    ip netns exec "${TAG}sw" tc qdisc add dev "${TAG}b$i" root tbf rate "$RATE" burst 512kb latency 100ms
-  done
-}
-
-drop_hosts() {
-  for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  NAMESPACES=()
+  make_switch
+  for ((i = 0; i < n; i++)); do add_host "$i" "$SUBNET.$((i + 1))"; done
 }
 
 cpu_ticks() {  # prints "busy total" jiffies of the whole machine

@@ -19,6 +19,8 @@ PACKAGES=(
   dataset-fashion-mnist
   # the torch.distributed backend "ringmaster" and Python DDP (/usr/bin/python3)
   python3-torch python3-dev pybind11-dev
+  # bench/frameworks: Horovod's runtime needs (it is built from source against python3-torch)
+  python3-cloudpickle python3-psutil python3-yaml python3-packaging
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc tmux
   # Prometheus and promtool: e2e.prometheus scrapes /metrics with a real

@@ -3,19 +3,69 @@
 // per policy. See docs/scheduler-sim.md.
 //   ringmaster-sim --trace data/traces/philly.csv --nodes 64 --gpus-per-node 8 --policy fifo,las,backfill
 //     [--gpu-types k80:16,p100:24,v100:24 --throughputs data/traces/gavel_throughputs.json] [--seed S]
+//   ringmaster-sim comm --bytes B --workers 1,2,3 --compute-s T --batch 64 [--rate 1gbit] [--exchange ring,ps]
+//     the communication model (sim/comm_model.h): one CSV line per exchange and worker count
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "sim/comm_model.h"
 #include "sim/simulator.h"
 
 using namespace ringmaster::sim;
 
+namespace {
+
+int CommMain(int argc, char** argv) {
+  double bytes = 0, compute_s = 0;
+  int batch = 64;
+  std::string workers = "1,2,3", rate = "1gbit", exchanges = "ring,ps";
+  LinkModel link;
+  CLI::App app{"ringmaster-sim comm: a data-parallel step's exchange time and throughput on equal links"};
+  app.add_option("--bytes", bytes, "gradient bytes per step")->required()->check(CLI::PositiveNumber);
+  app.add_option("--compute-s", compute_s, "one worker's step time alone, seconds")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", batch, "samples per worker per step")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  app.add_option("--workers", workers, "comma-separated worker counts")->capture_default_str();
+  app.add_option("--rate", rate, "every host's link, as tc writes it")->capture_default_str();
+  app.add_option("--payload-efficiency", link.payload_efficiency, "share of the rate that carries payload")
+      ->check(CLI::Range(0.01, 1.0))->capture_default_str();
+  app.add_option("--exchange", exchanges, "ring, ps (one parameter server on its own host)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (!ParseRate(rate, &link.rate_bits_per_s)) {
+    std::cerr << "ringmaster-sim comm: --rate: '" << rate << "' is not a rate (1gbit, 100mbit, ...)\n";
+    return 2;
+  }
+  std::cout << "exchange,workers,exchange_s,serial_step_s,overlapped_step_s,serial_samples_per_s,overlapped_samples_per_s\n";
+  std::stringstream es(exchanges);
+  for (std::string e; std::getline(es, e, ',');) {
+    if (e != "ring" && e != "ps") {
+      std::cerr << "ringmaster-sim comm: --exchange: '" << e << "' is not ring or ps\n";
+      return 2;
+    }
+    std::stringstream ws(workers);
+    for (std::string w; std::getline(ws, w, ',');) {
+      const int n = std::atoi(w.c_str());
+      if (n < 1) {
+        std::cerr << "ringmaster-sim comm: --workers: '" << w << "' is not a positive count\n";
+        return 2;
+      }
+      auto p = PredictStep(e == "ring" ? Exchange::kRing : Exchange::kParameterServer, bytes, n, compute_s, batch, link);
+      std::cout << fmt::format("{},{},{:.6f},{:.6f},{:.6f},{:.1f},{:.1f}\n", e, n, p.exchange_s, p.serial_step_s,
+                               p.overlapped_step_s, p.serial_samples_per_s, p.overlapped_samples_per_s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "comm") return CommMain(argc - 1, argv + 1);
   std::string trace_path, policies = "fifo,backfill,las", thresholds = "3600,36000", gpu_types, tput_path;
   SimOptions o;
   int64_t start = 0, max_jobs = 0;

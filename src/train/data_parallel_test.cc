@@ -193,5 +193,15 @@ TEST_F(DataParallelTest, TheBroadcastGivesEveryRankRankZerosStart) {
   EXPECT_FALSE(params.empty());
 }
 
+TEST(Models, TheWideMlpHasFourteenMegabytesOfGradientsAndTrainsByName) {
+  auto model = MakeModel("mlp-wide");
+  ASSERT_TRUE(model.has_value());
+  int64_t params = 0;
+  for (const auto& p : model->module->parameters()) params += p.numel();
+  EXPECT_EQ(params, 784 * 1536 + 1536 + 1536 * 1536 + 1536 + 1536 * 10 + 10);  // 3,581,962: 14.3 MB of float32
+  EXPECT_EQ(model->forward(torch::zeros({5, 1, 28, 28})).sizes().vec(), (std::vector<int64_t>{5, 10}));
+  EXPECT_FALSE(MakeModel("mlp-huge").has_value());
+}
+
 }  // namespace
 }  // namespace ringmaster::train

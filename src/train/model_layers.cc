@@ -7,7 +7,8 @@ namespace nn = torch::nn;
 
 StatusOr<std::vector<LayerDef>> ModelLayers(const std::string& model, ModelShape shape) {
   std::vector<LayerDef> l;
-  if (model == "mlp") {
+  if (model == "mlp-wide") shape = kWideMlp;
+  if (model == "mlp" || model == "mlp-wide") {
     if (shape.hidden < 1 || shape.layers < 1) return InvalidArgument("mlp: hidden and layers must be at least 1");
     for (int i = 0; i <= shape.layers; ++i) {
       const int64_t in = i == 0 ? 784 : shape.hidden, out = i == shape.layers ? 10 : shape.hidden;

@@ -35,6 +35,11 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// mlp-wide: the MLP at 784-1536-1536-10, 3.58M parameters, 14.3 MB of
+// float32 gradients per step, enough that moving them costs more than
+// computing them on a 1 Gbit/s link (bench/frameworks trains it in every framework).
+inline constexpr ModelShape kWideMlp{1536, 2};
+
 // LeNet-5 (LeCun et al. 1998) with ReLU and max pooling, padded for 28x28 input.
 struct LeNet5Impl : torch::nn::Module {
   LeNet5Impl()
@@ -109,7 +114,7 @@ struct Model {
   std::function<torch::Tensor(torch::Tensor)> forward;
 };
 
-inline const char* kModelNames = "mlp, lenet5, resnet";
+inline const char* kModelNames = "mlp, mlp-wide, lenet5, resnet";
 
 // nullopt if `name` is not one of kModelNames.
 inline std::optional<Model> MakeModel(const std::string& name, ModelShape shape = {}) {
@@ -118,6 +123,7 @@ inline std::optional<Model> MakeModel(const std::string& name, ModelShape shape 
     return Model{ptr, [ptr](torch::Tensor x) { return ptr->forward(std::move(x)); }};
   };
   if (name == "mlp") return wrap(Mlp(shape));
+  if (name == "mlp-wide") return wrap(Mlp(kWideMlp));
   if (name == "lenet5") return wrap(LeNet5());
   if (name == "resnet") return wrap(ResNet());
   return std::nullopt;

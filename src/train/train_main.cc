@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ringmaster-train: data- and pipeline-parallel training of built-in models on Fashion-MNIST"};
   app.require_subcommand(0, 1);
   auto add_common = [&o](CLI::App* a) {
-    a->add_option("--model", o.model, "mlp, lenet5 or resnet (predict: default from the checkpoint)");
+    a->add_option("--model", o.model, "mlp, mlp-wide, lenet5 or resnet (predict: default from the checkpoint)");
     a->add_option("--batch-size", o.batch_size, "samples per worker per step")->check(CLI::Range(1, 1 << 20));
     a->add_option("--threads", o.threads, "torch threads (0: cores / the gang's tasks on this node)")->check(CLI::NonNegativeNumber);
     a->add_option("--data-dir", o.data_dir, "where the dataset is unpacked");
