@@ -19,6 +19,8 @@ PACKAGES=(
   dataset-fashion-mnist
   # the torch.distributed backend "ringmaster" and Python DDP (/usr/bin/python3)
   python3-torch python3-dev pybind11-dev
+  # the tensorflow and mxnet images: the host's pip downloads their pinned wheels
+  python3-pip
   # bench/frameworks: Horovod's runtime needs (it is built from source against python3-torch)
   python3-cloudpickle python3-psutil python3-yaml python3-packaging
   # tools the tests and demo call
