@@ -50,6 +50,8 @@ TEST(JobRolesSpec, RolesTakeRanksInAFixedOrderAndSurviveTheStore) {
   EXPECT_TRUE(plain->roles.empty());
   EXPECT_EQ(RoleOfRank(plain->roles, 2).name, "worker");
   EXPECT_EQ(RoleOfRank(plain->roles, 2).index, 2);
+  EXPECT_TRUE(ParseJobSpec("command: x\nreplicas: {worker: 1}\n").ok());  // any kind, as replicas: 1
+  EXPECT_EQ(Error("command: x\nkind: dev\nreplicas: {worker: 2}\n"), "replicas: a dev job has exactly 1 replica, got 2");
 }
 
 TEST(JobRolesSpec, BadRoleSpecsAreRefusedNamingTheField) {
@@ -144,6 +146,8 @@ TEST_F(JobRolesTest, TheChiefsSuccessEndsTheJobAndStopsTheServingRoles) {
   auto after = Tasks(id);
   for (int r = 1; r < 4; ++r) EXPECT_EQ(after[r].desired, store::Desired::kStop) << "rank " << r;
   EXPECT_EQ(Job(id).state, State::kRunning);
+  // A cancel now changes nothing: the chief has succeeded.
+  ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
   for (int r = 1; r < 4; ++r) ASSERT_TRUE(Report(tasks[r], "exited", -1, 15).ok());
   EXPECT_EQ(Job(id).state, State::kSucceeded);
   EXPECT_EQ(Job(id).reason, "the chief succeeded; the other roles were stopped");

@@ -231,7 +231,7 @@ StatusOr<std::shared_ptr<const JobSpec>> JobService::SpecLocked(const Job& job) 
 
 Status JobService::FailUnreadableLocked(Job& job, const Status& why) {
   spdlog::error("job {}: {}", job.id, why.ToString());
-  if (job.stop_state == State::kFailed) return Status::Ok();
+  if (job.stop_state == State::kFailed || job.stop_state == State::kSucceeded) return Status::Ok();
   return store_->InTransaction([&]() -> Status {
     job.stop_state = State::kFailed;
     job.stop_reason = "its stored spec cannot be read: " + why.message();
@@ -297,7 +297,9 @@ Status JobService::Cancel(int64_t job_id, const std::string& by) {
   if (IsTerminal(job.state)) {
     return FailedPrecondition(fmt::format("job {} already ended: {}", job_id, StateName(job.state)));
   }
-  if (job.stop_state == State::kCancelled) return Status::Ok();
+  // Already stopping for good: cancelled, or its chief (workers) succeeded and
+  // the serving roles are on their way out; the job ends as it was going to.
+  if (job.stop_state == State::kCancelled || job.stop_state == State::kSucceeded) return Status::Ok();
   RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
     job.stop_state = State::kCancelled;
     job.stop_reason = "cancelled by " + by;

@@ -344,11 +344,12 @@ Status SpecReader::ReadRoles(const YAML::Node& map, JobSpec* spec) {
     return InvalidArgument(fmt::format("replicas: {} tasks in all, more than {}", total, kMaxReplicas));
   }
   RM_ASSIGN_OR_RETURN(roles, CheckRoles(std::move(roles)));
+  spec->replicas = static_cast<int>(total);
+  if (roles.size() == 1 && roles[0].name == "worker") return Status::Ok();  // replicas: N, for any kind
   if (spec->kind != "distributed") {
     return InvalidArgument(fmt::format("replicas: roles need kind: distributed, not {}", spec->kind));
   }
-  spec->replicas = static_cast<int>(total);
-  if (!(roles.size() == 1 && roles[0].name == "worker")) spec->roles = std::move(roles);
+  spec->roles = std::move(roles);
   return Status::Ok();
 }
 

@@ -27,7 +27,9 @@ struct LinkModel {
   double payload_efficiency = 1448.0 / 1514.0;
 };
 
-// Seconds one exchange of `bytes` of gradients among `workers` workers takes (0 for one worker).
+// Seconds one exchange of `bytes` of gradients among `workers` workers takes.
+// One worker exchanges nothing, under either structure: it is the single-worker
+// baseline that scaling efficiency divides by (no parameter server at all).
 double ExchangeSeconds(Exchange e, double bytes, int workers, const LinkModel& link);
 
 struct StepPrediction {
