@@ -15,6 +15,8 @@
 #     stops the stale attempt it finds, and the new attempt's workers each
 #     restore the staged checkpoint (BackupAndRestore), print the resume line,
 #     and finish with >= 0.85.
+# Between the two, MXNet's dist_sync (scheduler, server, 2 workers) trains
+# across the hosts over the same overlay, to >= 0.85.
 source "$(dirname "$0")/lib.sh"
 source "$REPO/scripts/cluster/procs.sh"
 : "${IMAGES_DIR:?set IMAGES_DIR to the built images (tests/fixtures/images.sh)}"
@@ -67,6 +69,23 @@ jq -e '[.tasks[] | .overlay_address | test("^10\\.244\\.[0-9]+\\.[0-9]+$")] | al
 grep -q "^\[0\] mwms: 3 workers" <<<"$(crm logs "$ID")" || fail "worker 0 did not train with 3 workers"
 ACC=$(check_result "$ID")
 pass "MultiWorkerMirroredStrategy, 3 workers on 3 hosts ($ADDRS): test accuracy $ACC, predictions uploaded"
+
+# ---- 1b. MXNet's parameter server across the hosts: {scheduler: 1, server: 1,
+# worker: 2} at one CPU each (two tasks a host), ps-lite over the overlay
+# (DMLC_NODE_HOST: each task's overlay address).
+crm images push mxnet --from "$IMAGES_DIR" > /dev/null 2>&1 || fail "images push mxnet"
+crm files put "$REPO/examples/mxnet/fmnist_gluon.py" users/admin/fmnist_gluon.py > /dev/null
+ID=$(jq -n '{name: "mx-cluster", kind: "distributed", replicas: {scheduler: 1, server: 1, worker: 2}, image: "mxnet",
+    max_restarts: 1, resources: {cpu: 1, memory: "1Gi"}, env: {OMP_NUM_THREADS: "1"}, outputs: ["outputs/"],
+    inputs: [{from: "users/admin/fmnist_gluon.py", to: "fmnist_gluon.py"}, {from: "datasets/fashion-mnist", to: "data/"}],
+    command: ["python3", "fmnist_gluon.py", "--epochs", "3", "--data", "data"]}' | crm submit -)
+crm wait "$ID" --timeout 480 > /dev/null || { crm show "$ID"; crm logs "$ID" | tail -20; fail "mxnet job $ID did not succeed"; }
+SHOW=$(crm show "$ID" --json)
+HOSTS=$(jq -r '[.tasks[].node] | unique | length' <<<"$SHOW")
+[ "$HOSTS" -ge 2 ] || fail "the mxnet tasks did not spread over the hosts: $(jq -c '[.tasks[].node]' <<<"$SHOW")"
+ACC=$(crm logs "$ID" | sed -n 's/^\[[0-9]*\] test accuracy: //p' | tail -1)
+[ -n "$ACC" ] && awk -v a="$ACC" 'BEGIN { exit !(a >= 0.85) }' || fail "mxnet job $ID: test accuracy '$ACC' (want >= 0.85)"
+pass "MXNet dist_sync, scheduler + server + 2 workers on $HOSTS hosts over the overlay: test accuracy $ACC"
 
 # ---- 2. a worker's agent is killed mid-training
 ID=$(crm submit - <<<"$(spec tf-mwms-fault 5)")
