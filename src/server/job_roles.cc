@@ -90,4 +90,21 @@ std::string DecidingRole(const std::vector<JobRole>& roles) {
   return "worker";
 }
 
+std::string RolesDone(const std::vector<JobRole>& roles, const std::vector<RankEnd>& tasks) {
+  if (roles.empty()) return "";
+  const std::string deciding = DecidingRole(roles);
+  int done = 0, deciders = 0;
+  bool others_running = false;
+  for (const RankEnd& t : tasks) {
+    if (RoleOfRank(roles, t.rank).name != deciding) {
+      others_running |= !t.ended;
+      continue;
+    }
+    ++deciders;
+    done += t.succeeded;
+  }
+  if (deciders == 0 || done < deciders || !others_running) return "";
+  return deciding == "chief" ? std::string("the chief succeeded") : fmt::format("all {} workers succeeded", deciders);
+}
+
 }  // namespace ringmaster::server

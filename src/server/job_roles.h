@@ -44,4 +44,15 @@ TaskRole RoleOfRank(const std::vector<JobRole>& roles, int rank);
 // scheduler, an evaluator) have nothing left to serve and are stopped.
 std::string DecidingRole(const std::vector<JobRole>& roles);
 
+// A task as the success rule sees it.
+struct RankEnd {
+  int rank = 0;
+  bool ended = false;      // in a terminal state
+  bool succeeded = false;  // exited 0
+};
+// Why a job with roles is done while tasks of its other roles still serve
+// ("the chief succeeded", "all 2 workers succeeded"), or "" if it is not: its
+// deciding role has not all succeeded, or nothing else is left running.
+std::string RolesDone(const std::vector<JobRole>& roles, const std::vector<RankEnd>& tasks);
+
 }  // namespace ringmaster::server

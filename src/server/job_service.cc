@@ -355,26 +355,13 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   }
   // A job with roles is done when its deciding role is (the chief, else the
   // workers): its ps, servers, scheduler or evaluator serve until stopped.
-  if (!job.stop_state) {
-    auto spec = SpecLocked(job);
-    if (spec.ok() && !(*spec)->roles.empty()) {
-      const std::string deciding = DecidingRole((*spec)->roles);
-      int done = 0, deciders = 0;
-      bool others_running = false;
-      for (const Task& t : tasks) {
-        if (RoleOfRank((*spec)->roles, t.rank).name != deciding) {
-          others_running |= !IsTerminal(t.state);
-          continue;
-        }
-        ++deciders;
-        done += t.state == State::kSucceeded;
-      }
-      if (deciders > 0 && done == deciders && others_running) {
-        job.stop_state = State::kSucceeded;
-        job.stop_reason = deciding == "chief" ? std::string("the chief succeeded")
-                                              : fmt::format("all {} workers succeeded", deciders);
-        RM_RETURN_IF_ERROR(store_->UpdateJob(job));
-      }
+  if (auto spec = SpecLocked(job); !job.stop_state && spec.ok() && !(*spec)->roles.empty()) {
+    std::vector<RankEnd> ends;
+    for (const Task& t : tasks) ends.push_back({t.rank, IsTerminal(t.state), t.state == State::kSucceeded});
+    if (std::string why = RolesDone((*spec)->roles, ends); !why.empty()) {
+      job.stop_state = State::kSucceeded;
+      job.stop_reason = why;
+      RM_RETURN_IF_ERROR(store_->UpdateJob(job));
     }
   }
   if (job.stop_state) {
