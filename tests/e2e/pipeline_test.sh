@@ -45,15 +45,26 @@ pass "the gang was stopped once $NODE was lost; its agent is back"
 
 rmc wait "$ID" --timeout 240 > /dev/null || { rmc show "$ID"; rmc logs "$ID" | tail -30; fail "job $ID did not succeed"; }
 LOGS=$(rmc logs "$ID")
-[ "$(job_field "$ID" restarts)" = 1 ] || fail "job $ID restarted $(job_field "$ID" restarts) times, not once"
+# The first restart is the lost node's. A loaded machine can cost a second
+# (a rank of the new attempt missing its peers' deadline); each is shown, and
+# what counts is that every attempt after the loss resumes from a checkpoint.
+RESTARTS=$(job_field "$ID" restarts)
+FIRST=$(rmc show "$ID" --json | jq -r '[.events[] | select(.to == "PENDING" and (.reason | startswith("restart 1 ")))][0].reason // ""')
+grep -q "$NODE lost" <<<"$FIRST" || { rmc show "$ID"; fail "the first restart was not $NODE's loss: '$FIRST'"; }
+if [ "$RESTARTS" != 1 ]; then
+  echo "note: job $ID restarted $RESTARTS times:"
+  rmc show "$ID" --json | jq -r '.events[] | select(.to == "PENDING" and (.reason | startswith("restart"))) | "  " + .reason'
+fi
 for r in 0 1; do
-  grep -q "^\[$r\] resuming from .*ckpt-[0-9]* (step [1-9][0-9]*" <<<"$LOGS" || fail "rank $r did not resume from a checkpoint: $LOGS"
+  N=$(grep -c "^\[$r\] resuming from .*ckpt-[0-9]* (step [1-9][0-9]*" <<<"$LOGS" || true)
+  [ "$N" = "$RESTARTS" ] || fail "rank $r resumed $N times from a checkpoint in $RESTARTS restarts: $(grep "^\[$r\] resum" <<<"$LOGS")"
   grep -q "^\[$r\] pipeline stage $r of 2 (replica 0 of 1)" <<<"$LOGS" || fail "rank $r is not stage $r: $LOGS"
 done
-STEPS=$(grep -o "^\[[01]\] resuming from .*(step [0-9]*" <<<"$LOGS" | grep -o "step [0-9]*" | sort -u)
+# Both stages of each attempt resume from the same step: the last resume of each rank.
+STEPS=$(for r in 0 1; do grep -o "^\[$r\] resuming from .*(step [0-9]*" <<<"$LOGS" | tail -1 | grep -o "step [0-9]*"; done | sort -u)
 [ "$(wc -l <<<"$STEPS")" = 1 ] || fail "the stages resumed from different steps: $STEPS"
 ACC=$(grep -o "^\[0\] final test accuracy [0-9.]*" <<<"$LOGS" | awk '{print $NF}')
 [ -n "$ACC" ] || fail "no final accuracy: $LOGS"
 awk -v a="$ACC" 'BEGIN { exit !(a >= 0.85) }' || fail "final test accuracy $ACC < 0.85"
-pass "the gang restarted once, both stages resumed from $STEPS, and the job succeeded: test accuracy $ACC"
+pass "the gang restarted after $NODE was lost ($RESTARTS restart(s)), both stages resumed from $STEPS, and the job succeeded: test accuracy $ACC"
 echo "pipeline_test: all passed"

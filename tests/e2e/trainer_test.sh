@@ -37,7 +37,7 @@ expect_error() {
   if out=$("$@" 2>&1); then fail "$* succeeded"; fi
   grep -q -- "$want" <<<"$out" || fail "$* said: $out"
 }
-expect_error "model: 'vgg' is not one of mlp, lenet5, resnet" "$TRAIN" --model vgg --data-dir "$DIR/data"
+expect_error "model: 'vgg' is not one of mlp, mlp-wide, lenet5, resnet" "$TRAIN" --model vgg --data-dir "$DIR/data"
 expect_error "the checkpoint in .* is a mlp, not a lenet5" "$TRAIN" predict --model lenet5 --checkpoint-dir "$DIR/a" --data-dir "$DIR/data"
 expect_error "no checkpoint in" "$TRAIN" predict --checkpoint-dir "$DIR/none" --data-dir "$DIR/data"
 expect_error "holds a mlp checkpoint, not a lenet5" "$TRAIN" --model lenet5 --checkpoint-dir "$DIR/a" --data-dir "$DIR/data"
