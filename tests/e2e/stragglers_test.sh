@@ -18,12 +18,14 @@ ID=$(jq -n '{name: "straggle", kind: "distributed", replicas: 2, resources: {cpu
             "--checkpoint-every", "0", "--progress", "none"]}' | rmc submit -)
 wait_state "$ID" RUNNING 30
 KEY=$(task_key "$ID" 1)
-# Its cgroup: this agent's (others, of earlier agents, may hold the same key, empty).
-QUOTA=""
-for d in /sys/fs/cgroup/cpu/ringmaster/*/"$KEY"; do
-  [ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ] && QUOTA=$d/cpu.cfs_quota_us
-done
-[ -n "$QUOTA" ] || fail "no cpu cgroup with rank 1's processes (task $KEY)"
+# Its cgroup, found from its own process (the shim records it in this agent's
+# task dir): other tests' agents, running beside this one, have tasks and
+# cgroups of the same key.
+PIDFILE=$(find "$DATA" -path "*/tasks/$KEY/task.pid" 2>/dev/null | head -1)
+[ -n "$PIDFILE" ] || fail "no task.pid for rank 1 (task $KEY) under $DATA"
+CG=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' "/proc/$(cat "$PIDFILE")/cgroup")
+QUOTA=/sys/fs/cgroup/cpu$CG/cpu.cfs_quota_us
+[ -n "$CG" ] && [ -f "$QUOTA" ] || fail "no cpu cgroup for rank 1's process (task $KEY: '$CG')"
 # Both ranks train before one is slowed: their step times are in.
 for _ in $(seq 1 300); do rmc logs "$ID" | grep -q "^\[0\] training lenet5" && break; sleep 0.1; done
 sleep 4
