@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/safe_fs.h"
+#include "agent/executor/safe_fs.h"
 #include "common/files.h"
 #include "common/log.h"
 

@@ -33,13 +33,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/executor.h"
-#include "agent/image_cache.h"
-#include "agent/node_info.h"
+#include "agent/container/image_cache.h"
+#include "agent/executor/executor.h"
+#include "agent/executor/task_users.h"
+#include "agent/node/node_info.h"
 #include "agent/task_files.h"
-#include "agent/task_users.h"
-#include "common/agent_protocol.h"
 #include "client/api_client.h"
+#include "common/agent_protocol.h"
 #include "net/overlay.h"
 
 namespace ringmaster::agent {

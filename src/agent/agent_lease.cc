@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
-#include "agent/shim.h"
+#include "agent/executor/shim.h"
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/files.h"

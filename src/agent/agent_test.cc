@@ -1,7 +1,7 @@
 // The agent against a fake server (the agent routes of the REST API, served
 // by cpp-httplib on loopback) and a fake executor whose tasks end at once.
 #include "agent/agent.h"
-#include "agent/shim.h"
+#include "agent/executor/shim.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

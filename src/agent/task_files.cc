@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/safe_fs.h"
+#include "agent/executor/safe_fs.h"
 #include "common/files.h"
 #include "files/blob_store.h"
 #include "files/hashing.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/executor.h"
+#include "agent/executor/executor.h"
 #include "client/api_client.h"
 #include "common/status.h"
 

@@ -10,11 +10,11 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
-#include "agent/cdi.h"
-#include "agent/docker_runtime.h"
-#include "agent/node_info.h"
-#include "agent/process_executor.h"
-#include "agent/runc_runtime.h"
+#include "agent/container/cdi.h"
+#include "agent/container/docker/docker_runtime.h"
+#include "agent/container/runc/runc_runtime.h"
+#include "agent/executor/process_executor.h"
+#include "agent/node/node_info.h"
 #include "cli/connect.h"
 #include "common/files.h"
 #include "common/units.h"

@@ -12,19 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "agent/docker_runtime.h"
-#include "agent/shim.h"
-#include "net/overlay.h"
+#include "agent/container/docker/docker_runtime.h"
+#include "agent/executor/shim.h"
 #include "cli/commands.h"
+#include "cli/connect.h"
+#include "cli/daemon.h"
 #include "cli/files.h"
 #include "cli/images.h"
 #include "cli/nodes.h"
-#include "cli/top.h"
-#include "cli/connect.h"
-#include "cli/daemon.h"
 #include "cli/reference.h"
+#include "cli/top.h"
 #include "cli/version.h"
 #include "common/log.h"
+#include "net/overlay.h"
 
 namespace ringmaster::cli {
 namespace {

@@ -1,0 +1,694 @@
+#include "agent/container/docker/docker_api.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+
+#include "common/json_limits.h"
+
+namespace ringmaster::agent {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using unix_socket = asio::local::stream_protocol;
+using SteadyClock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr std::string_view kApiPrefix = "/v1.41";
+constexpr size_t kMaxBody = 16 << 20;      // a hostile daemon cannot bloat the agent
+constexpr size_t kMaxErrorBody = 64 << 10;  // error answers of streaming calls
+constexpr size_t kFileChunk = 1 << 20;
+
+// ---- one connection; every wait bounded by a deadline
+
+// Runs each async operation on a private io_context until it completes or
+// its deadline passes. On expiry the socket is closed, which completes the
+// operation with operation_aborted, and the result is timed_out. Unlike
+// beast's stream timers this can also wake up every `poll` without
+// disturbing the pending read, which is how an endless log follow notices
+// that its caller wants to stop.
+class Conn {
+ public:
+  explicit Conn(std::string path) : path_(std::move(path)), socket_(ioc_) {}
+
+  unix_socket::socket& socket() { return socket_; }
+  beast::flat_buffer& buffer() { return buffer_; }
+  // Set when a Run ended because `stop` said so.
+  bool stopped() const { return stopped_; }
+
+  template <typename Start>
+  beast::error_code Run(Start&& start, SteadyClock::time_point deadline,
+                        std::chrono::milliseconds poll = std::chrono::milliseconds(0),
+                        const std::function<bool()>* stop = nullptr) {
+    beast::error_code result;
+    bool done = false;
+    start([&](beast::error_code ec, auto&&...) {
+      result = ec;
+      done = true;
+    });
+    beast::error_code outcome;
+    for (;;) {
+      auto until = deadline;
+      if (poll.count() > 0) until = std::min(deadline, SteadyClock::now() + poll);
+      ioc_.restart();
+      ioc_.run_until(until);
+      if (done) return result;
+      if (SteadyClock::now() >= deadline) {
+        outcome = asio::error::timed_out;
+        break;
+      }
+      if (stop && *stop && (*stop)()) {
+        stopped_ = true;
+        outcome = asio::error::operation_aborted;
+        break;
+      }
+    }
+    beast::error_code ignored;
+    socket_.close(ignored);
+    ioc_.restart();
+    ioc_.run();  // lets the aborted operation finish before its state goes
+    return outcome;
+  }
+
+  Status Connect(SteadyClock::time_point deadline, std::chrono::milliseconds timeout) {
+    if (path_.empty() || path_.size() >= sizeof(sockaddr_un::sun_path)) {
+      return InvalidArgument(fmt::format("docker: socket path '{}': empty or too long", Printable(path_, 200)));
+    }
+    unix_socket::endpoint endpoint(path_);
+    auto ec = Run([&](auto handler) { socket_.async_connect(endpoint, handler); }, deadline);
+    if (!ec) return Status::Ok();
+    std::string message = fmt::format("docker: cannot reach {}: {}", path_, ec.message());
+    if (ec == asio::error::timed_out) {
+      return DeadlineExceeded(fmt::format("{} (no answer in {} ms)", message, timeout.count()));
+    }
+    if (ec == asio::error::access_denied || ec == asio::error::no_permission) return PermissionDenied(message);
+    return Unavailable(message);
+  }
+
+ private:
+  std::string path_;
+  asio::io_context ioc_;
+  unix_socket::socket socket_;
+  beast::flat_buffer buffer_;
+  bool stopped_ = false;
+};
+
+// ---- requests and answers
+
+struct Reply {
+  unsigned status = 0;
+  std::string body;
+};
+
+// Percent-encodes a query value: everything but RFC 3986's unreserved set.
+std::string QueryEscape(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// Ids and names go into the URL path unencoded (Docker's router matches the
+// decoded path, so encoding would not keep a '/' from changing the route):
+// refuse anything outside what Docker itself accepts.
+Status CheckContainerId(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= 256 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '.' || c == '-';
+  });
+  if (!ok) return InvalidArgument(fmt::format("docker: '{}' is not a container id or name", Printable(id, 80)));
+  return Status::Ok();
+}
+
+Status CheckImageRef(const std::string& ref) {
+  bool ok = !ref.empty() && ref.size() <= 512 && std::all_of(ref.begin(), ref.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':' || c == '@';
+  });
+  if (!ok) return InvalidArgument(fmt::format("docker: '{}' is not an image reference", Printable(ref, 80)));
+  return Status::Ok();
+}
+
+// nlohmann's dump() throws on invalid UTF-8 in a string.
+StatusOr<std::string> Dump(const json& j, const std::string& what) {
+  try {
+    return j.dump();
+  } catch (const std::exception& e) {
+    return InvalidArgument(fmt::format("docker: {}: {}", what, e.what()));
+  }
+}
+
+Status TransportError(const std::string& what, const beast::error_code& ec, std::chrono::milliseconds timeout) {
+  if (ec == asio::error::timed_out) {
+    return DeadlineExceeded(fmt::format("docker: {}: no answer in {} ms", what, timeout.count()));
+  }
+  if (ec == http::error::body_limit || ec == http::error::header_limit) {
+    return Internal(fmt::format("docker: {}: the answer is too large ({})", what, ec.message()));
+  }
+  return Unavailable(fmt::format("docker: {}: {}", what, ec.message()));
+}
+
+// The daemon's refusal as a Status, keeping its message ({"message": "..."}).
+Status ErrorFor(const Reply& r, const std::string& what) {
+  std::string message;
+  auto parsed = ParseJson(r.body, {.max_bytes = kMaxBody, .max_depth = 8}, "docker's answer");
+  if (parsed.ok() && parsed->is_object() && parsed->contains("message") && (*parsed)["message"].is_string()) {
+    message = Printable((*parsed)["message"].get<std::string>(), 500);
+  } else {
+    message = Printable(r.body, 200);
+  }
+  const bool said = !message.empty();
+  std::string text = fmt::format("docker: {}: {}", what, said ? message : fmt::format("HTTP {}", r.status));
+  switch (r.status) {
+    case 400: return InvalidArgument(text);
+    case 401:
+    case 403: return PermissionDenied(text);
+    case 404: return NotFound(text);
+    case 409: return FailedPrecondition(text);
+    case 502:
+    case 503:
+    case 504: return Unavailable(text);
+    default: return Internal(said ? fmt::format("{} (HTTP {})", text, r.status) : text);
+  }
+}
+
+StatusOr<json> ParseReply(const Reply& r, const std::string& what) {
+  auto parsed = ParseJson(r.body, {.max_bytes = kMaxBody, .max_depth = 64}, "docker's answer");
+  if (!parsed.ok()) return Internal(fmt::format("docker: {}: {}", what, parsed.status().message()));
+  return parsed;
+}
+
+// Reads an answer whole, its body at most `limit` bytes. Boost 1.74's parser
+// drops the body_limit error for a Content-Length over the limit when it
+// parses eagerly, as http::read does, and would then read it all: so read
+// the head first and check the length here.
+template <typename Body>
+beast::error_code ReadAnswer(Conn& conn, http::response_parser<Body>& parser, uint64_t limit,
+                             SteadyClock::time_point deadline) {
+  parser.body_limit(limit);
+  auto ec = conn.Run(
+      [&](auto handler) { http::async_read_header(conn.socket(), conn.buffer(), parser, handler); }, deadline);
+  if (ec) return ec;
+  if (parser.content_length() && *parser.content_length() > limit) return http::error::body_limit;
+  return conn.Run([&](auto handler) { http::async_read(conn.socket(), conn.buffer(), parser, handler); }, deadline);
+}
+
+template <typename Body>
+void SetCommonFields(http::request<Body>& req) {
+  req.set(http::field::host, "docker");
+  req.set(http::field::user_agent, "ringmaster");
+  req.keep_alive(false);  // one request per connection
+}
+
+// One request with an in-memory body; the answer read whole (up to kMaxBody)
+// before `timeout` from now.
+StatusOr<Reply> Call(const std::string& socket_path, http::verb verb, const std::string& target, std::string body,
+                     std::chrono::milliseconds timeout, const std::string& what) {
+  const auto deadline = SteadyClock::now() + timeout;
+  Conn conn(socket_path);
+  RM_RETURN_IF_ERROR(conn.Connect(deadline, timeout));
+  http::request<http::string_body> req{verb, std::string(kApiPrefix) + target, 11};
+  SetCommonFields(req);
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  if (auto ec = conn.Run([&](auto handler) { http::async_write(conn.socket(), req, handler); }, deadline)) {
+    return TransportError(what, ec, timeout);
+  }
+  http::response_parser<http::string_body> parser;
+  if (auto ec = ReadAnswer(conn, parser, kMaxBody, deadline)) return TransportError(what, ec, timeout);
+  return Reply{parser.get().result_int(), std::move(parser.get().body())};
+}
+
+// ---- timestamps
+
+bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// A cheap look before parsing: "2026-12-03T15:04:05".
+bool LooksLikeTimestamp(std::string_view s) {
+  return s.size() >= 20 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' && s[16] == ':';
+}
+
+// Takes "<timestamp> " off the front of `text`, if there is one.
+std::string_view TakeTimestamp(std::string_view& text) {
+  size_t space = text.substr(0, 48).find(' ');
+  if (space == std::string_view::npos) return {};
+  std::string_view ts = text.substr(0, space);
+  if (!LooksLikeTimestamp(ts) || !DockerApi::ParseDockerTimestamp(ts).ok()) return {};
+  text.remove_prefix(space + 1);
+  return ts;
+}
+
+}  // namespace
+
+// ---- DockerApi
+
+DockerApi::DockerApi(std::string socket_path, std::chrono::milliseconds deadline)
+    : socket_path_(std::move(socket_path)), deadline_(deadline) {}
+
+Status DockerApi::Ping() const {
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/_ping", "", deadline_, "ping"));
+  if (r.status != 200) return ErrorFor(r, "ping");
+  return Status::Ok();
+}
+
+StatusOr<nlohmann::json> DockerApi::Version() const {
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/version", "", deadline_, "version"));
+  if (r.status != 200) return ErrorFor(r, "version");
+  return ParseReply(r, "version");
+}
+
+StatusOr<nlohmann::json> DockerApi::Info() const {
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/info", "", deadline_, "info"));
+  if (r.status != 200) return ErrorFor(r, "info");
+  return ParseReply(r, "info");
+}
+
+StatusOr<nlohmann::json> DockerApi::InspectImage(const std::string& ref) const {
+  RM_RETURN_IF_ERROR(CheckImageRef(ref));
+  const std::string what = "inspect image " + ref;
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/images/" + ref + "/json", "", deadline_, what));
+  if (r.status != 200) return ErrorFor(r, what);
+  return ParseReply(r, what);
+}
+
+Status DockerApi::ImportImage(const std::string& tar_path, const std::string& repo, const std::string& tag,
+                              const std::vector<std::string>& changes, std::chrono::milliseconds timeout) const {
+  const std::string what = repo.empty() ? fmt::format("import {}", tar_path)
+                                         : fmt::format("import {} as {}:{}", tar_path, repo, tag.empty() ? "latest" : tag);
+  if (!repo.empty()) RM_RETURN_IF_ERROR(CheckImageRef(repo));
+  int fd = ::open(tar_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::string message = fmt::format("docker: {}: cannot open: {}", what, std::strerror(errno));
+    if (errno == ENOENT) return NotFound(message);
+    if (errno == EACCES) return PermissionDenied(message);
+    return Internal(message);
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return InvalidArgument(fmt::format("docker: {}: not a regular file", what));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  std::string target = std::string(kApiPrefix) + "/images/create?fromSrc=-";
+  if (!repo.empty()) target += "&repo=" + QueryEscape(repo);
+  if (!tag.empty()) target += "&tag=" + QueryEscape(tag);
+  for (const std::string& change : changes) target += "&changes=" + QueryEscape(change);
+
+  const auto deadline = SteadyClock::now() + timeout;
+  Conn conn(socket_path_);
+  RM_RETURN_IF_ERROR(conn.Connect(deadline, timeout));
+  // The header, then the file in chunks straight onto the socket: the tar
+  // (about 1.3 GB) never sits in memory. Without a Content-Type, Go parses
+  // a POST body as a form and chokes on the tar's bytes.
+  http::request<http::empty_body> req{http::verb::post, target, 11};
+  SetCommonFields(req);
+  req.set(http::field::content_type, "application/x-tar");
+  req.content_length(size);
+  http::request_serializer<http::empty_body> head(req);
+  beast::error_code write_ec =
+      conn.Run([&](auto handler) { http::async_write_header(conn.socket(), head, handler); }, deadline);
+  std::string chunk(kFileChunk, '\0');
+  uint64_t sent = 0;
+  while (!write_ec && sent < size) {
+    ssize_t n = ::read(fd, chunk.data(), std::min<uint64_t>(chunk.size(), size - sent));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Internal(fmt::format("docker: {}: reading the file after {} of {} bytes: {}", what, sent, size,
+                                  n < 0 ? std::strerror(errno) : "it shrank"));
+    }
+    write_ec = conn.Run(
+        [&](auto handler) { asio::async_write(conn.socket(), asio::buffer(chunk.data(), n), handler); }, deadline);
+    sent += static_cast<uint64_t>(n);
+  }
+  if (write_ec == asio::error::timed_out) return TransportError(what, write_ec, timeout);
+  // A daemon that refuses early (a bad name) answers and closes without
+  // reading the rest, which breaks our write: its answer says why, so read
+  // it if there is one, briefly.
+  auto read_deadline = write_ec ? std::min(deadline, SteadyClock::now() + std::chrono::seconds(5)) : deadline;
+  http::response_parser<http::string_body> parser;
+  auto read_ec = ReadAnswer(conn, parser, kMaxBody, read_deadline);
+  if (read_ec) return TransportError(what, write_ec ? write_ec : read_ec, timeout);
+  Reply r{parser.get().result_int(), std::move(parser.get().body())};
+  if (r.status != 200) return ErrorFor(r, what);
+  // 200 starts a stream of JSON lines: progress, the image id, or an error.
+  std::string_view rest = r.body;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    auto message = ParseJson(line, {.max_bytes = kMaxBody, .max_depth = 8}, "docker's progress line");
+    if (!message.ok()) return Internal(fmt::format("docker: {}: {}", what, message.status().message()));
+    if (message->is_object() && message->contains("error")) {
+      const json& error = (*message)["error"];
+      return Internal(fmt::format("docker: {}: {}", what,
+                                  Printable(error.is_string() ? error.get<std::string>() : error.dump(), 500)));
+    }
+  }
+  if (write_ec) return TransportError(what, write_ec, timeout);  // a 200 that did not read it all
+  return Status::Ok();
+}
+
+StatusOr<std::string> DockerApi::CreateContainer(const std::string& name, const nlohmann::json& config) const {
+  std::string target = "/containers/create";
+  if (!name.empty()) {
+    RM_RETURN_IF_ERROR(CheckContainerId(name));
+    target += "?name=" + QueryEscape(name);
+  }
+  const std::string what = "create container " + (name.empty() ? std::string("(unnamed)") : name);
+  RM_ASSIGN_OR_RETURN(std::string body, Dump(config, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post, target, std::move(body), deadline_, what));
+  if (r.status == 409) return AlreadyExists(ErrorFor(r, what).message());
+  if (r.status != 201 && r.status != 200) return ErrorFor(r, what);
+  RM_ASSIGN_OR_RETURN(json reply, ParseReply(r, what));
+  if (!reply.is_object() || !reply.contains("Id") || !reply["Id"].is_string() ||
+      reply["Id"].get<std::string>().empty()) {
+    return Internal(fmt::format("docker: {}: no Id in the answer", what));
+  }
+  return reply["Id"].get<std::string>();
+}
+
+Status DockerApi::StartContainer(const std::string& id) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  const std::string what = "start container " + id;
+  RM_ASSIGN_OR_RETURN(Reply r,
+                      Call(socket_path_, http::verb::post, "/containers/" + id + "/start", "", deadline_, what));
+  if (r.status == 204 || r.status == 304) return Status::Ok();  // 304: already running
+  return ErrorFor(r, what);
+}
+
+Status DockerApi::KillContainer(const std::string& id, const std::string& signal) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  if (signal.empty()) return InvalidArgument("docker: kill: no signal");
+  const std::string what = fmt::format("kill container {} with {}", id, Printable(signal));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post,
+                                    "/containers/" + id + "/kill?signal=" + QueryEscape(signal), "", deadline_, what));
+  if (r.status == 204) return Status::Ok();
+  return ErrorFor(r, what);
+}
+
+Status DockerApi::StopContainer(const std::string& id, int seconds) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  if (seconds < 0) return InvalidArgument("docker: stop: negative grace period");
+  const std::string what = "stop container " + id;
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post,
+                                    fmt::format("/containers/{}/stop?t={}", id, seconds), "",
+                                    deadline_ + std::chrono::seconds(seconds), what));
+  if (r.status == 204 || r.status == 304) return Status::Ok();  // 304: already stopped
+  return ErrorFor(r, what);
+}
+
+Status DockerApi::RemoveContainer(const std::string& id, bool force) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  const std::string what = "remove container " + id;
+  const std::string target = fmt::format("/containers/{}?force={}&v=1", id, force ? 1 : 0);
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::delete_, target, "", deadline_, what));
+  if (r.status == 204 || r.status == 404) return Status::Ok();  // 404: nothing to remove
+  return ErrorFor(r, what);
+}
+
+StatusOr<nlohmann::json> DockerApi::InspectContainer(const std::string& id) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  const std::string what = "inspect container " + id;
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/containers/" + id + "/json", "", deadline_, what));
+  if (r.status != 200) return ErrorFor(r, what);
+  return ParseReply(r, what);
+}
+
+StatusOr<int64_t> DockerApi::WaitContainer(const std::string& id, std::chrono::milliseconds deadline) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  const std::string what = "wait for container " + id;
+  // dockerd sends the 200 head at once and the body when the container
+  // stops, so running out of time here means it is still running.
+  auto reply = Call(socket_path_, http::verb::post, "/containers/" + id + "/wait?condition=not-running", "", deadline,
+                    what);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kDeadlineExceeded) {
+      return DeadlineExceeded(fmt::format("docker: container {} still running after {} ms", id, deadline.count()));
+    }
+    return reply.status();
+  }
+  if (reply->status != 200) return ErrorFor(*reply, what);
+  RM_ASSIGN_OR_RETURN(json body, ParseReply(*reply, what));
+  if (!body.is_object() || !body.contains("StatusCode") || !body["StatusCode"].is_number_integer()) {
+    return Internal(fmt::format("docker: {}: no StatusCode in the answer", what));
+  }
+  if (body.contains("Error") && body["Error"].is_object() && body["Error"].contains("Message") &&
+      body["Error"]["Message"].is_string() && !body["Error"]["Message"].get<std::string>().empty()) {
+    return Internal(fmt::format("docker: {}: {}", what, Printable(body["Error"]["Message"].get<std::string>(), 500)));
+  }
+  return body["StatusCode"].get<int64_t>();
+}
+
+StatusOr<std::vector<nlohmann::json>> DockerApi::ListContainers(const std::map<std::string, std::string>& labels,
+                                                                bool all) const {
+  const std::string what = "list containers";
+  std::string target = fmt::format("/containers/json?all={}", all ? 1 : 0);
+  if (!labels.empty()) {
+    // The map form {"label": {"k=v": true}} is what the docker CLI sends.
+    json filters = {{"label", json::object()}};
+    for (const auto& [k, v] : labels) filters["label"][v.empty() ? k : k + "=" + v] = true;
+    RM_ASSIGN_OR_RETURN(std::string text, Dump(filters, what));
+    target += "&filters=" + QueryEscape(text);
+  }
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, target, "", deadline_, what));
+  if (r.status != 200) return ErrorFor(r, what);
+  RM_ASSIGN_OR_RETURN(json body, ParseReply(r, what));
+  if (!body.is_array()) return Internal(fmt::format("docker: {}: the answer is not an array", what));
+  return std::vector<json>(body.begin(), body.end());
+}
+
+Status DockerApi::FollowLogs(const std::string& id, const LogOptions& options, const LogSink& sink) const {
+  RM_RETURN_IF_ERROR(CheckContainerId(id));
+  const std::string what = "logs of container " + id;
+  std::string target = std::string(kApiPrefix) + "/containers/" + id +
+                       "/logs?follow=1&stdout=1&stderr=1&timestamps=1";
+  if (!options.since.empty()) target += "&since=" + QueryEscape(options.since);
+  const auto poll = std::max(options.poll, std::chrono::milliseconds(10));
+  const std::function<bool()>* stop = options.stop_requested ? &options.stop_requested : nullptr;
+  const auto forever = SteadyClock::time_point::max();
+
+  Conn conn(socket_path_);
+  {
+    const auto deadline = SteadyClock::now() + deadline_;
+    RM_RETURN_IF_ERROR(conn.Connect(deadline, deadline_));
+    http::request<http::empty_body> req{http::verb::get, target, 11};
+    SetCommonFields(req);
+    if (auto ec = conn.Run([&](auto handler) { http::async_write(conn.socket(), req, handler); }, deadline)) {
+      return TransportError(what, ec, deadline_);
+    }
+  }
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<uint64_t>::max());  // days of logs; framed and bounded below
+  auto ec = conn.Run([&](auto handler) { http::async_read_header(conn.socket(), conn.buffer(), parser, handler); },
+                     forever, poll, stop);
+  if (conn.stopped()) return Status::Ok();
+  if (ec) return TransportError(what, ec, deadline_);
+  if (parser.get().result_int() != 200) {
+    Reply r{parser.get().result_int(), ""};
+    const auto length = parser.content_length();
+    http::response_parser<http::string_body> small(std::move(parser));
+    small.body_limit(kMaxErrorBody);
+    if ((!length || *length <= kMaxErrorBody) &&
+        !conn.Run([&](auto handler) { http::async_read(conn.socket(), conn.buffer(), small, handler); },
+                  SteadyClock::now() + deadline_)) {
+      r.body = std::move(small.get().body());
+    }
+    return ErrorFor(r, what);
+  }
+
+  DockerLogDemuxer demux(sink);
+  std::string buf(64 << 10, '\0');
+  while (!parser.is_done()) {
+    parser.get().body().data = buf.data();
+    parser.get().body().size = buf.size();
+    ec = conn.Run(
+        [&](auto handler) { http::async_read_some(conn.socket(), conn.buffer(), parser, handler); }, forever, poll,
+        stop);
+    if (conn.stopped()) return Status::Ok();
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == http::error::partial_message) {
+        return Unavailable(fmt::format("docker: {}: the daemon closed the stream before its end", what));
+      }
+      return TransportError(what, ec, deadline_);
+    }
+    Status s = demux.Feed(std::string_view(buf.data(), buf.size() - parser.get().body().size));
+    if (s.code() == StatusCode::kAborted) return Status::Ok();  // the sink's stop
+    if (!s.ok()) return s.Annotate("docker: " + what);
+  }
+  Status s = demux.Finish();
+  if (s.code() == StatusCode::kAborted) return Status::Ok();
+  return s.ok() ? s : s.Annotate("docker: " + what);
+}
+
+StatusOr<int64_t> DockerApi::ParseDockerTimestamp(std::string_view ts) {
+  auto bad = [&] { return InvalidArgument(fmt::format("'{}' is not an RFC 3339 timestamp", Printable(ts, 64))); };
+  int year, month, day, hour, minute, second;
+  if (!LooksLikeTimestamp(ts) || !Digits(ts, 0, 4, &year) || !Digits(ts, 5, 2, &month) || !Digits(ts, 8, 2, &day) ||
+      !Digits(ts, 11, 2, &hour) || !Digits(ts, 14, 2, &minute) || !Digits(ts, 17, 2, &second)) {
+    return bad();
+  }
+  size_t pos = 19;
+  int64_t nanos = 0;
+  if (pos < ts.size() && ts[pos] == '.') {
+    ++pos;
+    size_t digits = 0;
+    for (; pos < ts.size() && ts[pos] >= '0' && ts[pos] <= '9'; ++pos, ++digits) {
+      if (digits < 9) nanos = nanos * 10 + (ts[pos] - '0');  // finer than 1 ns is dropped
+    }
+    if (digits == 0) return bad();
+    for (size_t i = digits; i < 9; ++i) nanos *= 10;
+  }
+  int64_t offset = 0;  // seconds east of UTC
+  if (pos < ts.size() && ts[pos] == 'Z') {
+    ++pos;
+  } else if (pos < ts.size() && (ts[pos] == '+' || ts[pos] == '-')) {
+    int oh, om;
+    if (!Digits(ts, pos + 1, 2, &oh) || pos + 3 >= ts.size() || ts[pos + 3] != ':' || !Digits(ts, pos + 4, 2, &om) ||
+        oh > 23 || om > 59) {
+      return bad();
+    }
+    offset = (ts[pos] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    pos += 6;
+  } else {
+    return bad();
+  }
+  if (pos != ts.size()) return bad();
+  const std::chrono::year_month_day date{std::chrono::year(year), std::chrono::month(month), std::chrono::day(day)};
+  if (!date.ok() || hour > 23 || minute > 59 || second > 60) return bad();
+  const int64_t days = std::chrono::sys_days(date).time_since_epoch().count();
+  const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset;
+  // int64 nanoseconds reach from 1677 to 2262.
+  if (seconds < std::numeric_limits<int64_t>::min() / 1'000'000'000 + 1 ||
+      seconds > std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1) {
+    return InvalidArgument(fmt::format("'{}' is out of range", Printable(ts, 64)));
+  }
+  return seconds * 1'000'000'000 + nanos;
+}
+
+std::string DockerApi::FormatSince(int64_t unix_nanos) {
+  if (unix_nanos < 0) unix_nanos = 0;  // Docker's form has no sign for the fraction
+  return fmt::format("{}.{:09}", unix_nanos / 1'000'000'000, unix_nanos % 1'000'000'000);
+}
+
+// ---- DockerLogDemuxer
+
+Status DockerLogDemuxer::Feed(std::string_view bytes) {
+  if (stopped_) return Aborted("stopped by the sink");
+  pending_.append(bytes);
+  size_t pos = 0;
+  Status status;
+  while (status.ok() && pending_.size() - pos >= 8) {
+    const auto* h = reinterpret_cast<const unsigned char*>(pending_.data() + pos);
+    if (h[0] < 1 || h[0] > 3 || h[1] != 0 || h[2] != 0 || h[3] != 0) {
+      status = FailedPrecondition("not Docker's multiplexed log stream (was the container created with Tty?)");
+      break;
+    }
+    const uint32_t size = (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) | (uint32_t{h[6]} << 8) | h[7];
+    if (size > kMaxFrame) {
+      status = Internal(fmt::format("a log frame of {} bytes, over the limit of {}", size, kMaxFrame));
+      break;
+    }
+    if (pending_.size() - pos - 8 < size) break;
+    status = Frame(h[0], std::string_view(pending_.data() + pos + 8, size));
+    pos += 8 + size;
+  }
+  if (!status.ok()) {
+    pending_.clear();
+    return status;
+  }
+  pending_.erase(0, pos);
+  return Status::Ok();
+}
+
+Status DockerLogDemuxer::Frame(int stream, std::string_view payload) {
+  // Stream 3 is the daemon's own error in the middle of the stream.
+  if (stream == 3) return Internal("the daemon reported: " + Printable(payload, 500));
+  Partial& p = partial_[stream];
+  // Every frame starts with a timestamp, also one that continues a long
+  // line (the line keeps its first); so may every line within a frame.
+  std::string_view frame_ts = TakeTimestamp(payload);
+  if (!p.open) p.ts = std::string(frame_ts);
+  bool first = true;
+  while (!payload.empty()) {
+    if (!p.open && !first) {
+      std::string_view ts = TakeTimestamp(payload);
+      p.ts = std::string(ts.empty() ? frame_ts : ts);
+    }
+    first = false;
+    size_t nl = payload.find('\n');
+    std::string_view text = payload.substr(0, nl);
+    payload.remove_prefix(nl == std::string_view::npos ? payload.size() : nl + 1);
+    p.open = true;
+    // Pass very long lines on in pieces rather than buffer them.
+    while (p.text.size() + text.size() > kMaxLine) {
+      size_t take = kMaxLine - p.text.size();
+      p.text.append(text.substr(0, take));
+      text.remove_prefix(take);
+      if (!Emit(stream, p)) return Aborted("stopped by the sink");
+    }
+    p.text.append(text);
+    if (nl != std::string_view::npos) {
+      p.open = false;
+      if (!Emit(stream, p)) return Aborted("stopped by the sink");
+    }
+  }
+  return Status::Ok();
+}
+
+bool DockerLogDemuxer::Emit(int stream, Partial& p) {
+  if (stopped_) return false;
+  if (!sink_(stream, p.ts, p.text)) stopped_ = true;
+  p.text.clear();
+  return !stopped_;
+}
+
+Status DockerLogDemuxer::Finish() {
+  for (int stream : {1, 2}) {
+    Partial& p = partial_[stream];
+    if (p.open && !p.text.empty()) {
+      p.open = false;
+      if (!Emit(stream, p)) return Aborted("stopped by the sink");
+    }
+  }
+  if (!pending_.empty()) {
+    return Internal(fmt::format("the stream ended inside a log frame ({} bytes)", pending_.size()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ringmaster::agent

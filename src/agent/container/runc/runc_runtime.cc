@@ -1,0 +1,221 @@
+#include "agent/container/runc/runc_runtime.h"
+
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "common/log.h"
+#include "common/subprocess.h"
+
+namespace ringmaster::agent {
+namespace fs = std::filesystem;
+namespace {
+
+std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
+
+
+}  // namespace
+
+StatusOr<std::string> RuncRuntime::Find(const std::string& runc_binary) {
+  std::string path = runc_binary;
+  if (path.find('/') == std::string::npos) {
+    path.clear();
+    const char* env = getenv("PATH");
+    std::string dirs = env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size() && path.empty()) {
+      size_t colon = dirs.find(':', start);
+      if (colon == std::string::npos) colon = dirs.size();
+      const std::string candidate = dirs.substr(start, colon - start) + "/" + runc_binary;
+      if (candidate[0] == '/' && access(candidate.c_str(), X_OK) == 0) path = candidate;
+      start = colon + 1;
+    }
+    if (path.empty()) return FailedPrecondition(fmt::format("runc executor: {} is not on PATH (apt install runc)", runc_binary));
+  }
+  path = fs::absolute(path).lexically_normal().string();
+  auto v = RunTool({path, "--version"});
+  if (!v.ok()) return FailedPrecondition(fmt::format("runc executor: {} --version: {}", path, v.status().message()));
+  return path;
+}
+
+std::string RuncRuntime::DefaultInit() {
+  const char* tini = "/usr/bin/tini-static";
+  return access(tini, X_OK) == 0 ? tini : "";
+}
+
+// A denylist seccomp profile: the calls Docker's default profile refuses an
+// unprivileged container (namespaces, mounts, kernel keyrings, modules,
+// BPF, perf, userfaultfd, clocks, reboot, ...), refused with EPERM.
+// Everything else is allowed: tasks are already a non-root uid without
+// capabilities, this narrows the kernel surface they can reach.
+nlohmann::json SeccompProfile() {
+  using nlohmann::json;
+  const json denied = {"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module", "delete_module",
+                       "finit_module", "fsconfig", "fsmount", "fsopen", "fspick", "get_kernel_syms",
+                       "init_module", "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl",
+                       "lookup_dcookie", "mount", "mount_setattr", "move_mount", "name_to_handle_at",
+                       "nfsservctl", "open_by_handle_at", "open_tree", "perf_event_open", "pivot_root",
+                       "process_vm_readv", "process_vm_writev", "quotactl", "reboot", "request_key",
+                       "setns", "settimeofday", "stime", "swapoff", "swapon", "sysfs", "_sysctl", "umount", "umount2",
+                       "unshare", "uselib", "userfaultfd", "ustat", "vm86", "vm86old"};
+  json rules = json::array({{{"names", denied}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1}}});
+  // New namespaces through clone(2) too: one rule per flag (rules for one
+  // call are alternatives). clone3's flags are in memory a filter cannot
+  // read: ENOSYS makes libc fall back to clone.
+  for (uint64_t flag : {0x00020000ULL /*NEWNS*/, 0x02000000ULL /*NEWCGROUP*/, 0x04000000ULL /*NEWUTS*/,
+                        0x08000000ULL /*NEWIPC*/, 0x10000000ULL /*NEWUSER*/, 0x20000000ULL /*NEWPID*/,
+                        0x40000000ULL /*NEWNET*/}) {
+    rules.push_back({{"names", {"clone"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1},
+                     {"args", {{{"index", 0}, {"value", flag}, {"valueTwo", flag}, {"op", "SCMP_CMP_MASKED_EQ"}}}}});
+  }
+  rules.push_back({{"names", {"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 38}});
+  json profile = {{"defaultAction", "SCMP_ACT_ALLOW"},
+                  {"architectures", {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"}},
+                  {"syscalls", rules}};
+  return profile;
+}
+
+nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& rootfs, const std::string& init) {
+  using nlohmann::json;
+  const TaskLaunch& l = *t.launch;
+  json env = json::array();
+  for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
+  json groups = json::array();
+  for (gid_t g : l.identity.groups) groups.push_back(g);
+  const json no_caps = json::array();
+  json mounts = json::array({
+      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"},
+       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+      {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
+       {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+      {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"},
+       {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=1g"}}},
+      {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"}, {"options", {"nosuid", "noexec", "nodev"}}},
+  });
+  const bool own_net = l.network == "none" || l.network == "overlay";
+  // A fresh sysfs, read-only: never a bind of the host's (whose submounts,
+  // debugfs and tracefs among them, would come along).
+  mounts.push_back({{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}});
+  mounts.push_back({{"destination", "/sys/fs/cgroup"}, {"type", "cgroup"}, {"source", "cgroup"},
+                    {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}});
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
+    if (access(f, R_OK) == 0) mounts.push_back({{"destination", f}, {"type", "bind"}, {"source", f}, {"options", {"rbind", "ro"}}});
+  }
+  for (const auto& [path, ro] : t.binds) {
+    mounts.push_back({{"destination", path}, {"type", "bind"}, {"source", path},
+                      {"options", {"rbind", "nosuid", "nodev", ro ? "ro" : "rw"}}});
+  }
+  json args = l.argv;
+  if (!init.empty()) {
+    mounts.push_back({{"destination", "/dev/init"}, {"type", "bind"}, {"source", init}, {"options", {"bind", "ro", "nosuid", "nodev"}}});
+    args = json::array({"/dev/init", "--"});
+    for (const auto& a : l.argv) args.push_back(a);
+  }
+  json namespaces = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
+  if (own_net) namespaces.push_back({{"type", "network"}});
+  json devices = json::array(), rules = json::array({{{"allow", false}, {"access", "rwm"}}});
+  for (const DeviceNode& d : t.devices) {
+    devices.push_back({{"path", d.container_path}, {"type", "c"}, {"major", d.major}, {"minor", d.minor},
+                       {"fileMode", 0666}, {"uid", 0}, {"gid", 0}});
+    rules.push_back({{"allow", true}, {"type", "c"}, {"major", d.major}, {"minor", d.minor}, {"access", "rw"}});
+  }
+  std::string host = "task-" + t.key;
+  for (char& c : host) c = c == '.' ? '-' : c;
+  // Open files: 65536, or what this host lets root raise it to.
+  rlimit lim{};
+  uint64_t nofile = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY) nofile = std::min<uint64_t>(nofile, lim.rlim_max);
+  json config{
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", {{"uid", l.identity.uid}, {"gid", l.identity.gid}, {"additionalGids", groups}}},
+        {"args", args},
+        {"env", env},
+        {"cwd", t.cwd},
+        {"capabilities", {{"bounding", no_caps}, {"effective", no_caps}, {"inheritable", no_caps},
+                          {"permitted", no_caps}, {"ambient", no_caps}}},
+        {"rlimits", {{{"type", "RLIMIT_NOFILE"}, {"hard", nofile}, {"soft", nofile}}}},
+        {"noNewPrivileges", true}}},
+      {"root", {{"path", rootfs}, {"readonly", false}}},
+      {"hostname", host},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces", namespaces},
+        // The container's cgroup sits below the task's, which holds the limits.
+        {"cgroupsPath", t.cgroup_parent + "/task"},
+        {"resources", {{"devices", rules}}},
+        {"devices", devices},
+        {"maskedPaths", {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                         "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+                         "/proc/scsi", "/sys/devices/virtual/powercap"}},
+        {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}},
+        {"seccomp", SeccompProfile()}}}};
+  if (l.network == "overlay" && !l.network_hook.empty()) {
+    // Once its namespaces exist and before its process runs: the veth, the
+    // address, the node's bridge (net::AttachTask). A hook that fails fails the start.
+    config["hooks"] = {{"createRuntime", json::array({{{"path", l.network_hook[0]}, {"args", l.network_hook},
+                       {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, {"timeout", 60}}})}};
+  }
+  ApplyCdiToOci(t.cdi, &config);
+  return config;
+}
+
+StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {
+  const TaskLaunch& l = *t.launch;
+  if (l.image.rootfs.empty()) return FailedPrecondition("runc: the task's image has no unpacked rootfs on this node");
+  const std::string base = t.task_dir + "/rootfs";
+  for (const char* d : {"upper", "work", "merged"}) RM_RETURN_IF_ERROR(MakeDirs(base + "/" + d, 0755));
+  // The image stays as it is (the lower dir, shared by every task of it);
+  // what the task writes outside its sandbox lands in its upper dir, gone with it.
+  const std::string options =
+      fmt::format("lowerdir={},upperdir={}/upper,workdir={}/work", l.image.rootfs, base, base);
+  if (mount("overlay", Rootfs(t.task_dir).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return Internal(fmt::format("runc: mounting the task's root (overlay on {}): {}", l.image.rootfs, std::strerror(errno)));
+  }
+  // runc makes the mount points of what is bound in, inside the root (in
+  // the task's upper dir, never the shared image), resolving no symlink out of it.
+  RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));
+  RM_RETURN_IF_ERROR(WriteFileAtomic(t.task_dir + "/bundle/config.json", Config(t, Rootfs(t.task_dir), init_).dump(2), 0600));
+  Command c;
+  c.argv = {runc_, "--root", state_root_, "run", "--bundle", t.task_dir + "/bundle", t.id};
+  c.cleanup = {runc_, "--root", state_root_, "delete", "--force", t.id};
+  return c;
+}
+
+void RuncRuntime::Release(const std::string& key, const std::string& id, const std::string& task_dir) {
+  (void)key;
+  (void)RunTool({runc_, "--root", state_root_, "delete", "--force", id});
+  const std::string merged = Rootfs(task_dir);
+  if (umount2(merged.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    spdlog::warn("agent: unmounting {}: {}", merged, std::strerror(errno));
+  }
+}
+
+void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std::string>& keys) {
+  auto list = RunTool({runc_, "--root", state_root_, "list", "-q"});
+  if (!list.ok()) return;
+  const std::string prefix = "rm-" + instance + "-";
+  size_t start = 0;
+  while (start < list->size()) {
+    size_t nl = list->find('\n', start);
+    if (nl == std::string::npos) nl = list->size();
+    const std::string id = list->substr(start, nl - start);
+    start = nl + 1;
+    if (id.rfind(prefix, 0) != 0 || keys.count(id.substr(prefix.size()))) continue;
+    spdlog::info("agent: removing container {}, of no task of this agent", id);
+    (void)RunTool({runc_, "--root", state_root_, "delete", "--force", id});
+  }
+}
+
+}  // namespace ringmaster::agent
