@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 
 struct JobRole {
   std::string name;
@@ -55,4 +55,4 @@ struct RankEnd {
 // deciding role has not all succeeded, or nothing else is left running.
 std::string RolesDone(const std::vector<JobRole>& roles, const std::vector<RankEnd>& tasks);
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol
