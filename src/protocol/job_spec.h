@@ -1,9 +1,8 @@
 // JobSpec: what a user submits (docs/jobspec.md), parsed from YAML or JSON
-// and validated strictly: unknown fields and bad values are refused with an
-// InvalidArgument whose message starts with the field's path, e.g.
-// `resources.memory: "lots" is not a size`. The text is untrusted: every
-// input is refused or accepted within the limits below, without crashing,
-// and what is accepted is exactly what a task gets. Pure functions; thread-safe.
+// and validated strictly; errors start with the field's path (`resources.memory:
+// "lots" is not a size`). The text is untrusted: every input is refused or
+// accepted within the limits below, and what is accepted is exactly what a
+// task gets. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
