@@ -46,7 +46,7 @@ test-e2e: build
 # with UBSan (the ringmaster binary too: the agent tests run tasks through its
 # shim), then ringcomm's threaded tests under ThreadSanitizer. Not in CI (slow).
 SANITIZE_ENV = RINGCOMM_TEST_BIG_COUNT=20011 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ASAN_TESTS = s3_store_test blob_store_contract_test files_api_test common_test store_test http_test job_spec_test job_service_test metrics_line_test server_test \
+ASAN_TESTS = s3_store_test blob_store_contract_test files_api_test common_test store_test http_test protocol_test job_service_test server_test \
              agent_unit_test process_executor_test agent_test comm_unit_test comm_test
 test-sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRM_SANITIZE=address

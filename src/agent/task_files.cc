@@ -16,6 +16,7 @@
 
 #include "agent/executor/safe_fs.h"
 #include "common/files.h"
+#include "common/files_key.h"
 #include "files/blob_store.h"
 #include "files/hashing.h"
 
@@ -104,8 +105,8 @@ StatusOr<StagePlan> TaskFiles::Plan(int64_t task_id, int attempt) const {
         // Whatever the server says, a file lands inside the work dir: a
         // relative path without ".", ".." or empty segments, NULs or control
         // characters (the rules of a files key).
-        if (Status st = files::ValidateKey(last.to); !st.ok()) throw std::runtime_error("a bad staging path: " + st.message());
-        if (Status st = files::ValidateKey(last.path); !st.ok()) throw std::runtime_error("a bad files path: " + st.message());
+        if (Status st = ValidateFilesKey(last.to); !st.ok()) throw std::runtime_error("a bad staging path: " + st.message());
+        if (Status st = ValidateFilesKey(last.path); !st.ok()) throw std::runtime_error("a bad files path: " + st.message());
         if (!last.sha256.empty() && !files::IsSha256Hex(last.sha256)) throw std::runtime_error("a bad sha256");
       }
     };
@@ -113,7 +114,7 @@ StatusOr<StagePlan> TaskFiles::Plan(int64_t task_id, int attempt) const {
     entries(j.at("checkpoint"), &plan.checkpoint);
     plan.outputs = j.at("outputs").get<std::vector<std::string>>();
     for (const std::string& o : plan.outputs) {
-      if (Status st = files::ValidateKey(o); !st.ok()) throw std::runtime_error("a bad output path: " + st.message());
+      if (Status st = ValidateFilesKey(o); !st.ok()) throw std::runtime_error("a bad output path: " + st.message());
     }
   } catch (const std::exception& e) {
     return InvalidArgument(fmt::format("a malformed staging plan: {}", e.what()));

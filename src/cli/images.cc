@@ -22,7 +22,7 @@
 
 #include "cli/files.h"
 #include "common/files.h"
-#include "server/job_spec.h"
+#include "protocol/image_ref.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -70,7 +70,10 @@ int ImagesBuild(const std::string& name, const std::string& out_dir) {
 }
 
 int ImagesPush(const Connection& c, const std::string& name, const std::string& from_dir) {
-  if (!server::IsImageRef(name) || name.find('@') != std::string::npos) Die("images push: \"" + name + "\" is not an image name (lower-case letters, digits, . _ -)");
+  if (auto ref = protocol::ParseJobImageRef(name); !ref.ok() || !ref->digest.empty()) {
+    Die(fmt::format("images push: \"{}\" is not an image name ({})", name,
+                    ref.ok() ? "it is pinned; push a name" : ref.status().message()));
+  }
   const std::string tar = from_dir + "/" + name + ".tar", manifest = from_dir + "/" + name + ".json";
   struct stat st {};
   if (stat(tar.c_str(), &st) != 0) Die(fmt::format("images push: {}: {} (build it: ringmaster images build {})", tar, std::strerror(errno), name));

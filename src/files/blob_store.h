@@ -5,7 +5,7 @@
 //   s3     the S3 API with SigV4 and multipart uploads (Ceph RGW in tests);
 //   fake   in memory, with injectable faults, for unit tests of its users.
 //
-// Keys are '/'-separated relative paths (ValidateKey). Objects are written as
+// Keys are '/'-separated relative paths (ValidateFilesKey). Objects are written as
 // streams: Create() returns a BlobWriter; nothing is visible until Commit(),
 // and Commit() replaces any previous object atomically (a reader sees the old
 // object or the new one, never a torn one). A writer dropped or aborted
@@ -25,16 +25,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/files_key.h"
 #include "common/status.h"
 
 namespace ringmaster::files {
-
-inline constexpr size_t kMaxKeyBytes = 1024;
-
-// A key is 1..1024 bytes of valid UTF-8, '/'-separated segments, none of them
-// empty, "." or ".."; no leading '/', no backslash, no NUL or other control
-// character. The error names what is wrong.
-Status ValidateKey(std::string_view key);
 
 struct ObjectInfo {
   std::string key;
@@ -92,8 +86,8 @@ class BlobStore {
   // "local", "s3" or "fake": names the backend in errors (Unavailable says
   // "storage backend s3 (http://...): ...").
   virtual std::string Describe() const = 0;
-  // The longest key this store takes: kMaxKeyBytes, less an S3 key prefix.
-  virtual size_t max_key_bytes() const { return kMaxKeyBytes; }
+  // The longest key this store takes: kMaxFilesKeyBytes, less an S3 key prefix.
+  virtual size_t max_key_bytes() const { return kMaxFilesKeyBytes; }
 
   virtual StatusOr<std::unique_ptr<BlobWriter>> Create(const std::string& key, const PutOptions& options) = 0;
   // NotFound when there is no such object.

@@ -104,13 +104,13 @@ class FakeStore : public FakeBlobStore {
   void SetClock(Clock* clock) { state_->clock = clock; }
 
   StatusOr<std::unique_ptr<BlobWriter>> Create(const std::string& key, const PutOptions& options) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     RM_RETURN_IF_ERROR(state_->CheckUp());
     return std::unique_ptr<BlobWriter>(new FakeWriter(state_, key, options));
   }
 
   StatusOr<std::unique_ptr<BlobReader>> Open(const std::string& key, const ByteRange& range) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     RM_RETURN_IF_ERROR(state_->CheckUp());
     std::lock_guard lock(state_->mu);
     auto it = state_->objects.find(key);
@@ -124,7 +124,7 @@ class FakeStore : public FakeBlobStore {
   }
 
   StatusOr<ObjectInfo> Head(const std::string& key) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     RM_RETURN_IF_ERROR(state_->CheckUp());
     std::lock_guard lock(state_->mu);
     auto it = state_->objects.find(key);
@@ -149,7 +149,7 @@ class FakeStore : public FakeBlobStore {
   }
 
   Status Delete(const std::string& key) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     RM_RETURN_IF_ERROR(state_->CheckUp());
     std::lock_guard lock(state_->mu);
     if (state_->objects.erase(key) == 0) return NotFound(key + ": no such file");

@@ -247,7 +247,7 @@ class LocalStore : public BlobStore {
   std::string Describe() const override { return "local (" + root_ + ")"; }
 
   StatusOr<std::unique_ptr<BlobWriter>> Create(const std::string& key, const PutOptions& options) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     std::string tmp = root_ + "/.tmp/" + RandomHex(12);
     Fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (fd.fd < 0) return Errno("create a temp file", errno);
@@ -261,7 +261,7 @@ class LocalStore : public BlobStore {
   }
 
   StatusOr<std::unique_ptr<BlobReader>> Open(const std::string& key, const ByteRange& range) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     Fd fd(::open(ObjectPath(root_, key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (fd.fd < 0) {
       if (errno == ENOENT || errno == ENOTDIR) return NotFound(key + ": no such file");
@@ -291,7 +291,7 @@ class LocalStore : public BlobStore {
   }
 
   Status Delete(const std::string& key) override {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     std::string path = ObjectPath(root_, key);
     if (::unlink(path.c_str()) != 0) {
       if (errno == ENOENT || errno == ENOTDIR) return NotFound(key + ": no such file");

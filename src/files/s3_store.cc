@@ -195,11 +195,11 @@ class S3Store : public BlobStore {
 
   std::string Describe() const override { return "s3 (" + config_.endpoint + ", bucket " + config_.bucket + ")"; }
   std::string Where() const { return "storage backend s3 (" + config_.endpoint + ")"; }
-  size_t max_key_bytes() const override { return kMaxKeyBytes - config_.prefix.size(); }
+  size_t max_key_bytes() const override { return kMaxFilesKeyBytes - config_.prefix.size(); }
 
-  // ValidateKey, counting the store's prefix against S3's 1024 bytes.
+  // ValidateFilesKey, counting the store's prefix against S3's 1024 bytes.
   Status Check(const std::string& key) const {
-    RM_RETURN_IF_ERROR(ValidateKey(key));
+    RM_RETURN_IF_ERROR(ValidateFilesKey(key));
     if (key.size() > max_key_bytes()) {
       return InvalidArgument(fmt::format("path: {} bytes, over the limit of {}", key.size(), max_key_bytes()));
     }

@@ -186,11 +186,11 @@ struct LatestCheckpoint {
 };
 StatusOr<std::optional<LatestCheckpoint>> ReadLatestCheckpoint(files::BlobStore& store, int64_t job_id);
 // Whether `c` may read every input of `spec`, and each is there: a submit's check.
-Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec);
+Status CheckJobInputs(Api& api, const Caller& c, const protocol::JobSpec& spec);
 // Pins spec->image ("torch") to the digest images/<name>/latest names
 // ("torch@sha256:<hex>"), so every task and restart runs the same image;
 // InvalidArgument naming `image` when no such image was pushed.
-Status ResolveJobImage(Api& api, JobSpec* spec);
+Status ResolveJobImage(Api& api, protocol::JobSpec* spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes
 // back to the job owner's quota (a job being deleted).
 Status DeleteJobFiles(Api& api, const store::Job& job);

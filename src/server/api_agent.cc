@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "net/ipv4.h"
 #include "server/api.h"
-#include "server/metrics_line.h"
+#include "protocol/metrics_line.h"
 
 namespace ringmaster::server {
 namespace {
@@ -123,7 +123,7 @@ static void IngestTrainerRecords(Api& api, int64_t task_id, const std::string& b
   for (size_t nl; (nl = body.find('\n', start)) != std::string::npos; start = nl + 1) {
     const std::string_view line(body.data() + start, nl - start);
     if (line.find("step_time_s") == std::string_view::npos && line.find("samples_per_s") == std::string_view::npos) continue;
-    if (auto rec = ParseMetricsLine(line)) api.monitor->IngestTrainer(task_id, now, *rec);
+    if (auto rec = protocol::ParseMetricsLine(line)) api.monitor->IngestTrainer(task_id, now, *rec);
   }
 }
 

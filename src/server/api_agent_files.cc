@@ -5,6 +5,8 @@
 // attempt and not ended; and the submit-time check of a spec's inputs.
 #include <fmt/format.h>
 
+#include "common/files_key.h"
+#include "protocol/image_ref.h"
 #include "server/api.h"
 #include "server/files_access.h"
 
@@ -74,7 +76,7 @@ StatusOr<Caller> OwnerCaller(Api& api, const store::Job& job) {
 struct AgentTaskFiles {
   store::Task task;
   store::Job job;
-  JobSpec spec;
+  protocol::JobSpec spec;
   Caller owner;
 };
 
@@ -87,7 +89,7 @@ StatusOr<AgentTaskFiles> TaskFilesOf(Api& api, const http::Request& req, const C
   }
   if (store::IsTerminal(f.task.state)) return FailedPrecondition(fmt::format("task {} has ended", f.task.id));
   RM_ASSIGN_OR_RETURN(f.job, api.store->GetJob(f.task.job_id));
-  RM_ASSIGN_OR_RETURN(f.spec, JobSpecFromJson(f.job.spec_json));
+  RM_ASSIGN_OR_RETURN(f.spec, protocol::JobSpecFromJson(f.job.spec_json));
   RM_ASSIGN_OR_RETURN(f.owner, OwnerCaller(api, f.job));
   return f;
 }
@@ -106,7 +108,7 @@ StatusOr<json> StagePlan(Api& api, const AgentTaskFiles& f) {
   json inputs = json::array();
   size_t count = 0;
   for (size_t i = 0; i < f.spec.inputs.size(); ++i) {
-    const JobInput& in = f.spec.inputs[i];
+    const protocol::JobInput& in = f.spec.inputs[i];
     const std::string field = fmt::format("inputs[{}].from", i);
     if (Status st = CheckInputAccess(api, f.owner, in.from); !st.ok()) return st.Annotate(field);
     std::vector<files::ObjectInfo> objects;
@@ -175,11 +177,11 @@ StatusOr<std::optional<LatestCheckpoint>> ReadLatestCheckpoint(files::BlobStore&
   LatestCheckpoint latest{std::string(buf, n), (*reader)->info()};
   std::string& name = latest.name;
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ' || name.back() == '\r')) name.pop_back();
-  if (name.find('/') != std::string::npos || !files::ValidateKey(dir + "/" + name).ok()) name.clear();
+  if (name.find('/') != std::string::npos || !ValidateFilesKey(dir + "/" + name).ok()) name.clear();
   return std::optional<LatestCheckpoint>(std::move(latest));
 }
 
-Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
+Status CheckJobInputs(Api& api, const Caller& c, const protocol::JobSpec& spec) {
   size_t files = 0;  // to stage, all inputs together: refused now rather than at every start
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::string& from = spec.inputs[i].from;
@@ -214,9 +216,11 @@ Status CheckJobInputs(Api& api, const Caller& c, const JobSpec& spec) {
   return Status::Ok();
 }
 
-Status ResolveJobImage(Api& api, JobSpec* spec) {
+Status ResolveJobImage(Api& api, protocol::JobSpec* spec) {
   if (spec->image.empty()) return Status::Ok();
-  auto [name, hex] = SplitImageRef(spec->image);
+  RM_ASSIGN_OR_RETURN(protocol::ImageRef ref, protocol::ParseJobImageRef(spec->image));
+  const std::string& name = ref.repository;
+  std::string hex = ref.digest;
   if (hex.empty()) {
     auto reader = api.files->Open(fmt::format("images/{}/latest", name), {});
     if (!reader.ok()) {
@@ -275,7 +279,7 @@ void AddAgentFileRoutes(Api& api) {
   // Tasks' images (`images/<name>/<hex>.{tar,json}`), which every user may read anyway.
   api.http->Route("GET", "/api/v1/agent/images/{name}/{file}", agent, [&api](http::Request& req, http::Responder respond) {
     const std::string name = req.matches.at(0), file = req.matches.at(1);
-    if (!IsImageRef(name) || name.find('@') != std::string::npos) {
+    if (auto ref = protocol::ParseJobImageRef(name); !ref.ok() || !ref->digest.empty()) {
       return respond(ErrorFor(req, InvalidArgument("name: not an image name")));
     }
     const bool ok = (file.size() == 68 && file.compare(64, 4, ".tar") == 0) ||

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/files_key.h"
 #include "common/json_limits.h"
 #include "files/hashing.h"
 #include "server/api.h"
@@ -101,7 +102,7 @@ Status CheckListAccess(Api& api, const Caller& c, const std::string& prefix) {
 
 StatusOr<std::string> KeyOf(const http::Request& req, size_t match) {
   const std::string& key = req.matches.at(match);
-  RM_RETURN_IF_ERROR(files::ValidateKey(key));
+  RM_RETURN_IF_ERROR(ValidateFilesKey(key));
   return key;
 }
 
@@ -513,7 +514,7 @@ void AddFileRoutes(Api& api) {
     RM_ASSIGN_OR_RETURN(auto after, req.Param("after"));
     RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 1000, 1, 1000));
     const std::string p = prefix.value_or("");
-    if (p.size() > files::kMaxKeyBytes || !IsValidUtf8(p)) return InvalidArgument("prefix: not a valid path prefix");
+    if (p.size() > kMaxFilesKeyBytes || !IsValidUtf8(p)) return InvalidArgument("prefix: not a valid path prefix");
     RM_RETURN_IF_ERROR(CheckListAccess(api, c, p));
     RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(p, after.value_or(""), static_cast<size_t>(limit)));
     json out = json::array();

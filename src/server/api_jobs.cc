@@ -3,7 +3,7 @@
 
 #include "common/json_limits.h"
 #include "server/api.h"
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 namespace ringmaster::server {
 namespace {
@@ -122,7 +122,7 @@ void AddJobRoutes(Api& api) {
 
   api.http->Route("POST", "/api/v1/jobs", submit, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
     if (req.body.empty()) return InvalidArgument("body: empty; send a job spec (YAML or JSON, docs/jobspec.md)");
-    RM_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(req.body));
+    RM_ASSIGN_OR_RETURN(protocol::JobSpec spec, protocol::ParseJobSpec(req.body));
     RM_RETURN_IF_ERROR(CheckJobInputs(api, c, spec));
     RM_RETURN_IF_ERROR(ResolveJobImage(api, &spec));
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->Submit(c.user, spec));

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
-#include "server/job_spec.h"
-#include "server/metrics_line.h"
+#include "protocol/job_spec.h"
+#include "protocol/metrics_line.h"
 
 namespace ringmaster::server {
 namespace {
@@ -237,7 +237,7 @@ void ForEachLine(const std::string& path, F on_line) {
         skipping = false;
       } else if (!skipping) {
         line.push_back(c);
-        if (line.size() > kMaxMetricsLineBytes) {
+        if (line.size() > protocol::kMaxMetricsLineBytes) {
           skipping = true;
           line.clear();
         }
@@ -256,7 +256,7 @@ void AddLogRoutes(Api& api) {
     const Caller& c = CallerOf(req);
     auto job = VisibleJob(api, PathId(req), c);
     if (!job.ok()) return respond(ErrorFor(req, job.status()));
-    auto rank = IntParam(req, "rank", -1, 0, kMaxReplicas - 1);
+    auto rank = IntParam(req, "rank", -1, 0, protocol::kMaxReplicas - 1);
     if (!rank.ok()) return respond(ErrorFor(req, rank.status()));
     auto follow = BoolParam(req, "follow");
     if (!follow.ok()) return respond(ErrorFor(req, follow.status()));
@@ -283,7 +283,7 @@ void AddLogRoutes(Api& api) {
   // line, for one rank (default 0) across its attempts.
   api.http->Route("GET", "/api/v1/jobs/{id}/metrics", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
-    RM_ASSIGN_OR_RETURN(int64_t rank, IntParam(req, "rank", 0, 0, kMaxReplicas - 1));
+    RM_ASSIGN_OR_RETURN(int64_t rank, IntParam(req, "rank", 0, 0, protocol::kMaxReplicas - 1));
     RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 1000, 0, 100000));  // 0 = only `latest`
     // A bounded amount of work and memory whatever the files hold: a few
     // reads at once, the newest attempts' files up to kMetricsReadBytes, a
@@ -323,7 +323,7 @@ void AddLogRoutes(Api& api) {
     for (size_t i = first; i < files.size(); ++i) {
       const LogFile& f = files[i];
       ForEachLine(f.path, [&](const std::string& line) {
-        auto rec = ParseMetricsLine(line);
+        auto rec = protocol::ParseMetricsLine(line);
         if (!rec) return;  // not a metrics record: skipped, never an error
         for (auto& [k, v] : rec->items()) {
           if (latest.contains(k) || latest.size() < kMetricsLatestKeys) latest[k] = v;

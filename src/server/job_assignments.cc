@@ -49,7 +49,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
     const Job& job = jobs[t.job_id];
     auto spec_or = SpecLocked(job);
     if (!spec_or.ok()) continue;  // the scheduler fails that job
-    const JobSpec& spec = **spec_or;
+    const protocol::JobSpec& spec = **spec_or;
     if (!gangs.count(t.job_id)) {
       RM_ASSIGN_OR_RETURN(gangs[t.job_id], store_->ListTasks(t.job_id));
     }
@@ -85,7 +85,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
   return nlohmann::json{{"index", index}, {"tasks", tasks}};
 }
 
-StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const Job& job, const JobSpec& spec,
+StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const Job& job, const protocol::JobSpec& spec,
                                                                       const Task& task,
                                                                       const std::vector<Task>& gang) {
   std::map<std::string, std::string> env = spec.env;
@@ -160,16 +160,16 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   // Its role (job_roles.h) and the frameworks' cluster descriptions. A job
   // without roles is all workers and gets both: TF_CONFIG for
   // MultiWorkerMirroredStrategy, and DMLC_* naming rank 0 as ps-lite's root.
-  const TaskRole role = RoleOfRank(spec.roles, task.rank);
+  const protocol::TaskRole role = protocol::RoleOfRank(spec.roles, task.rank);
   set("RINGMASTER_ROLE", role.name);
   set("RINGMASTER_ROLE_INDEX", std::to_string(role.index));
-  const std::string framework = RolesFramework(spec.roles);
+  const std::string framework = protocol::RolesFramework(spec.roles);
   if (framework != "mxnet") {
     // TensorFlow: every role's addresses by index; an evaluator watches the
     // checkpoints and is not part of the cluster it describes.
     nlohmann::json cluster = nlohmann::json::object();
     for (const Task& t : gang) {
-      const TaskRole r = RoleOfRank(spec.roles, t.rank);
+      const protocol::TaskRole r = protocol::RoleOfRank(spec.roles, t.rank);
       if (r.name == "evaluator") continue;
       nlohmann::json& list = cluster[r.name];
       if (list.is_null()) list = nlohmann::json::array();
@@ -185,7 +185,7 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
     const Task* root = rank0;
     int n_servers = 0, n_workers = 0;
     for (const Task& t : gang) {
-      const TaskRole r = RoleOfRank(spec.roles, t.rank);
+      const protocol::TaskRole r = protocol::RoleOfRank(spec.roles, t.rank);
       if (r.name == "scheduler") root = &t;
       n_servers += r.name == "server";
       n_workers += r.name == "worker";

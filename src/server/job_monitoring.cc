@@ -43,7 +43,7 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
   const int64_t now = clock_->NowMs();
   struct Elastic {
     Job job;
-    std::shared_ptr<const JobSpec> spec;
+    std::shared_ptr<const protocol::JobSpec> spec;
     scheduler::JobRequest one;  // one replica's request
   };
   std::vector<Elastic> elastic;
@@ -181,7 +181,7 @@ Status JobService::AutoscaleMeasuredLocked(const std::vector<scheduler::NodeStat
     if (stale.state != State::kRunning || stale.stop_state) continue;
     auto spec = SpecLocked(stale);
     if (!spec.ok() || !(*spec)->elastic() || !(*spec)->autoscale) continue;
-    const JobSpec::Autoscale& as = *(*spec)->autoscale;
+    const protocol::JobSpec::Autoscale& as = *(*spec)->autoscale;
     const monitor::RunningGang gang = GangOf(stale, placed);
     if (gang.running_since_ms == 0) continue;  // not all running: nothing to measure yet
     // A whole window of this run, and the cooldown since the last resize.

@@ -6,7 +6,7 @@
 
 namespace ringmaster::server {
 
-bool GangJoinsOverlay(const JobSpec& spec, const std::vector<const store::Node*>& nodes) {
+bool GangJoinsOverlay(const protocol::JobSpec& spec, const std::vector<const store::Node*>& nodes) {
   if (spec.image.empty() || nodes.empty()) return false;
   if (!spec.network.empty() && spec.network != "overlay") return false;
   if (!spec.executor.empty() && spec.executor != "runc") return false;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "net/ipv4.h"
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -21,7 +21,7 @@ namespace ringmaster::server {
 // attaches), unless the job asked for the host's network or none, and only
 // if every node is on the same overlay (ranks split between an overlay and
 // a host network, or two overlays, could not reach each other).
-bool GangJoinsOverlay(const JobSpec& spec, const std::vector<const store::Node*>& nodes);
+bool GangJoinsOverlay(const protocol::JobSpec& spec, const std::vector<const store::Node*>& nodes);
 
 // Task addresses on the overlay during one scheduling pass: the lowest one
 // of a node's block that no placed task there holds.

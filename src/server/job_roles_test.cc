@@ -1,14 +1,14 @@
 // Roles in a distributed job (job_roles.h): the spec's syntax and its
 // errors, each task's TF_CONFIG and DMLC_* as the frameworks read them, and
 // the job's end when its chief (or its workers) succeed.
-#include "server/job_roles.h"
+#include "protocol/job_roles.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "server/job_service_test_fixture.h"
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 namespace ringmaster::server {
 namespace {
@@ -16,41 +16,41 @@ namespace {
 using store::State;
 
 std::string Error(const std::string& yaml) {
-  auto spec = ParseJobSpec(yaml);
+  auto spec = protocol::ParseJobSpec(yaml);
   return spec.ok() ? "(accepted)" : spec.status().message();
 }
 
 TEST(JobRolesSpec, RolesTakeRanksInAFixedOrderAndSurviveTheStore) {
-  auto spec = ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 2, ps: 1, chief: 1}\n");
+  auto spec = protocol::ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 2, ps: 1, chief: 1}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->replicas, 4);
   ASSERT_EQ(spec->roles.size(), 3u);
-  EXPECT_EQ(spec->roles[0], (JobRole{"chief", 1}));
-  EXPECT_EQ(spec->roles[1], (JobRole{"ps", 1}));
-  EXPECT_EQ(spec->roles[2], (JobRole{"worker", 2}));
+  EXPECT_EQ(spec->roles[0], (protocol::JobRole{"chief", 1}));
+  EXPECT_EQ(spec->roles[1], (protocol::JobRole{"ps", 1}));
+  EXPECT_EQ(spec->roles[2], (protocol::JobRole{"worker", 2}));
   std::vector<std::pair<std::string, int>> ranks;
-  for (int r = 0; r < 4; ++r) ranks.emplace_back(RoleOfRank(spec->roles, r).name, RoleOfRank(spec->roles, r).index);
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(protocol::RoleOfRank(spec->roles, r).name, protocol::RoleOfRank(spec->roles, r).index);
   EXPECT_EQ(ranks, (std::vector<std::pair<std::string, int>>{{"chief", 0}, {"ps", 0}, {"worker", 0}, {"worker", 1}}));
-  auto back = JobSpecFromJson(JobSpecToJson(*spec).dump());
+  auto back = protocol::JobSpecFromJson(protocol::JobSpecToJson(*spec).dump());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, *spec);
 
-  auto mx = ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 2, server: 2, scheduler: 1}\n");
+  auto mx = protocol::ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 2, server: 2, scheduler: 1}\n");
   ASSERT_TRUE(mx.ok()) << mx.status().message();
-  EXPECT_EQ(RoleOfRank(mx->roles, 0).name, "scheduler");
-  EXPECT_EQ(RoleOfRank(mx->roles, 2).name, "server");
-  EXPECT_EQ(RoleOfRank(mx->roles, 2).index, 1);
-  EXPECT_EQ(RoleOfRank(mx->roles, 4).name, "worker");
-  EXPECT_EQ(RolesFramework(mx->roles), "mxnet");
+  EXPECT_EQ(protocol::RoleOfRank(mx->roles, 0).name, "scheduler");
+  EXPECT_EQ(protocol::RoleOfRank(mx->roles, 2).name, "server");
+  EXPECT_EQ(protocol::RoleOfRank(mx->roles, 2).index, 1);
+  EXPECT_EQ(protocol::RoleOfRank(mx->roles, 4).name, "worker");
+  EXPECT_EQ(protocol::RolesFramework(mx->roles), "mxnet");
 
   // {worker: N} alone is replicas: N.
-  auto plain = ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 3}\n");
+  auto plain = protocol::ParseJobSpec("command: x\nkind: distributed\nreplicas: {worker: 3}\n");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->replicas, 3);
   EXPECT_TRUE(plain->roles.empty());
-  EXPECT_EQ(RoleOfRank(plain->roles, 2).name, "worker");
-  EXPECT_EQ(RoleOfRank(plain->roles, 2).index, 2);
-  EXPECT_TRUE(ParseJobSpec("command: x\nreplicas: {worker: 1}\n").ok());  // any kind, as replicas: 1
+  EXPECT_EQ(protocol::RoleOfRank(plain->roles, 2).name, "worker");
+  EXPECT_EQ(protocol::RoleOfRank(plain->roles, 2).index, 2);
+  EXPECT_TRUE(protocol::ParseJobSpec("command: x\nreplicas: {worker: 1}\n").ok());  // any kind, as replicas: 1
   EXPECT_EQ(Error("command: x\nkind: dev\nreplicas: {worker: 2}\n"), "replicas: a dev job has exactly 1 replica, got 2");
 }
 

@@ -23,6 +23,9 @@ using store::Job;
 using store::State;
 using store::StateName;
 using store::Task;
+using protocol::JobSpec;
+using protocol::JobSpecFromJson;
+using protocol::RankEnd;
 
 namespace {
 

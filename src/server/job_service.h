@@ -30,7 +30,7 @@
 #include "monitor/prometheus.h"
 #include "net/ipv4.h"
 #include "scheduler/scheduler.h"
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -130,7 +130,7 @@ class JobService {
   void NoteCheckpoint(int64_t job_id, int64_t ms);
   void Stop();
 
-  StatusOr<int64_t> Submit(const store::User& user, const JobSpec& spec);
+  StatusOr<int64_t> Submit(const store::User& user, const protocol::JobSpec& spec);
   Status Cancel(int64_t job_id, const std::string& by);
 
   // `held`: the tasks (id, attempt) the agent runs or holds. A task it
@@ -227,11 +227,11 @@ class JobService {
   Status ResizeLocked(store::Job& job, int replicas, const std::string& why);
   // The job's spec, parsed once and cached until the job ends (a stored spec
   // never changes), so a scheduler pass does not re-parse every pending job.
-  StatusOr<std::shared_ptr<const JobSpec>> SpecLocked(const store::Job& job);
+  StatusOr<std::shared_ptr<const protocol::JobSpec>> SpecLocked(const store::Job& job);
   // A job whose stored spec cannot be read fails (its tasks are stopped); the server goes on.
   Status FailUnreadableLocked(store::Job& job, const Status& why);
   // What the scheduler sees of a job.
-  scheduler::JobRequest RequestFor(const store::Job& job, const JobSpec& spec, const std::string& user) const;
+  scheduler::JobRequest RequestFor(const store::Job& job, const protocol::JobSpec& spec, const std::string& user) const;
   // When the job's `latest` checkpoint last reached the files service (0:
   // never, or not since the server started): preemption's measure of the
   // work a victim would lose.
@@ -245,7 +245,7 @@ class JobService {
   void BumpNodeLocked(int64_t node_id);
   // Everything a task finds in its environment: the spec's env, then
   // RINGMASTER_*, torch (RANK, LOCAL_RANK, MASTER_ADDR, ...), TF_CONFIG, DMLC_*.
-  StatusOr<std::map<std::string, std::string>> TaskEnvironment(const store::Job& job, const JobSpec& spec,
+  StatusOr<std::map<std::string, std::string>> TaskEnvironment(const store::Job& job, const protocol::JobSpec& spec,
                                                                const store::Task& task,
                                                                const std::vector<store::Task>& gang);
   // Milliseconds since the node was last heard from (steady clock; since this
@@ -284,7 +284,7 @@ class JobService {
   SchedulerStats stats_;         // GUARDED_BY(stats_mu_), but pass_seconds
   monitor::Histogram pass_seconds_{{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   std::map<int64_t, std::set<int64_t>> tasks_on_;  // GUARDED_BY(stats_mu_)
-  std::map<int64_t, std::shared_ptr<const JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
+  std::map<int64_t, std::shared_ptr<const protocol::JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change
   mutable std::mutex checkpoint_mu_;

@@ -360,17 +360,17 @@ TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedN
 
 // A spec's autoscale: what it needs, and errors that name the field.
 TEST(AutoscaleSpec, ParsesAndRefuses) {
-  auto spec = ParseJobSpec("command: x\nkind: distributed\nreplicas: {min: 1, max: 4}\n"
+  auto spec = protocol::ParseJobSpec("command: x\nkind: distributed\nreplicas: {min: 1, max: 4}\n"
                            "autoscale: {metric: samples_per_s, scale_up_above: 5000, scale_down_below: 100, window: 2m}\n");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_EQ(spec->autoscale->metric, "samples_per_s");
   EXPECT_EQ(spec->autoscale->window_ms, 120'000);
   EXPECT_EQ(spec->autoscale->cooldown_ms, 60'000);
-  auto back = JobSpecFromJson(JobSpecToJson(*spec).dump());
+  auto back = protocol::JobSpecFromJson(protocol::JobSpecToJson(*spec).dump());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, *spec);
   auto err = [](const std::string& extra, const std::string& replicas = "{min: 1, max: 4}") {
-    return ParseJobSpec("command: x\nkind: distributed\nreplicas: " + replicas + "\nautoscale: " + extra + "\n")
+    return protocol::ParseJobSpec("command: x\nkind: distributed\nreplicas: " + replicas + "\nautoscale: " + extra + "\n")
         .status()
         .message();
   };
@@ -705,7 +705,7 @@ TEST_F(JobServiceTest, PendingJobsPerUserAreCapped) {
   Restart(o);
   Submit("command: x\nresources: {cpu: 64}\n");
   Submit("command: x\nresources: {cpu: 64}\n");
-  auto spec = ParseJobSpec("command: x\n");
+  auto spec = protocol::ParseJobSpec("command: x\n");
   auto third = svc_->Submit(user_, *spec);
   ASSERT_EQ(third.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(third.status().message().find("2 pending jobs, the limit"), std::string::npos) << third.status().message();

@@ -63,7 +63,7 @@ class JobServiceTest : public ::testing::Test {
   }
 
   int64_t Submit(const std::string& yaml) {
-    auto spec = ParseJobSpec(yaml);
+    auto spec = protocol::ParseJobSpec(yaml);
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     return *svc_->Submit(user_, *spec);
   }

@@ -62,7 +62,7 @@ void LogArchiver::EnqueuePrune(int64_t job_id) {
 Status LogArchiver::PruneCheckpoints(int64_t job_id) {
   auto job = api_->store->GetJob(job_id);
   if (!job.ok()) return job.status().code() == StatusCode::kNotFound ? Status::Ok() : job.status();
-  RM_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(job->spec_json));
+  RM_ASSIGN_OR_RETURN(protocol::JobSpec spec, protocol::JobSpecFromJson(job->spec_json));
   if (spec.keep_checkpoints <= 0) return Status::Ok();
   const std::string prefix = fmt::format("jobs/{}/checkpoints/", job_id);
   RM_ASSIGN_OR_RETURN(auto latest_file, ReadLatestCheckpoint(*api_->files, job_id));

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
+#include "protocol/image_ref.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -141,10 +142,9 @@ Status CheckContainerId(const std::string& id) {
 }
 
 Status CheckImageRef(const std::string& ref) {
-  bool ok = !ref.empty() && ref.size() <= 512 && std::all_of(ref.begin(), ref.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':' || c == '@';
-  });
-  if (!ok) return InvalidArgument(fmt::format("docker: '{}' is not an image reference", Printable(ref, 80)));
+  if (auto parsed = protocol::ParseImageRef(ref); !parsed.ok()) {
+    return InvalidArgument(fmt::format("docker: '{}' is not an image reference: {}", Printable(ref, 80), parsed.status().message()));
+  }
   return Status::Ok();
 }
 

@@ -1,8 +1,8 @@
-#include "server/metrics_line.h"
+#include "protocol/metrics_line.h"
 
 #include "common/json_limits.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 
 namespace {
 
@@ -29,4 +29,4 @@ std::optional<nlohmann::json> ParseMetricsLine(std::string_view line) {
   return std::move(*rec);
 }
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "server/metrics_line.h"
+#include "protocol/metrics_line.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace ringmaster::server;
+  using namespace ringmaster::protocol;
   const std::string_view line(reinterpret_cast<const char*>(data), size);
   auto rec = ParseMetricsLine(line);
   if (!rec) return 0;

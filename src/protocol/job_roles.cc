@@ -1,11 +1,11 @@
-#include "server/job_roles.h"
+#include "protocol/job_roles.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 namespace {
 
 bool IsTensorFlowRole(const std::string& r) { return r == "chief" || r == "ps" || r == "evaluator"; }
@@ -107,4 +107,4 @@ std::string RolesDone(const std::vector<JobRole>& roles, const std::vector<RankE
   return deciding == "chief" ? std::string("the chief succeeded") : fmt::format("all {} workers succeeded", deciders);
 }
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -1,11 +1,11 @@
-#include "server/metrics_line.h"
+#include "protocol/metrics_line.h"
 
 #include <chrono>
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 namespace {
 
 std::string NestedObject(int depth) {
@@ -86,4 +86,4 @@ TEST(MetricsLine, ValuesAreCountedUpToTheLimitInclusive) {
 }
 
 }  // namespace
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -1,4 +1,4 @@
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -18,9 +18,10 @@
 #include "common/units.h"
 #include "common/yaml_depth.h"
 #include "common/yaml_scan.h"
-#include "files/blob_store.h"
+#include "protocol/image_ref.h"
+#include "common/files_key.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 namespace {
 
 std::string YamlError(const YAML::Exception& e) {
@@ -423,9 +424,10 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (root["image"]) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
     if (spec.image.empty()) return InvalidArgument("image: must not be empty (leave it out to run the command as a process)");
-    if (!IsImageRef(spec.image)) {
-      return InvalidArgument(fmt::format("image: \"{}\" is not an image name (e.g. torch, or torch@sha256:<64 hex>; "
-                                         "see `ringmaster images ls`)", Printable(spec.image, 80)));
+    if (StatusOr<ImageRef> ref = ParseJobImageRef(spec.image); !ref.ok()) {
+      return InvalidArgument(fmt::format("image: \"{}\" is not an image name ({}; e.g. torch, or "
+                                         "torch@sha256:<64 hex>; see `ringmaster images ls`)",
+                                         Printable(spec.image, 80), ref.status().message()));
     }
   }
   if (root["executor"]) {
@@ -556,7 +558,7 @@ Status SpecReader::ReadInputs(const YAML::Node& ins, JobSpec* spec) {
     }
     const std::string from_field = it->IsMap() ? field + ".from" : field;
     while (!in.from.empty() && in.from.back() == '/') in.from.pop_back();
-    if (Status st = files::ValidateKey(in.from); !st.ok()) {
+    if (Status st = ValidateFilesKey(in.from); !st.ok()) {
       return InvalidArgument(fmt::format("{}: {}", from_field, st.message()));
     }
     if (in.to.empty()) in.to = in.from.substr(in.from.rfind('/') + 1);
@@ -600,7 +602,7 @@ StatusOr<std::string> SpecReader::RelativePath(std::string path, const std::stri
   }
   // The rules of a files path too (no control characters, segments of at
   // most 250 bytes): outputs are uploaded under their names.
-  if (Status st = files::ValidateKey(path); !st.ok()) return InvalidArgument(fmt::format("{}: {}", field, st.message()));
+  if (Status st = ValidateFilesKey(path); !st.ok()) return InvalidArgument(fmt::format("{}: {}", field, st.message()));
   return path;
 }
 
@@ -641,25 +643,6 @@ StatusOr<JobSpec> Parse(const std::string& text) {
 
 }  // namespace
 
-bool IsImageRef(const std::string& ref) {
-  const size_t at = ref.find('@');
-  const std::string name = ref.substr(0, at);
-  if (name.empty() || name.size() > 63 || !(std::islower(static_cast<unsigned char>(name[0])) || std::isdigit(static_cast<unsigned char>(name[0])))) return false;
-  for (char c : name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  }
-  if (at == std::string::npos) return true;
-  const std::string digest = ref.substr(at + 1);
-  if (digest.size() != 7 + 64 || digest.compare(0, 7, "sha256:") != 0) return false;
-  return digest.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
-}
-
-std::pair<std::string, std::string> SplitImageRef(const std::string& ref) {
-  const size_t at = ref.find('@');
-  if (at == std::string::npos) return {ref, ""};
-  return {ref.substr(0, at), ref.substr(at + 8)};
-}
-
 StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   StatusOr<JobSpec> spec = [&]() -> StatusOr<JobSpec> {
     try {
@@ -676,4 +659,4 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   return spec;
 }
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -1,9 +1,8 @@
 // JobSpec: what a user submits (docs/jobspec.md), parsed from YAML or JSON
-// and validated strictly: unknown fields and bad values are refused with an
-// InvalidArgument whose message starts with the field's path, e.g.
-// `resources.memory: "lots" is not a size`. The text is untrusted: every
-// input is refused or accepted within the limits below, without crashing,
-// and what is accepted is exactly what a task gets. Pure functions; thread-safe.
+// and validated strictly; errors start with the field's path (`resources.memory:
+// "lots" is not a size`). The text is untrusted: every input is refused or
+// accepted within the limits below, and what is accepted is exactly what a
+// task gets. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "server/job_roles.h"
+#include "protocol/job_roles.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 
 // A file or directory of the files service staged into each task's work
 // directory before the task starts (`inputs: [{from: datasets/x, to: data/}]`).
@@ -34,9 +33,9 @@ struct JobSpec {
   std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}
   std::map<std::string, std::string> env;
   // The image a container executor runs the task in: `torch`, or pinned
-  // `torch@sha256:<64 hex>`. The server pins a name to its digest at submit
-  // (images/<name>/latest in the files service), so every task and every
-  // restart of a job runs the same image. "" = no image (the process executor).
+  // `torch@sha256:<64 hex>` (ParseJobImageRef). The server pins a name to its
+  // digest at submit (images/<name>/latest in the files service), so every
+  // task and every restart of a job runs the same image. "" = no image (the process executor).
   std::string image;
   // What runs the task: "" = any executor that fits (an image needs runc or
   // docker, no image the process executor), or one of process | runc | docker.
@@ -120,12 +119,6 @@ constexpr int64_t kMinIoBytesPerSecond = 1 << 10;
 constexpr int64_t kMinIops = 2;
 constexpr int64_t kMaxIops = 4294967295;
 
-// "torch" or "torch@sha256:<hex>": an image name (lower-case letters, digits,
-// '.', '_', '-'; at most 63, starting with a letter or digit), optionally pinned.
-bool IsImageRef(const std::string& ref);
-// Splits a valid image reference into its name and digest hex ("" if unpinned).
-std::pair<std::string, std::string> SplitImageRef(const std::string& ref);
-
 // Limits on untrusted spec text (docs/jobspec.md#limits).
 constexpr size_t kMaxSpecBytes = 1 << 20;          // the text, as the server caps request bodies
 constexpr size_t kMaxSpecExpandedBytes = 1 << 20;  // all its strings, YAML aliases expanded
@@ -149,4 +142,4 @@ nlohmann::json JobSpecToJson(const JobSpec& spec);
 // the caller fails that job, never the process.
 StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json);
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

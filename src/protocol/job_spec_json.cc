@@ -1,7 +1,7 @@
 // JobSpec as the server stores it (JobSpecToJson's text in the jobs table)
 // and reads it back: the seam between a validated spec and the database.
 // Parsing what users submit is job_spec.cc.
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 #include <charconv>
 #include <limits>
@@ -12,7 +12,7 @@
 #include "common/json_limits.h"
 #include "common/units.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 namespace {
 
 // A string of a stored spec that a task is given: execve stops at a NUL.
@@ -166,4 +166,4 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
   }
 }
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 
 // Metrics are flat records ({"step": 10, "loss": 0.3}); a little nesting is
 // allowed for grouped values ({"lr": {"group0": 0.1}}).
@@ -28,4 +28,4 @@ constexpr size_t kMaxMetricsValues = 256;
 // always dumps.
 std::optional<nlohmann::json> ParseMetricsLine(std::string_view line);
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

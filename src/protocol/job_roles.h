@@ -1,10 +1,8 @@
 // Roles within a distributed job (`replicas: {chief: 1, ps: 1, worker: 2}`),
-// the way Kubeflow's TFJob and MXJob name their replica types: TensorFlow's
-// chief, worker, ps and evaluator, and MXNet's (ps-lite's) scheduler, server
-// and worker. Every task runs the job's one command; its role, the cluster
-// it belongs to and its index there reach it through the environment
-// (TF_CONFIG, DMLC_*, RINGMASTER_ROLE), and the program plays its part.
-// docs/jobspec.md describes the syntax and what each role sees.
+// as Kubeflow's TFJob and MXJob name them: TensorFlow's chief, worker, ps and
+// evaluator, MXNet's scheduler, server and worker. Every task runs the job's
+// command and learns its role from its environment (docs/jobspec.md).
+// Pure functions; thread-safe.
 #pragma once
 
 #include <string>
@@ -12,7 +10,7 @@
 
 #include "common/status.h"
 
-namespace ringmaster::server {
+namespace ringmaster::protocol {
 
 struct JobRole {
   std::string name;
@@ -55,4 +53,4 @@ struct RankEnd {
 // deciding role has not all succeeded, or nothing else is left running.
 std::string RolesDone(const std::vector<JobRole>& roles, const std::vector<RankEnd>& tasks);
 
-}  // namespace ringmaster::server
+}  // namespace ringmaster::protocol

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "common/json_limits.h"
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 namespace {
 
@@ -25,7 +25,7 @@ void CheckMessage(const ringmaster::Status& s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace ringmaster::server;
+  using namespace ringmaster::protocol;
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto stored = JobSpecFromJson(text);
   if (!stored.ok()) CheckMessage(stored.status());

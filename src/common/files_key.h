@@ -1,0 +1,21 @@
+// The rule every path in the files service follows (a BlobStore key, a job's
+// inputs and outputs, an image's tar): the server, the agent and each store
+// backend check the same rule, so a path one accepts the others accept too.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ringmaster {
+
+inline constexpr size_t kMaxFilesKeyBytes = 1024;
+
+// A key is 1..1024 bytes of valid UTF-8, '/'-separated segments, none of them
+// empty, "." or ".."; no leading '/', no backslash, no NUL or other control
+// character. The error names what is wrong.
+Status ValidateFilesKey(std::string_view key);
+
+}  // namespace ringmaster
