@@ -236,6 +236,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.node_lost_after_ms = static_cast<int64_t>(flags.node_lost_after_s * 1000);
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
+  so.meta_url = flags.meta;
   so.files_url = flags.files;
   auto subnet = net::ParseCidr(flags.overlay_subnet);
   if (!subnet.ok()) Die("--overlay-subnet: " + subnet.status().message());

@@ -52,6 +52,7 @@ struct ServerFlags {
   int64_t max_pending_jobs = 500;
   int max_followers = 32;
   int64_t max_tokens = 100;
+  std::string meta;   // store::OpenMetaStore URL; "" = sqlite:<data>/meta.db
   std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
   std::string overlay_subnet = "10.244.0.0/16";
   // The monitor: stragglers and idle allocations (monitor::MonitorOptions).

@@ -121,6 +121,9 @@ int Main(int argc, char** argv) {
                     "(docs/cluster.md)")
         ->check(CLI::Range(10.0, 86400.0))
         ->capture_default_str();
+    cmd->add_option("--meta", srv_flags.meta,
+                    "the metadata database (users, jobs, ...): sqlite:PATH or a PATH, or memory: (nothing kept "
+                    "across a restart; default: sqlite:<data>/meta.db)");
     cmd->add_option("--files", srv_flags.files,
                     "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
                     "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");

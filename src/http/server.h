@@ -161,10 +161,11 @@ struct ServerOptions {
   std::chrono::seconds body_timeout{60};
   std::chrono::seconds write_timeout{60};
   std::function<void(const AccessRecord&)> access_log;
-  // Called on the thread that answers, before any handler's answer is sent:
-  // the application's durability barrier (a write is acknowledged only once
-  // on disk). A failure replaces the answer with a 503 naming it.
-  std::function<Status()> before_respond;
+  // The application's durability barrier (a write is acknowledged only once
+  // on disk): called as a handler starts; what it returns is called on the
+  // thread that answers, before the answer is sent. A failure replaces the
+  // answer with a 503 naming it (507 when the disk is full).
+  std::function<std::function<Status()>()> before_respond;
 };
 
 // The route table: pure, no sockets. A pattern is a path whose segments are

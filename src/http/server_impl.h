@@ -200,11 +200,11 @@ struct Server::Impl {
   // The answer passes ServerOptions::before_respond first (a failure there:
   // 503, or 507 when the disk is full).
   static void RunHandler(const Router::Route& route, Request& req, const Responder& respond_now,
-                         const std::function<Status()>& before_respond) {
+                         const std::function<std::function<Status()>()>& before_respond) {
     Responder respond = respond_now;
     if (before_respond) {
-      respond = [respond_now, before_respond](Response r) {
-        if (Status st = before_respond(); !st.ok()) {
+      respond = [respond_now, barrier = before_respond()](Response r) {
+        if (Status st = barrier(); !st.ok()) {
           r = ErrorResponse(st.code() == StatusCode::kInsufficientStorage ? 507 : 503, StatusCodeName(st.code()),
                             st.message());
         }

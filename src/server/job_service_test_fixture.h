@@ -1,5 +1,5 @@
 // The fixture of JobService's tests (job_service_test.cc, job_overlay_test.cc):
-// a FakeClock, real SQLite in a temp dir, one user; agents played by direct calls.
+// a FakeClock, the in-memory MetaStore, one user; agents played by direct calls.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,7 +24,7 @@ class JobServiceTest : public ::testing::Test {
            ("rm_jobsvc_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    store_ = std::move(store::OpenSqliteMetaStore((dir_ / "meta.db").string()).value());
+    store_ = std::move(store::OpenMetaStore("memory:")).value();
     user_.name = "ada";
     user_.id = *store_->CreateUser(user_);
     svc_ = std::make_unique<JobService>(store_.get(), &clock_);

@@ -85,7 +85,8 @@ Status Server::Bootstrap() {
     return Internal(fmt::format("chmod {}: {}", options_.data_dir, std::strerror(errno)));
   }
   for (const char* sub : {"/logs", "/metrics"}) RM_RETURN_IF_ERROR(Dir(options_.data_dir + sub, 0700));
-  RM_ASSIGN_OR_RETURN(store_, store::OpenSqliteMetaStore(options_.data_dir + "/meta.db"));
+  const std::string meta_url = options_.meta_url.empty() ? "sqlite:" + options_.data_dir + "/meta.db" : options_.meta_url;
+  RM_ASSIGN_OR_RETURN(store_, store::OpenMetaStore(meta_url));
   logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes);
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
   if (options_.files) {
@@ -99,7 +100,7 @@ Status Server::Bootstrap() {
   if (auto damage = store_->Damage(); !damage.empty()) {
     spdlog::error("the database {} is damaged in {} place(s) (above); damaged rows are not served, and /healthz "
                   "names them until it is restored (docs/operations.md)",
-                  options_.data_dir + "/meta.db", damage.size());
+                  meta_url, damage.size());
   }
   spdlog::info("users' files: {}", files_->Describe());
   RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
@@ -176,8 +177,15 @@ Status Server::Start() {
                  r.status, r.ms, r.bytes, r.id);
   };
   // Group commit (store/meta_store.h): no answer leaves before the writes
-  // its handler made are on disk.
-  h.before_respond = [] { return store::AwaitDurable(); };
+  // its handler made are on disk. A handler during which nothing committed
+  // waits for nothing; otherwise the latest commit's ticket covers its own.
+  h.before_respond = [store = store_.get()]() -> std::function<Status()> {
+    const uint64_t at_start = store->CommitTicket();
+    return [store, at_start] {
+      const uint64_t now = store->CommitTicket();
+      return now == at_start ? Status::Ok() : store->AwaitDurable(now);
+    };
+  };
   http_ = std::make_unique<http::Server>(h);
   http_->SetAuthenticator([this](const http::Request& head, const http::RouteOptions& route) {
     return auth_->Authenticate(head, route);

@@ -40,6 +40,9 @@ struct ServerOptions {
   bool insecure_http = false;
   int64_t max_log_bytes = 64 << 20;      // kept per task attempt; the rest is cut with a marker
   int64_t max_metrics_bytes = 16 << 20;  // the same for metrics files
+  // The metadata store (store::OpenMetaStore): "" = sqlite:<data>/meta.db;
+  // "memory:" keeps nothing across a restart.
+  std::string meta_url;
   // Where users' files live (files::OpenBlobStore): "" = local:<data>/blobs;
   // "s3://BUCKET?endpoint=..." for S3 (docs/files.md).
   std::string files_url;

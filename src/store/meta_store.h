@@ -1,8 +1,8 @@
 // MetaStore: durable metadata of the platform — users, API tokens, nodes,
 // jobs, tasks, the event log of every state transition and the audit log.
-// Ids are never reused, even after a delete. The server is its only writer;
-// SQLite (sqlite_meta_store.cc) is the one backend so far.
-// Thread-safety: implementations are safe to call from many threads.
+// Ids are never reused, even after a delete. The server is its only writer.
+// Backends (sqlite/, memory/) are opened by URL (OpenMetaStore) and all pass
+// meta_store_contract_test.cc. Thread-safety: safe to call from many threads.
 #pragma once
 
 #include <cstdint>
@@ -157,11 +157,16 @@ class MetaStore {
   // Runs `fn` atomically: every write inside commits together or not at all.
   // Nested calls join the outer transaction.
   virtual Status InTransaction(const std::function<Status()>& fn) = 0;
-  // Durability is a group commit: a write returns once committed, and is on
-  // disk (survives a crash of the machine) once Sync() or, on the thread that
-  // wrote, AwaitDurable() has returned. Acknowledge nothing before that.
-  // Sync: every commit made so far is on disk (one log sync for all waiting).
-  virtual Status Sync() = 0;
+  // Durability by ticket, not by thread: a request's writes may be made on
+  // any thread, and a ticket taken after them covers them wherever they ran.
+  // CommitTicket: the latest commit's number. AwaitDurable: returns once every
+  // commit up to `ticket` is on disk (survives a crash of the machine); one
+  // sync serves every waiter. Unavailable (or InsufficientStorage) if the disk
+  // refused it: acknowledge nothing that was written before the ticket then.
+  virtual uint64_t CommitTicket() = 0;
+  virtual Status AwaitDurable(uint64_t ticket) = 0;
+  // Every commit made so far is on disk.
+  Status Sync() { return AwaitDurable(CommitTicket()); }
   // Versions for caches, read without a lock: JobVersion moves on after every
   // write to the job, its tasks or its events has committed; AuthVersion after
   // every write to users or tokens. Read the version, then the data: a view
@@ -240,14 +245,9 @@ class MetaStore {
   virtual Status PruneAudit(int64_t keep) = 0;
 };
 
-// Returns once the calling thread's last commit (in any store) is on disk;
-// at once if it made none since the last call. Unavailable if the disk
-// refused it: the write must then not be acknowledged.
-Status AwaitDurable();
-
-// Opens (creating if needed) the SQLite database at `path` and applies any
-// pending schema migrations (only up to `up_to_version` when it is > 0: for
-// tests of the migrations themselves). The database file is private (0600).
-StatusOr<std::unique_ptr<MetaStore>> OpenSqliteMetaStore(const std::string& path, int up_to_version = 0);
+// Opens the store that `url` names: "sqlite:PATH" (or a bare PATH) opens,
+// creating if needed, the SQLite database there and migrates it; "memory:" a
+// new empty store that lives as long as the object (tests, throwaway servers).
+StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url);
 
 }  // namespace ringmaster::store

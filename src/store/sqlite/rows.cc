@@ -1,4 +1,4 @@
-#include "store/sqlite_rows.h"
+#include "store/sqlite/rows.h"
 
 #include <string>
 

@@ -1,0 +1,641 @@
+// The MetaStore contract: one suite, run on every backend (MetaStoreContract.*/sqlite,
+// .../memory). A backend passes it or is not a MetaStore. What only one backend has
+// (SQLite's migrations, damage on disk, a full disk) is tested beside it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/meta_store.h"
+
+namespace ringmaster::store {
+namespace {
+
+struct Backend {
+  std::string name;
+  // Opens a new, empty store; `dir` is an empty directory the test owns.
+  std::function<std::unique_ptr<MetaStore>(const std::string& dir)> open;
+};
+
+Job AJob(int64_t uid, int replicas = 1) {
+  Job j;
+  j.user_id = uid;
+  j.spec_json = "{}";
+  j.replicas = replicas;
+  return j;
+}
+
+User AUser(const std::string& name) {
+  User u;
+  u.name = name;
+  return u;
+}
+
+std::ostream& operator<<(std::ostream& os, const Backend& b) { return os << b.name; }
+
+const Backend kBackends[] = {
+    {"sqlite", [](const std::string& dir) { return std::move(OpenMetaStore("sqlite:" + dir + "/meta.db")).value(); }},
+    {"memory", [](const std::string&) { return std::move(OpenMetaStore("memory:")).value(); }},
+};
+
+class MetaStoreContract : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_store_contract_" + std::to_string(getpid()) + "_" + GetParam().name + "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = GetParam().open(dir_.string());
+    ASSERT_NE(store_, nullptr);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  int64_t MakeUser(const std::string& name) {
+    auto id = store_->CreateUser(User{0, name, Role::kUser, "", 1});
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : 0;
+  }
+  int64_t MakeJob(int64_t uid, int replicas = 1, const std::string& name = "j") {
+    Job job;
+    job.user_id = uid;
+    job.name = name;
+    job.spec_json = "{}";
+    job.replicas = replicas;
+    auto id = store_->CreateJob(job, Task{});
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? *id : 0;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<MetaStore> store_;
+};
+
+TEST_P(MetaStoreContract, UsersAreUniqueByNameAndKeepTheirFields) {
+  const int64_t uid = *store_->CreateUser(User{0, "ada", Role::kAdmin, "pw-hash", 42, false, 7, 9});
+  auto dup = store_->CreateUser(User{0, "ada", Role::kUser, "", 2});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(*store_->CountUsers(), 1);
+  auto u = store_->GetUser(uid);
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->name, "ada");
+  EXPECT_EQ(u->role, Role::kAdmin);
+  EXPECT_EQ(u->password_hash, "pw-hash");
+  EXPECT_EQ(u->created_ms, 42);
+  EXPECT_EQ(u->file_quota_bytes, 0);  // set by SetUserFileQuota only
+  EXPECT_EQ(u->file_bytes, 0);
+  EXPECT_EQ(store_->GetUserByName("ada")->id, uid);
+  EXPECT_EQ(store_->GetUserByName("nobody").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetUser(uid + 100).status().code(), StatusCode::kNotFound);
+  const int64_t bob = MakeUser("bob");
+  auto all = *store_->ListUsers();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, uid);  // by id
+  EXPECT_EQ(all[1].id, bob);
+}
+
+TEST_P(MetaStoreContract, UserFlagsQuotaAndFileBytes) {
+  const int64_t uid = MakeUser("ada");
+  EXPECT_FALSE(store_->GetUser(uid)->disabled);
+  ASSERT_TRUE(store_->SetUserDisabled(uid, true).ok());
+  EXPECT_TRUE(store_->GetUserByName("ada")->disabled);
+  ASSERT_TRUE(store_->SetUserFileQuota(uid, 1000).ok());
+  ASSERT_TRUE(store_->AddUserFileBytes(uid, 300).ok());
+  ASSERT_TRUE(store_->AddUserFileBytes(uid, -100).ok());
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 200);
+  ASSERT_TRUE(store_->AddUserFileBytes(uid, -500).ok());
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 0);  // never below 0
+  ASSERT_TRUE(store_->SetUserFileBytes(uid, 77).ok());
+  auto u = *store_->GetUser(uid);
+  EXPECT_EQ(u.file_bytes, 77);
+  EXPECT_EQ(u.file_quota_bytes, 1000);
+  for (Status st : {store_->SetUserDisabled(999, true), store_->SetUserFileQuota(999, 1),
+                    store_->AddUserFileBytes(999, 1), store_->SetUserFileBytes(999, 1)}) {
+    EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  }
+}
+
+TEST_P(MetaStoreContract, TokensAreScopedToTheirUser) {
+  const int64_t u1 = MakeUser("ada"), u2 = MakeUser("bob");
+  const int64_t tid = *store_->CreateToken(Token{0, u1, "cli", "h1", 5, "read", ""});
+  const int64_t agent = *store_->CreateToken(Token{0, u2, "agent", "h2", 6, "agent", "gpu-1"});
+  auto t = store_->GetTokenByHash("h1");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->id, tid);
+  EXPECT_EQ(t->user_id, u1);
+  EXPECT_EQ(t->name, "cli");
+  EXPECT_EQ(t->created_ms, 5);
+  EXPECT_EQ(t->scope, "read");
+  EXPECT_EQ(store_->GetToken(agent)->node, "gpu-1");
+  EXPECT_EQ(*store_->CountTokens(u1), 1);
+  EXPECT_EQ(store_->ListTokens(0)->size(), 2u);
+  EXPECT_EQ(store_->ListTokens(u2)->size(), 1u);
+  EXPECT_EQ((*store_->ListTokens(u2))[0].id, agent);
+  EXPECT_FALSE(store_->CreateToken(Token{0, u1, "again", "h1", 7, "read", ""}).ok());  // hashes are unique
+  EXPECT_FALSE(store_->CreateToken(Token{0, 999, "orphan", "h3", 7, "read", ""}).ok());  // of no user
+  EXPECT_TRUE(store_->DeleteToken(tid).ok());
+  EXPECT_EQ(store_->DeleteToken(tid).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetTokenByHash("h1").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetToken(tid).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, NodesUpsertByNameAndKeepWhatTheServerSet) {
+  Node n;
+  n.name = "vm";
+  n.cpu_milli = 2000;
+  n.labels_json = R"({"rack":"r1"})";
+  n.executors = "process,runc";
+  n.network = "vxlan";
+  n.overlay_block = 3;
+  n.port_lo = 41000;
+  n.port_hi = 41999;
+  const int64_t a = *store_->UpsertNode(n);
+  ASSERT_TRUE(store_->SetNodeCordon(a, true, "disk", true).ok());
+  ASSERT_TRUE(store_->UpdateNodeStatus(a, 99, 0.5, 1234).ok());
+  ASSERT_TRUE(store_->SetNodeFence(a, 15000).ok());
+  n.cpu_milli = 4000;
+  const int64_t b = *store_->UpsertNode(n);
+  EXPECT_EQ(a, b);
+  auto got = store_->GetNode(a);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->cpu_milli, 4000);
+  EXPECT_EQ(got->labels_json, R"({"rack":"r1"})");
+  EXPECT_EQ(got->executors, "process,runc");
+  EXPECT_EQ(got->network, "vxlan");
+  EXPECT_EQ(got->overlay_block, 3);
+  EXPECT_EQ(got->port_hi, 41999);
+  EXPECT_TRUE(got->cordoned);  // a registration keeps an admin's cordon and drain
+  EXPECT_EQ(got->cordon_reason, "disk");
+  EXPECT_TRUE(got->draining);
+  EXPECT_EQ(got->memory_used_bytes, 1234);
+  EXPECT_EQ(got->cpu_util, 0.5);
+  EXPECT_EQ(got->fence_after_ms, 0);  // a registration says its fencing window anew
+  Node other;
+  other.name = "vm2";
+  const int64_t c = *store_->UpsertNode(other);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(store_->ListNodes()->size(), 2u);
+  ASSERT_TRUE(store_->DeleteNode(a).ok());
+  EXPECT_EQ(store_->GetNode(a).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteNode(a).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->UpdateNodeStatus(a, 1, 0, 0).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetNodeCordon(a, false, "", false).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetNodeFence(a, 1).code(), StatusCode::kNotFound);
+  EXPECT_GT(*store_->UpsertNode(n), c);  // a node that comes back is a new row
+}
+
+TEST_P(MetaStoreContract, AJobIsCreatedWithItsPendingTasks) {
+  const int64_t uid = MakeUser("ada");
+  Job job;
+  job.user_id = uid;
+  job.name = "train";
+  job.kind = "distributed";
+  job.replicas = 3;
+  job.spec_json = "{\"x\":1}";
+  job.priority = 5;
+  Task tmpl;
+  tmpl.cpu_milli = 500;
+  tmpl.gpus = 1;
+  auto id = store_->CreateJob(job, tmpl);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  auto got = store_->GetJob(*id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->id, *id);
+  EXPECT_EQ(got->name, "train");
+  EXPECT_EQ(got->kind, "distributed");
+  EXPECT_EQ(got->spec_json, "{\"x\":1}");
+  EXPECT_EQ(got->priority, 5);
+  EXPECT_EQ(got->state, State::kPending);
+  EXPECT_FALSE(got->stop_state.has_value());
+  auto tasks = store_->ListTasks(*id);
+  ASSERT_TRUE(tasks.ok());
+  ASSERT_EQ(tasks->size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ((*tasks)[r].rank, r);
+    EXPECT_EQ((*tasks)[r].job_id, *id);
+    EXPECT_EQ((*tasks)[r].state, State::kPending);
+    EXPECT_EQ((*tasks)[r].cpu_milli, 500);
+    EXPECT_FALSE((*tasks)[r].exit_code.has_value());
+    EXPECT_EQ(store_->GetTask((*tasks)[r].id)->rank, r);
+  }
+  EXPECT_EQ(store_->GetJob(*id + 100).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetTask(999999).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListTasks(*id + 100)->empty());
+  job.user_id = 999;
+  EXPECT_FALSE(store_->CreateJob(job, tmpl).ok());  // of no user
+}
+
+TEST_P(MetaStoreContract, UpdateJobKeepsEveryField) {
+  const int64_t uid = MakeUser("ada");
+  Job j = *store_->GetJob(MakeJob(uid));
+  j.name = "renamed";
+  j.state = State::kRunning;
+  j.reason = "placed";
+  j.restarts = 2;
+  j.max_restarts = 3;
+  j.stop_state = State::kCancelled;
+  j.stop_reason = "user";
+  j.updated_ms = 10;
+  j.started_ms = 11;
+  j.finished_ms = 12;
+  j.not_before_ms = 13;
+  j.resize_to = 4;
+  j.service_s = 12.5;
+  ASSERT_TRUE(store_->UpdateJob(j).ok());
+  auto got = *store_->GetJob(j.id);
+  EXPECT_EQ(got.name, "renamed");
+  EXPECT_EQ(got.state, State::kRunning);
+  EXPECT_EQ(got.reason, "placed");
+  EXPECT_EQ(got.restarts, 2);
+  EXPECT_EQ(got.max_restarts, 3);
+  EXPECT_EQ(got.stop_state, State::kCancelled);
+  EXPECT_EQ(got.stop_reason, "user");
+  EXPECT_EQ(got.updated_ms, 10);
+  EXPECT_EQ(got.started_ms, 11);
+  EXPECT_EQ(got.finished_ms, 12);
+  EXPECT_EQ(got.not_before_ms, 13);
+  EXPECT_EQ(got.resize_to, 4);
+  EXPECT_EQ(got.service_s, 12.5);
+  got.stop_state.reset();
+  ASSERT_TRUE(store_->UpdateJob(got).ok());
+  EXPECT_FALSE(store_->GetJob(j.id)->stop_state.has_value());
+  j.id += 100;
+  EXPECT_EQ(store_->UpdateJob(j).code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, TaskUpdatesAndPlacedTasks) {
+  const int64_t uid = MakeUser("ada");
+  const int64_t jid = MakeJob(uid, 3);
+  auto tasks = *store_->ListTasks(jid);
+  tasks[1].state = State::kRunning;
+  tasks[1].node_id = 7;
+  tasks[1].exit_code = 3;
+  tasks[1].attempt = 2;
+  tasks[1].desired = Desired::kStop;
+  tasks[1].port = 41001;
+  tasks[1].gpu_indices = "0,1";
+  tasks[1].overlay_ip = "10.0.0.5";
+  tasks[1].reason = "started";
+  tasks[1].started_ms = 5;
+  ASSERT_TRUE(store_->UpdateTask(tasks[1]).ok());
+  tasks[2].state = State::kScheduled;
+  ASSERT_TRUE(store_->UpdateTask(tasks[2]).ok());
+  tasks[0].state = State::kSucceeded;
+  ASSERT_TRUE(store_->UpdateTask(tasks[0]).ok());
+  auto placed = *store_->ListPlacedTasks();
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_LT(placed[0].id, placed[1].id);  // by id
+  const Task& t = placed[0];
+  EXPECT_EQ(t.node_id, 7);
+  EXPECT_EQ(t.exit_code, 3);
+  EXPECT_EQ(t.attempt, 2);
+  EXPECT_EQ(t.desired, Desired::kStop);
+  EXPECT_EQ(t.port, 41001);
+  EXPECT_EQ(t.gpu_indices, "0,1");
+  EXPECT_EQ(t.overlay_ip, "10.0.0.5");
+  EXPECT_EQ(t.reason, "started");
+  EXPECT_EQ(t.started_ms, 5);
+  Task missing = tasks[0];
+  missing.id = 999999;
+  EXPECT_EQ(store_->UpdateTask(missing).code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, ListJobsIsNewestFirstByUserWithALimit) {
+  const int64_t ada = MakeUser("ada"), bob = MakeUser("bob");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(MakeJob(i % 2 ? bob : ada));
+  auto all = *store_->ListJobs(0, 10);
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0].id, ids[4]);
+  EXPECT_EQ(all[4].id, ids[0]);
+  auto two = *store_->ListJobs(0, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].id, ids[3]);
+  auto bobs = *store_->ListJobs(bob, 10);
+  ASSERT_EQ(bobs.size(), 2u);
+  EXPECT_EQ(bobs[0].id, ids[3]);
+  EXPECT_EQ(bobs[1].id, ids[1]);
+  EXPECT_TRUE(store_->ListJobs(0, 0)->empty());
+}
+
+TEST_P(MetaStoreContract, ActiveJobsAreOldestFirstAndCountsByUserAndState) {
+  const int64_t ada = MakeUser("ada"), bob = MakeUser("bob");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(MakeJob(i < 4 ? ada : bob));
+  const State states[] = {State::kRunning, State::kSucceeded, State::kScheduled,
+                          State::kFailed, State::kPending, State::kCancelled};
+  for (int i = 0; i < 6; ++i) {
+    Job j = *store_->GetJob(ids[i]);
+    j.state = states[i];
+    ASSERT_TRUE(store_->UpdateJob(j).ok());
+  }
+  auto active = *store_->ListActiveJobs();
+  ASSERT_EQ(active.size(), 3u);
+  EXPECT_EQ(active[0].id, ids[0]);
+  EXPECT_EQ(active[1].id, ids[2]);
+  EXPECT_EQ(active[2].id, ids[4]);
+  EXPECT_EQ(*store_->CountJobs(ada, State::kRunning), 1);
+  EXPECT_EQ(*store_->CountJobs(ada, State::kPending), 0);
+  EXPECT_EQ(*store_->CountJobs(bob, State::kPending), 1);
+  auto by = *store_->CountJobsByUserAndState();
+  std::map<std::pair<int64_t, State>, int64_t> want = {
+      {{ada, State::kRunning}, 1}, {{ada, State::kSucceeded}, 1}, {{ada, State::kScheduled}, 1},
+      {{ada, State::kFailed}, 1},  {{bob, State::kPending}, 1},   {{bob, State::kCancelled}, 1}};
+  EXPECT_EQ(by, want);
+}
+
+TEST_P(MetaStoreContract, ResizeTasksDropsAndAddsRanks) {
+  const int64_t uid = MakeUser("ada");
+  const int64_t jid = MakeJob(uid, 4);
+  const auto before = *store_->ListTasks(jid);
+  Task tmpl;
+  tmpl.cpu_milli = 250;
+  ASSERT_TRUE(store_->ResizeTasks(jid, 2, tmpl).ok());
+  auto two = *store_->ListTasks(jid);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].id, before[0].id);  // the ranks that stay are the same rows
+  EXPECT_EQ(two[1].id, before[1].id);
+  EXPECT_EQ(store_->GetTask(before[3].id).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->ResizeTasks(jid, 5, tmpl).ok());
+  auto five = *store_->ListTasks(jid);
+  ASSERT_EQ(five.size(), 5u);
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(five[r].rank, r);
+  EXPECT_EQ(five[1].cpu_milli, 0);
+  EXPECT_EQ(five[2].cpu_milli, 250);
+  EXPECT_EQ(five[4].job_id, jid);
+  EXPECT_GT(five[2].id, before[3].id);  // new rows, new ids
+}
+
+TEST_P(MetaStoreContract, EventsAreKeptInOrderPerJobAndGoWithTheirJob) {
+  const int64_t uid = MakeUser("ada");
+  const int64_t a = MakeJob(uid, 2), b = MakeJob(uid);
+  const int64_t a_task = (*store_->ListTasks(a))[1].id;
+  ASSERT_TRUE(store_->AddEvent({0, a, 0, -1, 1, "", "PENDING", "submitted"}).ok());
+  ASSERT_TRUE(store_->AddEvent({0, b, 0, -1, 2, "", "PENDING", "submitted"}).ok());
+  ASSERT_TRUE(store_->AddEvent({0, a, a_task, 1, 3, "PENDING", "RUNNING", "started"}).ok());
+  auto ev = *store_->ListEvents(a);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_LT(ev[0].id, ev[1].id);
+  EXPECT_EQ(ev[0].reason, "submitted");
+  EXPECT_EQ(ev[1].task_id, a_task);
+  EXPECT_EQ(ev[1].rank, 1);
+  EXPECT_EQ(ev[1].ts_ms, 3);
+  EXPECT_EQ(ev[1].from_state, "PENDING");
+  EXPECT_EQ(ev[1].to_state, "RUNNING");
+  EXPECT_FALSE(store_->AddEvent({0, 999, 0, -1, 4, "", "PENDING", "x"}).ok());  // of no job
+  // A deleted job takes its tasks and events with it.
+  ASSERT_TRUE(store_->DeleteJob(a).ok());
+  EXPECT_EQ(store_->GetJob(a).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetTask(a_task).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListEvents(a)->empty());
+  EXPECT_TRUE(store_->ListTasks(a)->empty());
+  EXPECT_EQ(store_->ListEvents(b)->size(), 1u);
+  EXPECT_EQ(store_->DeleteJob(a).code(), StatusCode::kNotFound);
+}
+
+TEST_P(MetaStoreContract, AuditLogIsNewestFirstFilteredAndPruned) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->AddAudit({0, i, i % 2 ? "ada" : "root", "127.0.0.1", i < 4 ? "login" : "user.disable",
+                                  "user ada", "ok", "d" + std::to_string(i)}).ok());
+  }
+  auto all = *store_->ListAudit(10, "", "");
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(all[0].action, "user.disable");  // newest first
+  EXPECT_EQ(all[0].detail, "d4");
+  EXPECT_EQ(all[0].address, "127.0.0.1");
+  EXPECT_EQ(all[0].target, "user ada");
+  EXPECT_EQ(all[0].outcome, "ok");
+  EXPECT_EQ(all[0].ts_ms, 4);
+  EXPECT_EQ(store_->ListAudit(10, "ada", "")->size(), 2u);
+  EXPECT_EQ(store_->ListAudit(10, "", "login")->size(), 4u);
+  EXPECT_EQ(store_->ListAudit(10, "ada", "user.disable")->size(), 0u);
+  EXPECT_EQ(store_->ListAudit(3, "", "")->size(), 3u);
+  ASSERT_TRUE(store_->PruneAudit(2).ok());
+  auto kept = *store_->ListAudit(10, "", "");
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[1].detail, "d3");  // the newest are kept
+}
+
+TEST_P(MetaStoreContract, AFailedTransactionLeavesNoTrace) {
+  const int64_t uid = MakeUser("ada");
+  const int64_t kept = MakeJob(uid);
+  Status st = store_->InTransaction([&]() -> Status {
+    Job job;
+    job.user_id = uid;
+    job.name = "doomed";
+    job.spec_json = "{}";
+    auto id = store_->CreateJob(job, Task{});
+    EXPECT_TRUE(id.ok());
+    EXPECT_TRUE(store_->AddEvent({0, kept, 0, -1, 1, "", "PENDING", "x"}).ok());
+    EXPECT_TRUE(store_->AddUserFileBytes(uid, 10).ok());
+    EXPECT_TRUE(store_->CreateToken(Token{0, uid, "t", "h", 1, "read", ""}).ok());
+    EXPECT_TRUE(store_->DeleteJob(kept).ok());
+    return Aborted("changed my mind");
+  });
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  auto jobs = *store_->ListJobs(0, 10);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].id, kept);
+  EXPECT_EQ(store_->ListTasks(kept)->size(), 1u);
+  EXPECT_TRUE(store_->ListEvents(kept)->empty());
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 0);
+  EXPECT_TRUE(store_->ListTokens(0)->empty());
+  // And a transaction that succeeds keeps everything.
+  ASSERT_TRUE(store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->AddUserFileBytes(uid, 10));
+    return store_->AddEvent({0, kept, 0, -1, 1, "", "PENDING", "x"});
+  }).ok());
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 10);
+  EXPECT_EQ(store_->ListEvents(kept)->size(), 1u);
+}
+
+TEST_P(MetaStoreContract, NestedTransactionsJoinTheOuterOne) {
+  const int64_t uid = MakeUser("ada");
+  // The inner one succeeds, the outer one fails: nothing of either stays.
+  Status st = store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status { return store_->CreateJob(AJob(uid), Task{}).status(); }));
+    EXPECT_EQ(store_->ListJobs(0, 10)->size(), 1u);  // seen inside
+    return Aborted("outer");
+  });
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+  EXPECT_TRUE(store_->ListJobs(0, 10)->empty());
+  // The inner one fails and the outer one passes its error on: nothing stays.
+  st = store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->CreateJob(AJob(uid), Task{}).status());
+    return store_->InTransaction([&]() -> Status {
+      RM_RETURN_IF_ERROR(store_->AddUserFileBytes(uid, 5));
+      return FailedPrecondition("inner");
+    });
+  });
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->ListJobs(0, 10)->empty());
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 0);
+  // Both succeed: both stay.
+  ASSERT_TRUE(store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->CreateJob(AJob(uid), Task{}).status());
+    return store_->InTransaction([&]() -> Status { return store_->AddUserFileBytes(uid, 5); });
+  }).ok());
+  EXPECT_EQ(store_->ListJobs(0, 10)->size(), 1u);
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 5);
+}
+
+TEST_P(MetaStoreContract, IdsAreNeverReusedAfterADelete) {
+  const int64_t uid = MakeUser("ada");
+  const int64_t first = MakeJob(uid, 2);
+  const int64_t first_task = (*store_->ListTasks(first))[1].id;
+  ASSERT_TRUE(store_->AddEvent({0, first, 0, -1, 1, "", "PENDING", "x"}).ok());
+  const int64_t first_event = (*store_->ListEvents(first))[0].id;
+  ASSERT_TRUE(store_->DeleteJob(first).ok());
+  const int64_t second = MakeJob(uid, 2);
+  EXPECT_GT(second, first);
+  EXPECT_GT((*store_->ListTasks(second))[0].id, first_task);
+  ASSERT_TRUE(store_->AddEvent({0, second, 0, -1, 1, "", "PENDING", "x"}).ok());
+  EXPECT_GT((*store_->ListEvents(second))[0].id, first_event);
+  const int64_t tid = *store_->CreateToken(Token{0, uid, "a", "h1", 1, "submit", ""});
+  ASSERT_TRUE(store_->DeleteToken(tid).ok());
+  EXPECT_GT(*store_->CreateToken(Token{0, uid, "b", "h2", 1, "submit", ""}), tid);
+  Node n;
+  n.name = "vm";
+  const int64_t node = *store_->UpsertNode(n);
+  ASSERT_TRUE(store_->DeleteNode(node).ok());
+  EXPECT_GT(*store_->UpsertNode(n), node);
+  // Nor those of the ranks a resize dropped.
+  const int64_t dropped = (*store_->ListTasks(second))[1].id;
+  ASSERT_TRUE(store_->ResizeTasks(second, 1, Task{}).ok());
+  ASSERT_TRUE(store_->ResizeTasks(second, 2, Task{}).ok());
+  EXPECT_GT((*store_->ListTasks(second))[1].id, dropped);
+}
+
+TEST_P(MetaStoreContract, JobVersionMovesAfterEveryWriteToTheJobItsTasksOrEvents) {
+  const int64_t uid = MakeUser("ada");
+  const uint64_t unborn = store_->JobVersion(1);
+  const int64_t jid = MakeJob(uid, 2);
+  EXPECT_NE(store_->JobVersion(jid), unborn);  // a view cached while it was "not found" is stale
+  auto moves = [&](const std::function<void()>& write) {
+    const uint64_t before = store_->JobVersion(jid);
+    write();
+    return store_->JobVersion(jid) != before;
+  };
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->UpdateJob(*store_->GetJob(jid)).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->UpdateTask((*store_->ListTasks(jid))[0]).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->AddEvent({0, jid, 0, -1, 1, "", "PENDING", "x"}).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->ResizeTasks(jid, 3, Task{}).ok()); }));
+  EXPECT_TRUE(moves([&] {
+    ASSERT_TRUE(store_->InTransaction([&] { return store_->UpdateJob(*store_->GetJob(jid)); }).ok());
+  }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->DeleteJob(jid).ok()); }));
+}
+
+TEST_P(MetaStoreContract, AuthVersionMovesAfterEveryWriteToUsersOrTokens) {
+  auto moves = [&](const std::function<void()>& write) {
+    const uint64_t before = store_->AuthVersion();
+    write();
+    return store_->AuthVersion() != before;
+  };
+  int64_t uid = 0, tid = 0;
+  EXPECT_TRUE(moves([&] { uid = MakeUser("ada"); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserDisabled(uid, true).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserFileQuota(uid, 1).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->AddUserFileBytes(uid, 1).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserFileBytes(uid, 1).ok()); }));
+  EXPECT_TRUE(moves([&] { tid = *store_->CreateToken(Token{0, uid, "a", "h1", 1, "submit", ""}); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->DeleteToken(tid).ok()); }));
+}
+
+TEST_P(MetaStoreContract, CommitTicketsMoveWithCommitsAndBecomeDurable) {
+  const uint64_t start = store_->CommitTicket();
+  const int64_t uid = MakeUser("ada");
+  const uint64_t after_user = store_->CommitTicket();
+  EXPECT_GT(after_user, start);
+  ASSERT_TRUE(store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->CreateJob(AJob(uid), Task{}).status());
+    return store_->CreateJob(AJob(uid), Task{}).status();
+  }).ok());
+  const uint64_t after_tx = store_->CommitTicket();
+  EXPECT_GT(after_tx, after_user);
+  EXPECT_TRUE(store_->AwaitDurable(after_user).ok());
+  EXPECT_TRUE(store_->AwaitDurable(after_tx).ok());
+  EXPECT_TRUE(store_->AwaitDurable(start).ok());  // an old ticket: at once
+  EXPECT_TRUE(store_->Sync().ok());
+  // Reads commit nothing.
+  (void)store_->ListJobs(0, 10);
+  (void)store_->GetUser(uid);
+  EXPECT_EQ(store_->CommitTicket(), after_tx);
+}
+
+TEST_P(MetaStoreContract, ASoundStoreHasNoDamage) {
+  const int64_t uid = MakeUser("ada");
+  MakeJob(uid, 2);
+  EXPECT_TRUE(store_->Damage().empty());
+}
+
+TEST_P(MetaStoreContract, ManyThreadsWriteAndAwaitAtOnce) {
+  const int64_t uid = MakeUser("ada");
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::vector<int64_t>> ids(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto id = store_->CreateJob(AJob(uid, 2), Task{});
+        if (!id.ok() || !store_->AwaitDurable(store_->CommitTicket()).ok()) {
+          ++failures;
+          continue;
+        }
+        ids[t].push_back(*id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<int64_t> all;
+  for (const auto& v : ids) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(store_->ListJobs(0, 1000)->size(), all.size());
+  EXPECT_EQ(store_->ListPlacedTasks()->size(), 0u);
+  for (int64_t id : all) EXPECT_EQ(store_->ListTasks(id)->size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MetaStoreContract, ::testing::ValuesIn(kBackends),
+                         [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+
+TEST(OpenMetaStoreTest, ChoosesTheBackendByScheme) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rm_open_meta_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A bare path is SQLite, as before there were schemes; so is sqlite:PATH.
+  for (const std::string& url : {(dir / "a.db").string(), "sqlite:" + (dir / "b.db").string()}) {
+    auto s = OpenMetaStore(url);
+    ASSERT_TRUE(s.ok()) << url << ": " << s.status().ToString();
+    EXPECT_TRUE((*s)->CreateUser(AUser("ada")).ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "a.db"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "b.db"));
+  EXPECT_TRUE(OpenMetaStore("memory:").ok());
+  for (const char* bad : {"memory:x", "nosuch:/x", ""}) {
+    auto s = OpenMetaStore(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  // Two memory stores are two stores.
+  auto a = std::move(OpenMetaStore("memory:")).value();
+  auto b = std::move(OpenMetaStore("memory:")).value();
+  ASSERT_TRUE(a->CreateUser(AUser("ada")).ok());
+  EXPECT_EQ(*b->CountUsers(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringmaster::store
