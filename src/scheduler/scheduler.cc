@@ -518,7 +518,12 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     if (pass.SlotsWhenIdle(job) < job.replicas) {
       // Judged against capacity, not what is free now: it waits for a bigger cluster, and blocks nobody.
       std::vector<NodeState> idle = snap.nodes;
-      for (auto& n : idle) n.allocated = {};
+      for (auto& n : idle) {
+        n.allocated = {};
+        n.ports_used.clear();
+        n.gpus_used.clear();
+        n.addresses_used.clear();
+      }
       std::string why = nodes.empty() ? std::string("no nodes registered") : pass.Explain(idle, job);
       if (why.empty()) {
         why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), pass.SlotsWhenIdle(job));
