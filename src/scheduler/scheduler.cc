@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "scheduler/plugins.h"
 #include "scheduler/policy.h"
+#include "scheduler/pools.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -88,8 +89,20 @@ std::string DescribeRequest(const JobRequest& job) {
 // cached per job constraint, and where the last limited scan stopped.
 class Scheduler::Pass {
  public:
+  // A gang's replicas: node indices, and what each took by identity.
+  struct Chosen {
+    std::vector<int> nodes;
+    std::vector<ReplicaSlot> slots;
+    size_t size() const { return nodes.size(); }
+    bool empty() const { return nodes.empty(); }
+  };
+
   Pass(const Scheduler& s, const std::vector<NodeState>& nodes) : s_(s), nodes_(nodes) {
     limit_ = NodesToScore(s.config_.nodes_to_score, nodes.size());
+    pools_ = s.pool_filters_.size();
+    has_pools_ = std::any_of(nodes.begin(), nodes.end(), [](const NodeState& n) {
+      return n.port_hi >= n.port_lo || n.gpu_indices || n.address_count > 0;
+    });
   }
 
   // Adds (sign +1) or removes (-1) a running job's allocation in `view`.
@@ -97,9 +110,14 @@ class Scheduler::Pass {
     if (index_of_.empty()) {
       for (size_t i = 0; i < nodes_.size(); ++i) index_of_[nodes_[i].id] = i;
     }
-    for (int64_t id : rj.node_ids) {
-      auto it = index_of_.find(id);
-      if (it != index_of_.end()) Add(view[it->second].allocated, rj.request.per_task, sign);
+    for (size_t r = 0; r < rj.node_ids.size(); ++r) {
+      auto it = index_of_.find(rj.node_ids[r]);
+      if (it == index_of_.end()) continue;
+      Add(view[it->second].allocated, rj.request.per_task, sign);
+      if (r < rj.slots.size()) {
+        if (sign > 0) HoldSlot(view[it->second], rj.slots[r]);
+        else GiveSlot(view[it->second], rj.slots[r]);
+      }
     }
   }
 
@@ -131,13 +149,14 @@ class Scheduler::Pass {
     return masks_.emplace(key, std::move(mask)).first->second;
   }
 
-  // Places replicas one by one on the best-scoring allowed node, allocating as
-  // it goes. Returns the node indices: fewer than job.replicas if the gang does
-  // not fit (those stay allocated: the caller releases or explains them).
-  std::vector<int> PlaceReplicas(std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& mask) {
+  // Places replicas one by one on the best-scoring allowed node, allocating
+  // (and taking ports, GPU indices, addresses) as it goes. Fewer than
+  // job.replicas if the gang does not fit (those stay allocated: the caller
+  // releases or explains them).
+  Chosen PlaceReplicas(std::vector<NodeState>& nodes, const JobRequest& job, const std::vector<char>& mask) {
     double max_total = 0;
     for (const auto& [plugin, w] : s_.scores_) max_total += w;
-    std::vector<int> chosen;
+    Chosen chosen;
     const size_t n = nodes.size();
     for (int r = 0; r < job.replicas; ++r) {
       int best = -1;
@@ -151,8 +170,10 @@ class Scheduler::Pass {
         if (!Fits(Free(node), job.per_task)) continue;
         bool ok = true;
         for (size_t f = 1; f < s_.dynamic_filters_.size() && ok; ++f) ok = s_.dynamic_filters_[f]->Pass(node, job);
+        for (size_t f = 0; f < pools_ && ok && has_pools_; ++f) ok = s_.pool_filters_[f]->Pass(node, job);
         if (!ok) continue;
-        GangState gang{job.replicas - r, static_cast<int>(std::count(chosen.begin(), chosen.end(), static_cast<int>(i)))};
+        GangState gang{job.replicas - r,
+                       static_cast<int>(std::count(chosen.nodes.begin(), chosen.nodes.end(), static_cast<int>(i)))};
         double score = 0;
         if (job.rank_by_measured_use) {
           score = MeasuredHeadroom(node, job, gang.already_here);
@@ -168,19 +189,37 @@ class Scheduler::Pass {
       }
       if (limit_ < n) next_start_ = (start + k + 1) % n;
       if (best < 0) break;
-      Add(nodes[static_cast<size_t>(best)].allocated, job.per_task, +1);
-      chosen.push_back(best);
+      NodeState& node = nodes[static_cast<size_t>(best)];
+      Add(node.allocated, job.per_task, +1);
+      chosen.nodes.push_back(best);
+      chosen.slots.push_back(has_pools_ ? TakeSlot(node, job) : ReplicaSlot{});
     }
     return chosen;
   }
 
-  void Release(std::vector<NodeState>& nodes, const std::vector<int>& chosen, const Resources& r) {
-    for (int idx : chosen) Add(nodes[static_cast<size_t>(idx)].allocated, r, -1);
+  void Release(std::vector<NodeState>& nodes, const Chosen& chosen, const JobRequest& job) {
+    for (size_t r = 0; r < chosen.size(); ++r) {
+      NodeState& node = nodes[static_cast<size_t>(chosen.nodes[r])];
+      Add(node.allocated, job.per_task, -1);
+      GiveSlot(node, chosen.slots[r]);
+    }
+  }
+
+  // A whole gang joins the overlay, or none of it: addresses back where its
+  // nodes do not share one. False where the job needs the overlay and they do not.
+  bool SettleOverlay(std::vector<NodeState>& nodes, const JobRequest& job, Chosen& chosen) const {
+    if (!job.joins_overlay || !has_pools_) return true;
+    std::vector<const NodeState*> on;
+    for (int idx : chosen.nodes) on.push_back(&nodes[static_cast<size_t>(idx)]);
+    if (GangJoinsOverlay(on, job)) return true;
+    if (job.needs_overlay && pools_ == s_.pool_filters_.size()) return false;
+    for (size_t r = 0; r < chosen.size(); ++r) GiveAddress(nodes[static_cast<size_t>(chosen.nodes[r])], chosen.slots[r]);
+    return true;
   }
 
   // The whole gang or nothing; heterogeneity-aware when configured: the
   // accepted GPU types in order of the job's throughput, one type per gang.
-  std::vector<int> PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
+  Chosen PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
     std::vector<std::string> types;
     if (s_.config_.heterogeneity_aware && !job.throughput.empty()) {
       std::vector<std::pair<double, std::string>> ranked;
@@ -196,15 +235,44 @@ class Scheduler::Pass {
     }
     if (types.empty()) types.push_back("");
     for (const std::string& type : types) {
-      std::vector<int> chosen = PlaceReplicas(nodes, job, Mask(job, type));
-      if (static_cast<int>(chosen.size()) == job.replicas) return chosen;
-      Release(nodes, chosen, job.per_task);
+      Chosen chosen = PlaceReplicas(nodes, job, Mask(job, type));
+      if (static_cast<int>(chosen.size()) == job.replicas && SettleOverlay(nodes, job, chosen)) return chosen;
+      Release(nodes, chosen, job);
     }
     return {};
   }
 
-  // Why each node rejects one replica, the first few, in words.
-  std::string Explain(const std::vector<NodeState>& nodes, const JobRequest& job) const {
+  // Why a gang that does not fit would fit but for a pool (ports, GPU
+  // indices, overlay addresses): "waiting for ports: <per node>"; "" when
+  // resources already refuse it. Leaves `nodes` as they were.
+  std::string PoolRefusal(std::vector<NodeState>& nodes, const JobRequest& job) {
+    if (!has_pools_) return "";
+    const size_t all = s_.pool_filters_.size(), start = next_start_;
+    std::string out;
+    for (size_t k = 0; k < all && out.empty(); ++k) {
+      pools_ = k;
+      Chosen without = PlaceGang(nodes, job);  // with the pools before k only
+      if (without.empty()) break;
+      Release(nodes, without, job);
+      pools_ = k + 1;
+      Chosen with = PlaceGang(nodes, job);
+      if (!with.empty()) {
+        Release(nodes, with, job);
+        continue;
+      }
+      Chosen partial = PlaceReplicas(nodes, job, Mask(job));
+      out = PoolWaitPrefix(k) +
+            (static_cast<int>(partial.size()) == job.replicas ? std::string(kSplitOverlay) : Explain(nodes, job, k));
+      Release(nodes, partial, job);
+    }
+    pools_ = all;
+    next_start_ = start;
+    return out;
+  }
+
+  // Why each node rejects one replica, the first few, in words. With
+  // `only_pool`, only that pool filter's reasons, of the nodes the others pass.
+  std::string Explain(const std::vector<NodeState>& nodes, const JobRequest& job, size_t only_pool = SIZE_MAX) const {
     constexpr size_t kMaxListed = 5;
     std::vector<std::string> rejections;
     size_t count = 0;
@@ -218,6 +286,13 @@ class Scheduler::Pass {
       }
       for (size_t i = 0; i < s_.dynamic_filters_.size() && why.empty(); ++i) {
         if (!s_.dynamic_filters_[i]->Pass(node, job)) why = s_.dynamic_filters_[i]->Reject(node, job);
+      }
+      if (only_pool != SIZE_MAX) {
+        const FilterPlugin& pool = *s_.pool_filters_[only_pool];
+        why = why.empty() && !pool.Pass(node, job) ? pool.Reject(node, job) : "";
+      }
+      for (size_t i = 0; i < s_.pool_filters_.size() && why.empty() && has_pools_ && only_pool == SIZE_MAX; ++i) {
+        if (!s_.pool_filters_[i]->Pass(node, job)) why = s_.pool_filters_[i]->Reject(node, job);
       }
       if (why.empty()) continue;
       if (++count <= kMaxListed) rejections.push_back(std::move(why));
@@ -253,6 +328,8 @@ class Scheduler::Pass {
   const std::vector<NodeState>& nodes_;  // node facts the masks are computed from
   size_t limit_ = 0;
   size_t next_start_ = 0;
+  size_t pools_ = 0;        // how many pool filters (in order) are enforced: all but in PoolRefusal
+  bool has_pools_ = false;  // some node has a port range, GPU indices or addresses
   std::string key_;  // scratch for Mask
   std::map<int64_t, size_t> index_of_;  // node id -> index, built on first use
   std::map<std::string, std::vector<char>, std::less<>> masks_;
@@ -279,6 +356,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& co
   if (!resources) return InvalidArgument("filters: 'resources' is required (without it nodes are overcommitted)");
   // The resources filter goes first: the placement loop checks it inline.
   s->dynamic_filters_.insert(s->dynamic_filters_.begin(), std::move(resources));
+  s->pool_filters_ = MakePoolFilters();  // always: two tasks never share a port, GPU or address
   for (const auto& [name, weight] : config.scores) {
     auto sc = MakeScore(name);
     if (!sc.ok()) return InvalidArgument("scores: " + sc.status().message());
@@ -308,9 +386,9 @@ Scheduler::Placer Scheduler::NewPlacer(const std::vector<NodeState>& facts) cons
 }
 
 std::vector<int64_t> Scheduler::Placer::PlaceGang(std::vector<NodeState>& nodes, const JobRequest& job) {
-  std::vector<int> chosen = pass_->PlaceGang(nodes, job);
+  Pass::Chosen chosen = pass_->PlaceGang(nodes, job);
   std::vector<int64_t> ids;
-  for (int idx : chosen) ids.push_back(nodes[static_cast<size_t>(idx)].id);
+  for (int idx : chosen.nodes) ids.push_back(nodes[static_cast<size_t>(idx)].id);
   return ids;
 }
 
@@ -386,10 +464,10 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   Pass pass(*this, snap.nodes);
   // Records a placement and its quota use.
   std::vector<const JobRequest*> placed;  // in this pass: they run from now on
-  auto place = [&](const JobRequest& job, const std::vector<int>& chosen, bool borrowing) {
+  auto place = [&](const JobRequest& job, const Pass::Chosen& chosen, bool borrowing) {
     placed.push_back(&job);
-    Placement p{job.job_id, {}, borrowing};
-    for (int idx : chosen) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
+    Placement p{job.job_id, {}, borrowing, chosen.slots};
+    for (int idx : chosen.nodes) p.node_ids.push_back(nodes[static_cast<size_t>(idx)].id);
     plan.placements.push_back(std::move(p));
     plan.pending_reasons.erase(job.job_id);
   };
@@ -440,7 +518,12 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     if (pass.SlotsWhenIdle(job) < job.replicas) {
       // Judged against capacity, not what is free now: it waits for a bigger cluster, and blocks nobody.
       std::vector<NodeState> idle = snap.nodes;
-      for (auto& n : idle) n.allocated = {};
+      for (auto& n : idle) {
+        n.allocated = {};
+        n.ports_used.clear();
+        n.gpus_used.clear();
+        n.addresses_used.clear();
+      }
       std::string why = nodes.empty() ? std::string("no nodes registered") : pass.Explain(idle, job);
       if (why.empty()) {
         why = fmt::format("all {} nodes together hold only {} replicas", nodes.size(), pass.SlotsWhenIdle(job));
@@ -486,7 +569,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       const int64_t take = amount(job, head_gpus);
       std::string why;
       if (ends_in_time || take <= extra) {
-        std::vector<int> chosen = pass.PlaceGang(nodes, job);
+        Pass::Chosen chosen = pass.PlaceGang(nodes, job);
         if (!chosen.empty()) {
           place(job, chosen, false);
           usage[job.user] = after;
@@ -507,22 +590,28 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       continue;
     }
 
-    std::vector<int> chosen = pass.PlaceGang(nodes, job);
+    Pass::Chosen chosen = pass.PlaceGang(nodes, job);
     if (!chosen.empty()) {
       place(job, chosen, over_quota);
       usage[job.user] = after;
+      continue;
+    }
+    // Refused for a port, a GPU index or an address only: it waits for one,
+    // and holds nobody back (as if it had not been looked at).
+    if (std::string wait = pass.PoolRefusal(nodes, job); !wait.empty()) {
+      reason = std::move(wait);
       continue;
     }
 
     // It does not fit now. Why, per node, with any partial gang held.
     std::string why;
     {
-      std::vector<int> partial = pass.PlaceReplicas(nodes, job, pass.Mask(job));
+      Pass::Chosen partial = pass.PlaceReplicas(nodes, job, pass.Mask(job));
       why = partial.empty()
                 ? fmt::format("0 of {} nodes fit: {}", nodes.size(), pass.Explain(nodes, job))
                 : fmt::format("only {} of {} replicas fit now and a gang starts all or none: {}", partial.size(),
                               job.replicas, pass.Explain(nodes, job));
-      pass.Release(nodes, partial, job.per_task);
+      pass.Release(nodes, partial, job);
     }
     if (over_quota) {
       // A borrower waits for idle capacity; it neither preempts nor holds anyone back.

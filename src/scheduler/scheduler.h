@@ -43,6 +43,16 @@ struct NodeState {
   // What its agent runs tasks with ("process", "runc", "docker"); empty = {"process"}.
   std::vector<std::string> executors;
   bool overlay = false;  // its agent has a container overlay (agent --network vxlan|ovs-gre)
+  // Resources by identity, taken inside the plan like Nomad's dynamic ports
+  // (pools.h). Left at their defaults (the simulator's nodes) none is taken.
+  int port_lo = 0, port_hi = -1;  // its port range; empty (hi < lo): its tasks get port 0
+  std::set<int> ports_used;
+  bool gpu_indices = false;   // GPUs by index: 0..capacity.gpus-1 less gpus_used
+  std::set<int> gpus_used;
+  std::string overlay_network;  // the overlay's mode ("vxlan", "ovs-gre"): a gang joins one only
+  uint32_t address_first = 0;   // its overlay block's task addresses: [first, first + count)
+  int address_count = 0;
+  std::set<uint32_t> addresses_used;
   // Measured use (heartbeats), 0..1: what the load-aware score looks at.
   double cpu_util = 0;
   double memory_util = 0;
@@ -61,6 +71,9 @@ struct JobRequest {
   // docker; without: process; or the one its spec pins). Empty: any node.
   std::vector<std::string> executors;
   bool needs_overlay = false;  // `network: overlay`: only nodes with a container overlay
+  // Its replicas take an overlay address each where every node of the gang
+  // is on one overlay (and runs runc); with needs_overlay, nowhere else.
+  bool joins_overlay = false;
   std::string user;
   int priority = 0;
   int64_t submit_ms = 0;
@@ -78,12 +91,21 @@ struct JobRequest {
   bool rank_by_measured_use = false;
 };
 
+// What one replica holds on its node by identity (0 / empty: none).
+struct ReplicaSlot {
+  int port = 0;
+  std::vector<int> gpus;  // GPU indices
+  uint32_t address = 0;   // overlay address, host byte order
+  bool operator==(const ReplicaSlot&) const = default;
+};
+
 struct RunningJob {
   JobRequest request;
   std::vector<int64_t> node_ids;  // one per replica
   int64_t started_ms = 0;         // this run's start
   int64_t last_checkpoint_ms = 0; // 0 = none in this run
   bool stopping = false;          // already told to stop: its resources free up soon
+  std::vector<ReplicaSlot> slots; // what each replica holds by identity (empty: nothing)
 };
 
 // Quotas guarantee a user a share; -1 = unlimited. A job beyond its user's
@@ -123,6 +145,7 @@ struct Placement {
   int64_t job_id = 0;
   std::vector<int64_t> node_ids;  // one per replica, in rank order
   bool borrowing = false;         // beyond its user's quota: the first to be reclaimed
+  std::vector<ReplicaSlot> slots; // per replica, in rank order: its port, GPUs, address
 };
 
 struct Preemption {
@@ -186,6 +209,7 @@ class Scheduler {
   SchedulerConfig config_;
   std::vector<std::unique_ptr<FilterPlugin>> static_filters_;   // node facts only: evaluated once per job shape
   std::vector<std::unique_ptr<FilterPlugin>> dynamic_filters_;  // also look at allocations
+  std::vector<std::unique_ptr<FilterPlugin>> pool_filters_;     // ports, GPU indices, addresses (pools.h)
   std::vector<std::pair<std::unique_ptr<ScorePlugin>, double>> scores_;
   std::unique_ptr<Policy> policy_;
 };

@@ -25,7 +25,7 @@ class ClockJump : public JobServiceTest {
   }
   int64_t RunningJob(const std::string& yaml) {
     int64_t id = Submit(yaml);
-    EXPECT_TRUE(svc_->ScheduleOnce().ok());
+    EXPECT_TRUE(svc_->RunPass().ok());
     for (const auto& t : Tasks(id)) EXPECT_TRUE(Report(t, "running").ok());
     EXPECT_EQ(Job(id).state, State::kRunning);
     return id;
@@ -36,11 +36,11 @@ TEST_F(ClockJump, AnHourForwardExpiresNoLease) {
   int64_t node = AddNode("a", 2000);
   int64_t id = RunningJob("command: x\nresources: {cpu: 1}\n");
   clock_.JumpWallMs(kHour);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_TRUE(svc_->NodeReady(*store_->GetNode(node)));
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
   Live(node, 5'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
 }
 
@@ -49,7 +49,7 @@ TEST_F(ClockJump, AnHourBackStillFindsADeadNode) {
   int64_t id = RunningJob("command: x\nresources: {cpu: 1}\nmax_restarts: 1\n");
   clock_.JumpWallMs(-kHour);
   clock_.AdvanceMs(svc_->LostAfterMs() + 1'000);  // a is silent for longer than it may be
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(svc_->NodeReady(*store_->GetNode(a)));
   EXPECT_EQ(Job(id).restarts, 1);
   const std::string lost = "node a lost: no heartbeat for " + FormatDuration(svc_->LostAfterMs() + 1'000);
@@ -63,23 +63,23 @@ TEST_F(ClockJump, RestartBackoffLastsItsTimeWhicheverWayTheClockJumps) {
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", 1).ok());
   ASSERT_EQ(Job(id).state, State::kPending);
   clock_.JumpWallMs(-kHour);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 1);
   Live(node, 1'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 2);
   // Backoff 2 s, and the clock goes forward an hour: the wait is not skipped.
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", 1).ok());
   ASSERT_NE(Job(id).reason.find("next attempt in 2s"), std::string::npos) << Job(id).reason;
   clock_.JumpWallMs(kHour);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 2);
   Live(node, 1'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 2);
   Live(node, 1'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 3);
 }
 
@@ -91,7 +91,7 @@ TEST_F(ClockJump, ABackoffSetBeforeAServerRestartWaitsNoLongerThanTheLongestBack
   Restart();
   clock_.JumpWallMs(-24 * kHour);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 2) << Job(id).reason;
 }
 
@@ -100,11 +100,11 @@ TEST_F(ClockJump, TimeLimitsCountTimeThatPassedNotTheClocksJumps) {
   int64_t id = RunningJob("command: x\nresources: {cpu: 1}\ntime_limit: 1m\n");
   clock_.JumpWallMs(kHour);  // forward: the run is not an hour old
   Live(node, 30'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(Job(id).stop_state.has_value()) << Job(id).stop_reason;
   clock_.JumpWallMs(-2 * kHour);  // back: the minute still ends
   Live(node, 31'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Job(id).stop_state.has_value());
   EXPECT_EQ(Job(id).stop_reason, "time limit 1m0s reached");
 }

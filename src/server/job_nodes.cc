@@ -121,23 +121,4 @@ Status JobService::Heartbeat(int64_t node_id, double cpu_util, int64_t memory_us
   return Status::Ok();
 }
 
-Status JobService::ExpireLeasesLocked(const std::vector<store::Node>& nodes, const std::vector<Task>& placed) {
-  for (const store::Node& n : nodes) {
-    // Its agent has stopped its tasks by now (it fences at its window without
-    // the server, a lease earlier): they can run elsewhere.
-    const int64_t silent = SilentMs(n.id);
-    if (silent <= LostAfterMs(n)) continue;
-    for (Task t : placed) {
-      if (t.node_id != n.id) continue;
-      RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
-        RM_RETURN_IF_ERROR(SetTaskState(t, State::kLost, fmt::format("node {} lost: no heartbeat for {}", n.name,
-                                                                     FormatDuration(silent))));
-        return SettleJobLocked(t.job_id);
-      }));
-      spdlog::warn("task {} (job {} rank {}) lost with node {}", t.id, t.job_id, t.rank, n.name);
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace ringmaster::server

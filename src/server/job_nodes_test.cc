@@ -10,7 +10,7 @@ using store::State;
 TEST_F(JobServiceTest, ANodeSilentPastItsFencingWindowLosesItsTasksAndTheGangRestartsElsewhere) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\nmax_restarts: 2\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto first = Tasks(id);
   ASSERT_EQ(first[0].node_id, a);  // best fit packs the gang onto one node
   ASSERT_EQ(first[1].node_id, a);
@@ -19,17 +19,17 @@ TEST_F(JobServiceTest, ANodeSilentPastItsFencingWindowLosesItsTasksAndTheGangRes
   // 11 s later only b has renewed its lease (10 s): a is unreachable, and its
   // tasks still run (a server cut off from it, or away, stops nothing).
   AdvanceWith(11'000, {b});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(a)), "unreachable");
   for (const auto& t : Tasks(id)) EXPECT_EQ(t.state, State::kRunning);
   // Its agent stops them after the fencing window; a lease later they are LOST.
   const int64_t silent = svc_->FenceAfterMs() + 1'000;
   ASSERT_LT(silent, svc_->LostAfterMs());
   AdvanceWith(silent - 11'000, {b});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(id)) EXPECT_EQ(t.state, State::kRunning);
   AdvanceWith(svc_->LostAfterMs() + 1'000 - silent, {b});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(a)), "lost");
   for (const auto& t : Tasks(id)) {
     EXPECT_EQ(t.state, State::kPending);  // LOST, then reset for the restart
@@ -43,7 +43,7 @@ TEST_F(JobServiceTest, ANodeSilentPastItsFencingWindowLosesItsTasksAndTheGangRes
                                 FormatDuration(svc_->LostAfterMs() + 1'000) + "; next attempt in 1s");
 
   AdvanceWith(1'000, {b});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto second = Tasks(id);
   for (const auto& t : second) {
     EXPECT_EQ(t.node_id, b);
@@ -69,36 +69,36 @@ TEST_F(JobServiceTest, AnUnreachableNodeGetsNoNewWorkUntilItIsBack) {
   int64_t a = AddNode("a", 2000);
   AdvanceWith(11'000, {});
   int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kPending);
   EXPECT_NE(Job(id).reason.find("node a is not ready"), std::string::npos) << Job(id).reason;
   ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kScheduled);
 }
 
 TEST_F(JobServiceTest, ARestartedServerStopsNoTaskWithinTheFencingWindow) {
   int64_t a = AddNode("a", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   // The server is down for two minutes, then starts again: silence counts from its start.
   clock_.AdvanceMs(120'000);
   Restart();
   clock_.AdvanceMs(5'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
   // An agent that is back keeps its tasks; one that stays silent loses them a
   // lease after the fencing window, counted from the server's start.
   ASSERT_TRUE(svc_->Heartbeat(a, 0, 0).ok());
   AdvanceWith(60'000, {a});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
   clock_.AdvanceMs(svc_->LostAfterMs() - 1'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);
   clock_.AdvanceMs(2'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).state, State::kFailed);  // lost, and no restarts left
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(a)), "lost");
 }
@@ -107,7 +107,7 @@ TEST_F(JobServiceTest, ANodeThatRegistersAgainWithoutARunningTaskLosesItAtOnce) 
   int64_t a = AddNode("a", 4000);
   int64_t gang = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\nmax_restarts: 1\n");
   int64_t other = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(gang);
   for (const auto& t : tasks) ASSERT_TRUE(Report(t, "running").ok());
   ASSERT_EQ(Tasks(other)[0].state, State::kScheduled);  // placed, not started yet
@@ -124,7 +124,7 @@ TEST_F(JobServiceTest, ANodeThatRegistersAgainWithoutARunningTaskLosesItAtOnce) 
   EXPECT_EQ(Tasks(other)[0].state, State::kScheduled);
   // An agent of protocol 1 says nothing of what it holds: nothing is lost.
   int64_t solo = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(solo)[0], "running").ok());
   ASSERT_TRUE(svc_->RegisterNode(n).ok());
   EXPECT_EQ(Tasks(solo)[0].state, State::kRunning);
@@ -141,7 +141,7 @@ TEST_F(JobServiceTest, ANodeIsLostOnTheLongerOfItsAgentsWindowAndTheServers) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   EXPECT_EQ(store_->GetNode(a)->fence_after_ms, 600'000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\nmax_restarts: 1\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   const int64_t on = Tasks(id)[0].node_id, off = on == a ? b : a;
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   // The server comes back with the default window (5 minutes); the node of
@@ -150,12 +150,12 @@ TEST_F(JobServiceTest, ANodeIsLostOnTheLongerOfItsAgentsWindowAndTheServers) {
   ASSERT_TRUE(svc_->Heartbeat(off, 0, 0, svc_->FenceAfterMs()).ok());
   EXPECT_EQ(store_->GetNode(off)->fence_after_ms, svc_->FenceAfterMs());
   AdvanceWith(svc_->LostAfterMs() + 1'000, {off});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kRunning);  // its agent may still run it: 10 minutes
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(on)), "unreachable");
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(off)), "ready");
   AdvanceWith(600'000 + 10'000 - (svc_->LostAfterMs() + 1'000) + 1'000, {off});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).restarts, 1);  // lost on the longer window, and restarted
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(on)), "lost");
 }

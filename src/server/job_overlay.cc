@@ -1,42 +1,13 @@
-#include "server/job_overlay.h"
+// The container overlay as JobService keeps it (docs/cluster.md): each
+// node's block of the overlay subnet, and the peers a node's agent tunnels
+// to. Task addresses are taken in the plan (scheduler/pools.h).
+#include <set>
 
 #include <fmt/format.h>
 
 #include "server/job_service.h"
 
 namespace ringmaster::server {
-
-bool GangJoinsOverlay(const protocol::JobSpec& spec, const std::vector<const store::Node*>& nodes) {
-  if (spec.image.empty() || nodes.empty()) return false;
-  if (!spec.network.empty() && spec.network != "overlay") return false;
-  if (!spec.executor.empty() && spec.executor != "runc") return false;
-  for (const store::Node* n : nodes) {
-    if (n->network == "host" || n->overlay_block < 0 || n->network != nodes[0]->network) return false;
-    if (spec.executor.empty() && ("," + n->executors + ",").find(",runc,") == std::string::npos) return false;
-  }
-  return true;
-}
-
-OverlayAddresses::OverlayAddresses(net::Ipv4Net subnet, int block_prefix, const std::vector<store::Task>& placed)
-    : subnet_(subnet), block_prefix_(block_prefix) {
-  for (const store::Task& t : placed) {
-    if (auto a = net::ParseIpv4(t.overlay_ip)) used_[t.node_id].insert(*a);
-  }
-}
-
-std::string OverlayAddresses::Take(const store::Node& node) {
-  auto block = net::Block(subnet_, block_prefix_, node.overlay_block);
-  for (int i = 2; block; ++i) {
-    auto a = net::TaskAddress(*block, i);
-    if (!a) break;
-    if (used_[node.id].insert(*a).second) return net::FormatIpv4(*a);
-  }
-  return "";
-}
-
-void OverlayAddresses::Give(int64_t node_id, const std::string& address) {
-  if (auto a = net::ParseIpv4(address)) used_[node_id].erase(*a);
-}
 
 StatusOr<int> JobService::OverlayBlockLocked(const store::Node& node) {
   // The block it had (a block stays with a node's name, also while it is

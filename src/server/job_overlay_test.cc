@@ -45,7 +45,7 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
   // Two workers in containers: one per node (cpu 8 of 8), each at its node's block.
   const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
   const int64_t plain = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(job);
   ASSERT_NE(tasks[0].node_id, 0);
   ASSERT_NE(tasks[0].node_id, tasks[1].node_id);
@@ -66,11 +66,11 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
   // Asking for the host's network keeps a container off the overlay; an
   // overlay job never lands on a host-network node.
   const int64_t on_host = Submit("command: x\nimage: base\nnetwork: host\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(on_host)[0].overlay_ip, "");
   for (int i = 0; i < 4; ++i) {
     const int64_t needs = Submit("command: x\nimage: base\nnetwork: overlay\nresources: {cpu: 1}\n");
-    ASSERT_TRUE(svc_->ScheduleOnce().ok());
+    ASSERT_TRUE(svc_->RunPass().ok());
     const auto placed = Tasks(needs)[0];
     EXPECT_NE(placed.node_id, 0);
     EXPECT_NE(placed.node_id, h);
@@ -84,7 +84,7 @@ TEST_F(JobServiceTest, AGangSplitBetweenAnOverlayAndAHostNetworkStaysOnTheHostNe
   const int64_t job = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nresources: {cpu: 8}\n");
   const int64_t pinned = Submit("command: x\nimage: base\nreplicas: 2\nkind: distributed\nnetwork: overlay\n"
                                 "resources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(job);
   ASSERT_NE(tasks[0].node_id, tasks[1].node_id);
   EXPECT_EQ(tasks[0].overlay_ip, "");  // one rank could not reach the other

@@ -92,7 +92,7 @@ TEST_F(JobRolesTest, TensorFlowRolesGetAClusterByRoleAndTheirOwnTask) {
   int64_t node = AddNode("vm", 8000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {chief: 1, ps: 1, worker: 2, evaluator: 1}\n"
                       "resources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   ASSERT_EQ(tasks.size(), 5u);
   auto env = Envs(node);
@@ -117,7 +117,7 @@ TEST_F(JobRolesTest, MxnetRolesPointEveryTaskAtTheScheduler) {
   int64_t node = AddNode("vm", 8000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {scheduler: 1, server: 2, worker: 3}\n"
                       "resources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   auto env = Envs(node);
   ASSERT_EQ(env.size(), 6u);
@@ -138,7 +138,7 @@ TEST_F(JobRolesTest, MxnetRolesPointEveryTaskAtTheScheduler) {
 TEST_F(JobRolesTest, TheChiefsSuccessEndsTheJobAndStopsTheServingRoles) {
   int64_t node = AddNode("vm", 8000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {chief: 1, ps: 1, worker: 2}\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   for (const auto& t : tasks) ASSERT_TRUE(Report(t, "running").ok());
   ASSERT_TRUE(Report(tasks[0], "exited", 0).ok());
@@ -159,7 +159,7 @@ TEST_F(JobRolesTest, WithoutAChiefTheWorkersDecideAndAFailedServerRestartsTheGan
   AddNode("vm", 8000);
   int64_t id = Submit("command: x\nkind: distributed\nmax_restarts: 1\n"
                       "replicas: {scheduler: 1, server: 1, worker: 2}\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   for (const auto& t : tasks) ASSERT_TRUE(Report(t, "running").ok());
   // A server dies: the whole gang restarts (from its checkpoints).
@@ -168,7 +168,7 @@ TEST_F(JobRolesTest, WithoutAChiefTheWorkersDecideAndAFailedServerRestartsTheGan
   EXPECT_EQ(Job(id).state, State::kPending);
   EXPECT_NE(Job(id).reason.find("rank 1 failed"), std::string::npos) << Job(id).reason;
   clock_.AdvanceMs(1'000);  // the restart's backoff
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   tasks = Tasks(id);
   ASSERT_EQ(tasks[0].attempt, 2);
   for (const auto& t : tasks) ASSERT_TRUE(Report(t, "running").ok());

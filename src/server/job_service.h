@@ -35,6 +35,8 @@
 
 namespace ringmaster::server {
 
+struct PassInput;
+
 struct JobServiceOptions {
   // The container overlay's addresses (docs/cluster.md): a block of
   // overlay_block_prefix bits per node that has an overlay, task addresses
@@ -187,8 +189,9 @@ class JobService {
   // admin who knows the host is down says `force`.
   Status DeleteNode(const std::string& name, bool force);
 
-  // One scheduling pass; the loop calls it, tests call it directly.
-  Status ScheduleOnce();
+  // One scheduling pass (control/pass.h): snapshot, schedule, apply the plan,
+  // autoscale, preempt. The loop calls it, tests call it directly.
+  Status RunPass();
   SchedulerStats Stats() const;
   // The tasks placed on the node at the last pass: the ones its agent may
   // report samples of.
@@ -230,8 +233,11 @@ class JobService {
   StatusOr<std::shared_ptr<const protocol::JobSpec>> SpecLocked(const store::Job& job);
   // A job whose stored spec cannot be read fails (its tasks are stopped); the server goes on.
   Status FailUnreadableLocked(store::Job& job, const Status& why);
-  // What the scheduler sees of a job.
-  scheduler::JobRequest RequestFor(const store::Job& job, const protocol::JobSpec& spec, const std::string& user) const;
+  // The steps of RunPass (control/pass.cc, control/apply.cc).
+  Status ReadPassLocked(PassInput& in);
+  Status ApplyPlanLocked(const scheduler::Plan& plan, PassInput& in);
+  Status PreemptLocked(const scheduler::Plan& plan, const std::set<int64_t>& made_room, int64_t now);
+  Status RecordPassLocked(const scheduler::Plan& plan, PassInput& in);
   // When the job's `latest` checkpoint last reached the files service (0:
   // never, or not since the server started): preemption's measure of the
   // work a victim would lose.

@@ -27,7 +27,7 @@ TEST_F(JobServiceTest, AGangRunsToSuccessWithAnEventPerTransition) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: echo hi\nreplicas: 2\nresources: {cpu: 1}\n");
   EXPECT_EQ(Job(id).state, State::kPending);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).state, State::kScheduled);
   auto tasks = Tasks(id);
   for (const auto& t : tasks) {
@@ -73,7 +73,7 @@ TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
   };
   int64_t a = add("a", "10.0.0.1", 41000, 41009), b = add("b", "10.0.0.2", 42000, 42009);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: 4\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   std::map<int64_t, std::set<int>> ports;
   for (const auto& t : tasks) {
@@ -129,7 +129,7 @@ TEST_F(JobServiceTest, DistributedTasksGetPortsAndEveryFrameworksConventions) {
   // Ports come back when the tasks end, and the next job gets them again.
   for (const auto& t : tasks) ASSERT_TRUE(Report(t, "exited", 0).ok());
   int64_t next = Submit("command: x\nreplicas: 4\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(next)) EXPECT_TRUE(ports[t.node_id].count(t.port)) << t.port;
 }
 
@@ -143,21 +143,21 @@ TEST_F(JobServiceTest, AGangWithoutFreePortsStaysPendingWhole) {
   ASSERT_TRUE(svc_->RegisterNode(n).ok());
   int64_t first = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
   int64_t second = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(first).state, State::kScheduled);
   EXPECT_EQ(Job(second).state, State::kPending);
   EXPECT_EQ(Job(second).reason, "waiting for ports: node small has no free port in 41000-41002");
   for (const auto& t : Tasks(second)) EXPECT_EQ(t.port, 0);
   // When the first gang ends its ports come back and the second one runs.
   for (const auto& t : Tasks(first)) ASSERT_TRUE(Report(t, "exited", 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(second).state, State::kScheduled);
 }
 
 TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   ASSERT_TRUE(Report(tasks[0], "running").ok());
   ASSERT_TRUE(Report(tasks[1], "running").ok());
@@ -178,7 +178,7 @@ TEST_F(JobServiceTest, AFailedTaskStopsTheGangAndTheJobFailsWithTheExitCode) {
 TEST_F(JobServiceTest, RestartsTheWholeGangWithinMaxRestarts) {
   AddNode("vm", 2000);
   int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\nmax_restarts: 1\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto tasks = Tasks(id);
   ASSERT_TRUE(Report(tasks[0], "exited", 1).ok());
   ASSERT_TRUE(Report(Tasks(id)[1], "exited", -1, 15).ok());
@@ -186,11 +186,11 @@ TEST_F(JobServiceTest, RestartsTheWholeGangWithinMaxRestarts) {
   EXPECT_EQ(Job(id).restarts, 1);
   EXPECT_EQ(Job(id).reason, "restart 1 of 1 after rank 0 failed: exit code 1; next attempt in 1s");
   // The restart waits out its backoff.
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].attempt, 1);
   EXPECT_EQ(Job(id).state, State::kPending);
   clock_.AdvanceMs(1'000);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   tasks = Tasks(id);
   EXPECT_EQ(tasks[0].attempt, 2);
   // A report for the old attempt is fenced off.
@@ -206,7 +206,7 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   int64_t node = AddNode("vm", 3000);
   int64_t blocker = Submit("command: x\nresources: {cpu: 1}\n");
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 2, max: 3}\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Tasks(id).size(), 2u);  // it starts at min
   ASSERT_TRUE(Report(Tasks(blocker)[0], "running").ok());
   for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
@@ -214,17 +214,17 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   // The cluster is full (3 of 3 cpus): no growth. The blocker ends: 2 of 3 = 67% < 70%.
   clock_.AdvanceMs(6'000);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).resize_to, 0);
   ASSERT_TRUE(Report(Tasks(blocker)[0], "exited", 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).resize_to, 3);
   EXPECT_EQ(*Job(id).stop_state, State::kPending);
   EXPECT_EQ(Job(id).stop_reason, "scale up from 2 to 3 workers: no job waits and the cluster was 67% allocated");
   EndAll(id);  // the gang stops (a real trainer checkpoints first) ...
   EXPECT_EQ(Job(id).replicas, 3);
   EXPECT_EQ(Job(id).restarts, 0);  // a resize is not a restart
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());  // ... and restarts with 3 workers, at once
+  ASSERT_TRUE(svc_->RunPass().ok());  // ... and restarts with 3 workers, at once
   auto grown = Tasks(id);
   ASSERT_EQ(grown.size(), 3u);
   for (const auto& t : grown) {
@@ -245,13 +245,13 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
 
   // A higher-priority job arrives and does not fit: the elastic job gives back one worker.
   int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(urgent).state, State::kPending);
   EXPECT_NE(Job(urgent).reason.find("job " + std::to_string(id) + " is scaling down"), std::string::npos) << Job(urgent).reason;
   EXPECT_EQ(Job(id).resize_to, 2);
   EXPECT_EQ(Job(id).stop_reason, fmt::format("scale down from 3 to 2 workers for job {} (priority 5)", urgent));
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(urgent).state, State::kScheduled);
   EXPECT_EQ(Job(id).state, State::kScheduled);
   EXPECT_EQ(Tasks(id).size(), 2u);
@@ -260,13 +260,13 @@ TEST_F(JobServiceTest, AnElasticJobGrowsIntoFreeCapacityAndShrinksForHigherPrior
   // (requeued at its size, not a restart).
   for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
   int64_t second = Submit("command: x\nresources: {cpu: 1}\npriority: 5\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(second).state, State::kPending);
   EXPECT_EQ(Job(id).resize_to, 2);
   EXPECT_NE(Job(id).stop_reason.find(fmt::format("preempted for job {} (priority 5 > 0)", second)), std::string::npos)
       << Job(id).stop_reason;
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(second).state, State::kScheduled);
   EXPECT_EQ(Job(id).state, State::kPending);
   EXPECT_EQ(Job(id).restarts, 0);
@@ -285,7 +285,7 @@ TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedN
   // does not own. Placed by measured use, the job's ranks go to b.
   const int64_t a = AddNode("a", 4000);
   const int64_t other = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(other)[0], "running").ok());
   const int64_t b = AddNode("b", 4000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 3}\nresources: {cpu: 1}\n"
@@ -313,22 +313,22 @@ TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedN
     for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
   };
   feed(5'000, 0);  // the nodes' load is known before the job is placed
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Tasks(id).size(), 1u);
   EXPECT_EQ(Tasks(id)[0].node_id, b);  // the least loaded by measured use; bin-packing would say a
   run_all();
 
   // Busy, but not yet for a whole window: nothing.
   feed(5'000, 0.95);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).resize_to, 0);
   feed(6'000, 0.95);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Job(id).resize_to, 2);
   EXPECT_EQ(Job(id).stop_reason, "scale up 1\u21922: cpu 95% > 80% over 10s; the gang restarts with 2 ranks placed by measured use "
             "(least loaded: b, cpu 10%)");
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto grown = Tasks(id);
   ASSERT_EQ(grown.size(), 2u);
   // Rank 0 on b; with it, b's projected use (10% + a quarter) is above a's 30%: rank 1 on a.
@@ -338,22 +338,22 @@ TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedN
 
   // Idle now: after a whole window (and the cooldown), one worker fewer.
   feed(5'000, 0.1);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(Job(id).stop_state.has_value());  // the window since the resize is not over
   feed(6'000, 0.1);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Job(id).resize_to, 1);
   EXPECT_EQ(Job(id).stop_reason, "scale down 2\u21921: cpu 10% < 30% over 10s; the gang restarts with 1 rank placed by measured use "
             "(most loaded of its nodes: a, cpu 30%)");
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Tasks(id).size(), 1u);
   EXPECT_EQ(Tasks(id)[0].node_id, b);  // the rank on the most-loaded node is the one given up
   EXPECT_EQ(Job(id).restarts, 0);
   // Never below min.
   run_all();
   feed(25'000, 0.0);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(Job(id).stop_state.has_value());
   EXPECT_EQ(svc_->Stats().resizes, 2u);
 }
@@ -390,18 +390,18 @@ TEST(AutoscaleSpec, ParsesAndRefuses) {
 TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPriority) {
   int64_t node = AddNode("vm", 3000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 3}\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   clock_.AdvanceMs(6'000);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Job(id).resize_to, 3);  // 33% allocated: it grows while under 70%, to 100%
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
   // 100% allocated, above 90%: a job of the same priority gets a worker back.
   int64_t peer = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).resize_to, 2);
   EXPECT_NE(Job(peer).reason.find("is scaling down to make room"), std::string::npos) << Job(peer).reason;
 }
@@ -414,7 +414,7 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   int64_t node = AddNode("vm", 3000);
   std::vector<int64_t> low;
   for (int i = 0; i < 3; ++i) low.push_back(Submit("command: train\nresources: {cpu: 1}\n"));
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (int64_t id : low) ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   clock_.AdvanceMs(60'000);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
@@ -431,7 +431,7 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   svc_->NoteCheckpoint(low[1], clock_.NowMs() - 2'000);
 
   int64_t urgent = Submit("command: x\nresources: {cpu: 1}\npriority: 10\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(urgent).state, State::kPending);
   EXPECT_NE(Job(urgent).reason.find(fmt::format("preempting job {}", low[1])), std::string::npos) << Job(urgent).reason;
   const store::Job victim = Job(low[1]);
@@ -447,13 +447,13 @@ TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
     }
   }
   // Until it has stopped nothing more is preempted.
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(Job(low[0]).stop_state.has_value());
   EXPECT_FALSE(Job(low[2]).stop_state.has_value());
   ASSERT_TRUE(Report(Tasks(low[1])[0], "exited", -1, 15).ok());
   EXPECT_EQ(Job(low[1]).state, State::kPending);
   EXPECT_EQ(Job(low[1]).restarts, 0);  // a preemption is not a failure
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(urgent).state, State::kScheduled);
   EXPECT_EQ(Job(low[1]).state, State::kPending);
 }
@@ -469,7 +469,7 @@ TEST_F(JobServiceTest, ANodeSelectorPicksLabelledNodesAndSaysWhyNot) {
   const int64_t fast = *svc_->RegisterNode(n);
   int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1}\nnode_selector: {net: ib}\n");
   int64_t nowhere = Submit("command: x\nresources: {cpu: 1}\nnode_selector: {rack: r9}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(id)) EXPECT_EQ(t.node_id, fast);
   EXPECT_EQ(Job(nowhere).state, State::kPending);
   EXPECT_NE(Job(nowhere).reason.find("node plain has no label rack"), std::string::npos) << Job(nowhere).reason;
@@ -490,7 +490,7 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
   const int64_t a = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
   const int64_t b = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
   const int64_t c = Submit("command: x\nresources: {cpu: 1, gpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(a)[0].gpu_indices, "0");
   EXPECT_EQ(Tasks(b)[0].gpu_indices, "1");
   EXPECT_EQ(Job(c).state, State::kPending);  // both GPUs are held
@@ -507,7 +507,7 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
   // A GPU comes back when its task ends, and the waiting job gets it.
   ASSERT_TRUE(Report(Tasks(a)[0], "running").ok());
   ASSERT_TRUE(Report(Tasks(a)[0], "exited", 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(c)[0].gpu_indices, "0");
 }
 
@@ -517,7 +517,7 @@ TEST_F(JobServiceTest, GpuTasksGetTheirOwnIndicesAndImagesGoWhereContainersAre) 
 TEST_F(JobServiceTest, GpuRanksSharingANodeAreEachTheirOwnLocalGroup) {
   const int64_t node = AddNode("gpu", 8000, 2);
   const int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1, gpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto assigned = *svc_->Assignments(node);
   ASSERT_EQ(assigned["tasks"].size(), 2u);
   std::set<std::vector<int>> gpus;
@@ -545,7 +545,7 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   Restart(o);
   int64_t node = AddNode("vm", 1000);
   int64_t old_job = Submit("command: train\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(old_job)[0], "running").ok());
   for (int i = 0; i < 10; ++i) {
     clock_.AdvanceMs(10'000);
@@ -553,7 +553,7 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   }
   // 100 cpu-seconds attained: level 1. A newcomer (level 0) preempts it.
   int64_t fresh = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_NE(Job(old_job).stop_reason.find("LAS level 0 (attained 0 device-s) before level 1 (100 device-s)"),
             std::string::npos)
       << Job(old_job).stop_reason;
@@ -561,7 +561,7 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
   EXPECT_DOUBLE_EQ(Job(old_job).service_s, 100);  // banked when the run ended
   // A restarted server still knows: the fresh job runs first, the old one waits.
   Restart(o);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(fresh).state, State::kScheduled);
   EXPECT_EQ(Job(old_job).state, State::kPending);
 }
@@ -569,17 +569,17 @@ TEST_F(JobServiceTest, LasCountsServiceAcrossRunsAndServerRestarts) {
 TEST_F(JobServiceTest, ARunPastItsTimeLimitFails) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\ntime_limit: 1m\nmax_restarts: 3\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   for (int i = 0; i < 59; ++i) {
     clock_.AdvanceMs(1'000);
     ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
   }
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_FALSE(Job(id).stop_state.has_value());
   clock_.AdvanceMs(2'000);
   ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
   EXPECT_EQ(Job(id).state, State::kFailed);  // not restarted: another run would hit the limit too
   EXPECT_EQ(Job(id).reason, "time limit 1m0s reached");
@@ -588,7 +588,7 @@ TEST_F(JobServiceTest, ARunPastItsTimeLimitFails) {
 TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: sleep 600\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
   EXPECT_EQ(Job(id).state, State::kRunning);
@@ -603,7 +603,7 @@ TEST_F(JobServiceTest, CancelStopsRunningTasksAndEndsWhenTheyAreGone) {
 TEST_F(JobServiceTest, CancellingAPendingJobEndsItAtOnce) {
   AddNode("vm", 1000);
   int64_t id = Submit("command: x\nresources: {cpu: 8}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(svc_->Cancel(id, "ada").ok());
   EXPECT_EQ(Job(id).state, State::kCancelled);
   EXPECT_EQ(Tasks(id)[0].state, State::kCancelled);
@@ -612,7 +612,7 @@ TEST_F(JobServiceTest, CancellingAPendingJobEndsItAtOnce) {
 TEST_F(JobServiceTest, AJobTooBigForAnyNodeStaysPendingWithAReasonNamingTheResource) {
   AddNode("vm", 2000);
   int64_t id = Submit("command: x\nreplicas: 2\nresources: {cpu: 1, gpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).state, State::kPending);
   EXPECT_EQ(Job(id).reason,
             "needs 2 x {cpu 1, memory 512Mi, gpu 1}; it cannot fit this cluster even when idle: "
@@ -623,18 +623,18 @@ TEST_F(JobServiceTest, NodesWithoutHeartbeatGetNoWorkUntilTheyReturn) {
   int64_t node = AddNode("vm", 2000);
   clock_.AdvanceMs(60'000);
   int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).state, State::kPending);
   EXPECT_NE(Job(id).reason.find("node vm is not ready"), std::string::npos) << Job(id).reason;
   ASSERT_TRUE(svc_->Heartbeat(node, 0.1, 1 << 30).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).state, State::kScheduled);
 }
 
 TEST_F(JobServiceTest, ACommandThatCannotStartFailsWithItsMessage) {
   AddNode("vm", 2000);
   int64_t id = Submit("command: [/no/such]\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   store::Task t = Tasks(id)[0];
   TaskReport r{t.node_id, t.attempt, "exited", -1, 0, "cannot run \"/no/such\": No such file or directory"};
   ASSERT_TRUE(svc_->ReportTask(t.id, r).ok());
@@ -656,13 +656,13 @@ TEST_F(JobServiceTest, WatchersFireOnceWhenTheNodesIndexMovesAndNotBefore) {
   svc_->Unwatch(dropped);
   EXPECT_EQ(fired, 0);
   Submit("command: x\nresources: {cpu: 2}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto placed = *svc_->Assignments(node);
   const bool on_node = placed["tasks"].size() == 1u;
   EXPECT_EQ(fired + other_fired, 1);  // only the node the task went to
   EXPECT_EQ(fired, on_node ? 1 : 0);
   if (on_node) EXPECT_NE(placed["index"], index);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(fired + other_fired, 1);  // once
 }
 
@@ -678,24 +678,24 @@ TEST_F(JobServiceTest, StopEndsEveryWatch) {
 TEST_F(JobServiceTest, PendingSpecsAreParsedOnceAndABadStoredSpecFailsOnlyItsJob) {
   AddNode("vm", 2000);
   int64_t big = Submit("command: x\nresources: {cpu: 64}\n");  // waits: too big
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   // The stored text changes under the scheduler: it keeps the spec it parsed.
   store::Job j = Job(big);
   j.spec_json = "{not json";
   ASSERT_TRUE(store_->UpdateJob(j).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(big).state, State::kPending);
   // A job whose spec is unreadable from the start (a damaged database) fails alone.
   int64_t bad = Submit("command: y\nresources: {cpu: 64}\n");
   store::Job b = Job(bad);
   b.spec_json = "[[[[[[";
   ASSERT_TRUE(store_->UpdateJob(b).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(bad).state, State::kFailed);
   EXPECT_NE(Job(bad).reason.find("stored spec"), std::string::npos) << Job(bad).reason;
   EXPECT_EQ(Job(big).state, State::kPending);
   int64_t ok = Submit("command: z\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(ok).state, State::kScheduled);
 }
 

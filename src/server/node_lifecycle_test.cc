@@ -14,17 +14,17 @@ TEST_F(JobServiceTest, ACordonedNodeGetsNothingNewAndPendingJobsSayWhy) {
   AddNode("a", 2000);
   ASSERT_TRUE(svc_->Cordon("a", "disk replacement", /*drain=*/false).ok());
   int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kPending);
   EXPECT_NE(Job(id).reason.find("node a is cordoned: disk replacement"), std::string::npos) << Job(id).reason;
   EXPECT_EQ(CordonText(*svc_->FindNode("a")), "cordoned: disk replacement");
   // A registration of its agent (a restart) keeps the cordon.
   store::Node n = *svc_->FindNode("a");
   ASSERT_TRUE(svc_->RegisterNode(n).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kPending);
   ASSERT_TRUE(svc_->Uncordon(std::to_string(n.id)).ok());  // by id, as `nodes` lists them
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].state, State::kScheduled);
   EXPECT_EQ(svc_->Cordon("nope", "", false).code(), StatusCode::kNotFound);
 }
@@ -32,13 +32,13 @@ TEST_F(JobServiceTest, ACordonedNodeGetsNothingNewAndPendingJobsSayWhy) {
 TEST_F(JobServiceTest, DrainingANodeMovesAGangAwayWithoutCountingARestart) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(id)) {
     ASSERT_EQ(t.node_id, a);  // best fit packs the gang onto one node
     ASSERT_TRUE(Report(t, "running").ok());
   }
   ASSERT_TRUE(svc_->Cordon("a", "kernel update", /*drain=*/true).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   const std::string why = "moving off node a, which is draining: checkpoint, stop and restart elsewhere";
   EXPECT_EQ(Job(id).stop_reason, why);
   EXPECT_TRUE(HasEvent(*store_->ListEvents(id), why));
@@ -50,7 +50,7 @@ TEST_F(JobServiceTest, DrainingANodeMovesAGangAwayWithoutCountingARestart) {
     EXPECT_EQ(t["stop_grace_ms"], JobServiceOptions{}.checkpoint_grace_ms);
   }
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   for (const auto& t : Tasks(id)) {
     EXPECT_EQ(t.node_id, b);
     EXPECT_EQ(t.attempt, 2);
@@ -63,25 +63,25 @@ TEST_F(JobServiceTest, DrainingANodeMovesAGangAwayWithoutCountingARestart) {
 TEST_F(JobServiceTest, DrainingANodeShrinksAnElasticJobOffItWhenItCanDoWithout) {
   int64_t a = AddNode("a", 1000), b = AddNode("b", 1000);
   int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 2}\nresources: {cpu: 1}\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   // Half the cluster is idle: it grows to 2 workers, one per node.
   AdvanceWith(6'000, {a, b});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   ASSERT_EQ(Job(id).resize_to, 2);
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto grown = Tasks(id);
   ASSERT_EQ(grown.size(), 2u);
   ASSERT_NE(grown[0].node_id, grown[1].node_id);
   for (const auto& t : grown) ASSERT_TRUE(Report(t, "running").ok());
 
   ASSERT_TRUE(svc_->Cordon("a", "", /*drain=*/true).ok());
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).stop_reason, "scale down from 2 to 1 workers: node a is draining");
   EXPECT_EQ(Job(id).resize_to, 1);
   EndAll(id);
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   auto shrunk = Tasks(id);
   ASSERT_EQ(shrunk.size(), 1u);
   EXPECT_EQ(shrunk[0].node_id, b);
@@ -99,7 +99,7 @@ TEST_F(JobServiceTest, ADrainedNodeWhoseAgentStoppedIsDeletedAtOnce) {
 TEST_F(JobServiceTest, DeletingASilentNodeWithTasksNeedsForceUntilItsWindowIsOut) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 2}\nmax_restarts: 1\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   const int64_t on = Tasks(id)[0].node_id;
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   const std::string here = on == a ? "a" : "b", other = on == a ? "b" : "a";
@@ -120,7 +120,7 @@ TEST_F(JobServiceTest, DeletingASilentNodeWithTasksNeedsForceUntilItsWindowIsOut
   EXPECT_EQ(svc_->FindNode(here).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(HasEvent(*store_->ListEvents(id), "node " + here + " deleted by an admin"));
   AdvanceWith(1'000, {on == a ? b : a});
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(id)[0].node_id, svc_->FindNode(other)->id);
   EXPECT_EQ(Job(id).restarts, 1);
   // A live node stays, even with --force: its agent would register it again at
@@ -134,7 +134,7 @@ TEST_F(JobServiceTest, DeletingASilentNodeWithTasksNeedsForceUntilItsWindowIsOut
 TEST_F(JobServiceTest, ASilentNodeWhoseWindowIsOutIsDeletedWithoutForce) {
   int64_t a = AddNode("a", 2000), b = AddNode("b", 2000);
   int64_t id = Submit("command: x\nresources: {cpu: 2}\nmax_restarts: 1\n");
-  ASSERT_TRUE(svc_->ScheduleOnce().ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
   const int64_t on = Tasks(id)[0].node_id;
   ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
   AdvanceWith(svc_->LostAfterMs() + 1'000, {on == a ? b : a});  // its tasks are LOST by the next pass anyway
