@@ -6,13 +6,14 @@
 #include <spdlog/spdlog.h>
 
 #include "server/control/snapshot.h"
-#include "server/job_roles.h"
+#include "protocol/job_roles.h"
 #include "server/job_service.h"
 
 namespace ringmaster::server {
 
 using protocol::JobSpec;
 using protocol::JobSpecFromJson;
+using protocol::RankEnd;
 
 using store::Desired;
 using store::IsTerminal;
@@ -112,7 +113,7 @@ Status JobService::SettleJobLocked(int64_t job_id) {
   if (auto spec = SpecLocked(job); !job.stop_state && spec.ok() && !(*spec)->roles.empty()) {
     std::vector<RankEnd> ends;
     for (const Task& t : tasks) ends.push_back({t.rank, IsTerminal(t.state), t.state == State::kSucceeded});
-    if (std::string why = RolesDone((*spec)->roles, ends); !why.empty()) {
+    if (std::string why = protocol::RolesDone((*spec)->roles, ends); !why.empty()) {
       job.stop_state = State::kSucceeded;
       job.stop_reason = why;
       RM_RETURN_IF_ERROR(store_->UpdateJob(job));
