@@ -26,15 +26,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "files/keys.h"
 
 namespace ringmaster::files {
 
-inline constexpr size_t kMaxKeyBytes = 1024;
-
-// A key is 1..1024 bytes of valid UTF-8, '/'-separated segments, none of them
-// empty, "." or ".."; no leading '/', no backslash, no NUL or other control
-// character. The error names what is wrong.
-Status ValidateKey(std::string_view key);
 
 struct ObjectInfo {
   std::string key;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/strings.h"
 #include "scheduler/scheduler.h"
 #include "server/job_overlay.h"
 
@@ -25,19 +26,6 @@ using store::StateName;
 using store::Task;
 
 namespace {
-
-// "process,runc" -> {"process", "runc"}
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 std::string ExitReason(const TaskReport& r) {
   if (!r.message.empty() && r.exit_code == -1 && r.signal == 0) return "could not start: " + r.message;
@@ -588,7 +576,7 @@ Status JobService::ScheduleOnce() {
       }
     }
     s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
-    s.executors = SplitList(n.executors);
+    s.executors = Split(n.executors, ',');
     s.overlay = n.network != "host" && n.overlay_block >= 0;
     for (const Task& t : placed) {
       if (t.node_id != n.id) continue;
@@ -685,7 +673,7 @@ Status JobService::ScheduleOnce() {
   // node holds, so two tasks never share a GPU.
   std::map<int64_t, std::set<int>> used_gpus;
   for (const Task& t : placed) {
-    for (const std::string& g : SplitList(t.gpu_indices)) used_gpus[t.node_id].insert(std::atoi(g.c_str()));
+    for (const std::string& g : Split(t.gpu_indices, ',')) used_gpus[t.node_id].insert(std::atoi(g.c_str()));
   }
   auto take_gpus = [&](int64_t node_id, int count) -> std::string {
     std::vector<std::string> got;
@@ -735,7 +723,7 @@ Status JobService::ScheduleOnce() {
     }
     if (!no_gpu.empty()) {
       for (size_t i = 0; i < gpu_sets.size(); ++i) {
-        for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
+        for (const std::string& g : Split(gpu_sets[i], ',')) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
       }
       for (size_t i = 0; i < ports.size(); ++i) used_ports[p.node_ids[i]].erase(ports[i]);
       plan.pending_reasons[job.id] = "waiting for GPUs: " + no_gpu;
@@ -757,7 +745,7 @@ Status JobService::ScheduleOnce() {
     if (!no_ip.empty()) {
       for (size_t i = 0; i < ips.size(); ++i) {
         addresses.Give(p.node_ids[i], ips[i]);
-        for (const std::string& g : SplitList(gpu_sets[i])) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
+        for (const std::string& g : Split(gpu_sets[i], ',')) used_gpus[p.node_ids[i]].erase(std::atoi(g.c_str()));
         used_ports[p.node_ids[i]].erase(ports[i]);
       }
       plan.pending_reasons[job.id] = "waiting for the overlay: " + no_ip;
