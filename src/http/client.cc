@@ -137,7 +137,7 @@ class Connection {
       if (cancelled_) *end = End::kCancelled;
       else if (SteadyClock::now() >= deadline) {
         *end = End::kTimedOut;
-        waited_ = std::chrono::duration_cast<Ms>(deadline - began);
+        waited_ = std::chrono::ceil<Ms>(deadline - began);
       }
       else if (call.stop && call.stop()) *end = End::kStopped;
       if (*end != End::kNone) break;
@@ -270,20 +270,24 @@ class Connection {
 
   StatusOr<size_t> ReadSome(char* buf, size_t n, SteadyClock::time_point deadline, const CallOptions& call,
                             const std::string& what) {
-    if (parser_->is_done() || n == 0) return size_t{0};
     auto& body = parser_->get().body();
-    body.data = buf;
-    body.size = n;
-    End end;
-    QuickAck();
-    auto ec = Run([&](auto h) { Visit([&](auto& s) { bhttp::async_read_some(s, buffer_, *parser_, h); }); },
-                  Wait(deadline, call), call, &end);
-    if (ec == bhttp::error::need_buffer) ec = {};
-    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
-      return Unavailable(fmt::format("{}{}: the connection closed before the body's end", options_.prefix, what));
+    // A read may parse only framing (a chunk's size line): go on until bytes
+    // arrive or the body ends, so that 0 means the end.
+    while (!parser_->is_done() && n > 0) {
+      body.data = buf;
+      body.size = n;
+      End end;
+      QuickAck();
+      auto ec = Run([&](auto h) { Visit([&](auto& s) { bhttp::async_read_some(s, buffer_, *parser_, h); }); },
+                    Wait(deadline, call), call, &end);
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
+        return Unavailable(fmt::format("{}{}: the connection closed before the body's end", options_.prefix, what));
+      }
+      if (ec) return Failed("read the answer to " + what, ec, end);
+      if (body.size < n) return n - body.size;
     }
-    if (ec) return Failed("read the answer to " + what, ec, end);
-    return n - body.size;
+    return size_t{0};
   }
 
   bool done() const { return parser_ && parser_->is_done(); }
