@@ -15,10 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/executor/safe_fs.h"
+#include "common/crypto.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "common/files_key.h"
-#include "files/blob_store.h"
-#include "files/hashing.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -89,7 +89,7 @@ Status TaskFiles::Init() { return MakeDirs(options_.cache_dir, 0700); }
 
 std::string TaskFiles::TaskUrl(int64_t task_id, int attempt, const std::string& key) const {
   return fmt::format("/api/v1/agent/tasks/{}/files{}{}?attempt={}", task_id, key.empty() ? "" : "/",
-                     client::ApiClient::EncodePath(key), attempt);
+                     PercentEncode(key, true), attempt);
 }
 
 StatusOr<StagePlan> TaskFiles::Plan(int64_t task_id, int attempt) const {
@@ -107,7 +107,7 @@ StatusOr<StagePlan> TaskFiles::Plan(int64_t task_id, int attempt) const {
         // characters (the rules of a files key).
         if (Status st = ValidateFilesKey(last.to); !st.ok()) throw std::runtime_error("a bad staging path: " + st.message());
         if (Status st = ValidateFilesKey(last.path); !st.ok()) throw std::runtime_error("a bad files path: " + st.message());
-        if (!last.sha256.empty() && !files::IsSha256Hex(last.sha256)) throw std::runtime_error("a bad sha256");
+        if (!last.sha256.empty() && !IsSha256Hex(last.sha256)) throw std::runtime_error("a bad sha256");
       }
     };
     entries(j.at("inputs"), &plan.inputs);
@@ -136,7 +136,7 @@ Status TaskFiles::FetchOne(int64_t task_id, int attempt, const std::string& cach
   const std::string tmp = fmt::format("{}/.tmp-{:016x}", cache, (uint64_t{rd()} << 32) | rd());
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return Internal(fmt::format("{}: {}", tmp, Errno()));
-  files::Sha256 sha;
+  Sha256 sha;
   uint64_t got = 0;
   Status write_status;
   Status st = api_->Download(

@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +16,7 @@
 #include "agent/node/node_info.h"
 #include "cli/connect.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "common/units.h"
 #include "net/overlay.h"
 #include "scheduler/scheduler.h"
@@ -113,8 +113,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.nvml_library = f.nvml;
   if (!f.cdi_spec_dirs.empty()) {
     std::vector<std::string> dirs;
-    std::stringstream list(f.cdi_spec_dirs);
-    for (std::string dir; std::getline(list, dir, ',');) {
+    for (std::string dir : Split(f.cdi_spec_dirs, ',', {.skip_empty = false})) {
       if (dir.empty() || dir[0] != '/') Die("--cdi-spec-dirs: \"" + dir + "\" is not an absolute path");
       dirs.push_back(dir);
     }
@@ -124,9 +123,8 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     }
   }
   o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
-  std::stringstream list(f.executors);
   bool process = false;
-  for (std::string name; std::getline(list, name, ',');) {
+  for (const std::string& name : Split(f.executors, ',', {.skip_empty = false})) {
     if (name == "process") {
       process = true;
     } else if (name == "runc") {
@@ -173,8 +171,7 @@ scheduler::SchedulerConfig MakeSchedulerConfig(const SchedulerFlags& f) {
   c.heterogeneity_aware = f.heterogeneity_aware;
   if (!f.scores.empty()) {
     c.scores.clear();
-    std::stringstream ss(f.scores);
-    for (std::string item; std::getline(ss, item, ',');) {
+    for (std::string item : Split(f.scores, ',', {.skip_empty = false})) {
       const size_t eq = item.find('=');
       double w = 1;
       if (eq != std::string::npos) {
@@ -189,8 +186,7 @@ scheduler::SchedulerConfig MakeSchedulerConfig(const SchedulerFlags& f) {
     const size_t colon = q.find(':');
     if (colon == std::string::npos || colon == 0) Die("--quota: \"" + q + "\" is not user:gpus=N,cpus=N[,borrow=no]");
     scheduler::Quota quota;
-    std::stringstream ss(q.substr(colon + 1));
-    for (std::string item; std::getline(ss, item, ',');) {
+    for (std::string item : Split(q.substr(colon + 1), ',', {.skip_empty = false})) {
       const size_t eq = item.find('=');
       const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
       if (key == "gpus") {

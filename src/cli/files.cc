@@ -21,7 +21,8 @@
 
 #include <fmt/format.h>
 
-#include "files/hashing.h"
+#include "common/crypto.h"
+#include "common/strings.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -116,7 +117,7 @@ void PutFile(client::ApiClient& api, const std::string& local, const std::string
   const std::string sha = HashFile(local);
   // Ask first: a refusal (quota, permission) sent while we write a large
   // body would reach us as a broken connection instead of its reason.
-  const std::string url = "/api/v1/files/" + client::ApiClient::EncodePath(remote);
+  const std::string url = "/api/v1/files/" + PercentEncode(remote, true);
   Must(Retry("put " + remote, [&] {
     return api.Upload(url + "?dry_run=1", 0, {{"X-Ringmaster-Size", std::to_string(size)}, {"X-Ringmaster-SHA256", sha}},
                       [](uint64_t, char*, size_t) -> long { return 0; });
@@ -144,8 +145,8 @@ std::vector<json> ListAll(client::ApiClient& api, const std::string& prefix) {
   std::vector<json> out;
   std::string after;
   while (true) {
-    std::string q = "/api/v1/files?prefix=" + client::ApiClient::EncodePath(prefix);
-    if (!after.empty()) q += "&after=" + client::ApiClient::EncodePath(after);
+    std::string q = "/api/v1/files?prefix=" + PercentEncode(prefix, true);
+    if (!after.empty()) q += "&after=" + PercentEncode(after, true);
     json page = Must(Retry("list " + prefix, [&] { return api.Get(q); }));
     for (auto& f : page["files"]) out.push_back(f);
     if (!page.contains("next_after")) return out;
@@ -161,10 +162,10 @@ void GetFile(client::ApiClient& api, const std::string& remote, const std::strin
     uint64_t size = 0, got = 0;
     std::string want_sha;
     std::unique_ptr<Progress> bar;
-    files::Sha256 h;
+    Sha256 h;
     bool write_failed = false;
     Status s = api.Download(
-        "/api/v1/files/" + client::ApiClient::EncodePath(remote), {},
+        "/api/v1/files/" + PercentEncode(remote, true), {},
         [&](const std::function<std::string(const std::string&)>& header) {
           size = std::strtoull(header("X-Ringmaster-Size").c_str(), nullptr, 10);
           want_sha = header("X-Ringmaster-SHA256");
@@ -202,7 +203,7 @@ void GetFile(client::ApiClient& api, const std::string& remote, const std::strin
 std::string HashFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) Die(fmt::format("{}: {}", path, std::strerror(errno)));
-  files::Sha256 h;
+  Sha256 h;
   std::string buf(1 << 20, '\0');
   ssize_t n;
   while ((n = read(fd, buf.data(), buf.size())) > 0) h.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
@@ -240,7 +241,7 @@ int FilesGet(const Connection& c, const std::string& remote_in, const std::strin
   while (!remote.empty() && remote.back() == '/') remote.pop_back();
   std::string local = local_in.empty() ? fs::path(remote).filename().string() : local_in;
   // A file, or a directory: everything under remote/.
-  auto head = api.Get("/api/v1/files?prefix=" + client::ApiClient::EncodePath(remote) + "&limit=1");
+  auto head = api.Get("/api/v1/files?prefix=" + PercentEncode(remote, true) + "&limit=1");
   std::vector<json> under = ListAll(api, remote + "/");
   bool is_file = head.ok() && !(*head)["files"].empty() && (*head)["files"][0]["path"] == remote;
   if (is_file) {
@@ -283,7 +284,7 @@ int FilesLs(const Connection& c, const std::string& prefix_in, bool as_json) {
 int FilesCat(const Connection& c, const std::string& remote) {
   auto api = Connect(c);
   Status st = api.Download(
-      "/api/v1/files/" + client::ApiClient::EncodePath(Remote(api, remote)), {},
+      "/api/v1/files/" + PercentEncode(Remote(api, remote), true), {},
       [](const std::function<std::string(const std::string&)>&) {},
       [](const char* d, size_t n) {
         std::cout.write(d, static_cast<std::streamsize>(n));
@@ -298,12 +299,12 @@ int FilesRm(const Connection& c, const std::string& remote_in, bool recursive) {
   auto api = Connect(c);
   std::string remote = Remote(api, remote_in);
   if (!recursive) {
-    Must(api.Delete("/api/v1/files/" + client::ApiClient::EncodePath(remote)));
+    Must(api.Delete("/api/v1/files/" + PercentEncode(remote, true)));
     return 0;
   }
   while (!remote.empty() && remote.back() == '/') remote.pop_back();
   std::vector<json> under = ListAll(api, remote + "/");
-  for (const json& f : under) Must(api.Delete("/api/v1/files/" + client::ApiClient::EncodePath(f["path"].get<std::string>())));
+  for (const json& f : under) Must(api.Delete("/api/v1/files/" + PercentEncode(f["path"].get<std::string>(), true)));
   std::cerr << fmt::format("removed {} files under {}/\n", under.size(), remote);
   return 0;
 }

@@ -22,6 +22,7 @@
 
 #include "cli/files.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "protocol/image_ref.h"
 
 namespace ringmaster::cli {
@@ -98,7 +99,7 @@ int ImagesLs(const Connection& c) {
   std::vector<json> files;
   for (std::string after;;) {
     json page = Must(api.Get("/api/v1/files?prefix=images/&limit=1000" +
-                             (after.empty() ? "" : "&after=" + client::ApiClient::EncodePath(after))));
+                             (after.empty() ? "" : "&after=" + PercentEncode(after, true))));
     for (auto& f : page.value("files", json::array())) files.push_back(f);
     if (!page.contains("next_after")) break;
     after = page["next_after"].get<std::string>();

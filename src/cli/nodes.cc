@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/strings.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 std::string Path(const std::string& node, const std::string& verb = "") {
-  return "/api/v1/nodes/" + client::ApiClient::EncodePath(node) + (verb.empty() ? "" : "/" + verb);
+  return "/api/v1/nodes/" + PercentEncode(node, true) + (verb.empty() ? "" : "/" + verb);
 }
 
 // The node's row in GET /api/v1/nodes (null when it is gone).

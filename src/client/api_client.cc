@@ -1,11 +1,9 @@
+#include "common/strings.h"
 #include "client/api_client.h"
 
-#include <httplib.h>
-
-#include <mutex>
-#include <set>
-
 #include <fmt/format.h>
+
+#include "common/crypto.h"
 
 namespace ringmaster::client {
 namespace {
@@ -48,104 +46,86 @@ Status FromHttpError(int http_status, const std::string& body) {
   }
 }
 
-std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const std::string& token, const std::string& ca,
-                                            const CallOptions& opts) {
-  auto c = std::make_unique<httplib::Client>(url);
-  c->set_connection_timeout(kConnectTimeout);
-  c->set_read_timeout(opts.read_timeout);
-  c->set_write_timeout(std::chrono::seconds(30));
-  c->set_keep_alive(false);
-  c->set_tcp_nodelay(true);
-  if (url.rfind("https://", 0) == 0) {
-    c->enable_server_certificate_verification(true);
-    if (!ca.empty()) c->set_ca_cert_path(ca.c_str());
-  }
-  if (!token.empty()) c->set_bearer_token_auth(token);
-  return c;
-}
-
-// Why a call got no answer, saying what to do about it.
-Status Unreachable(const std::string& url, httplib::Error e) {
-  const bool https = url.rfind("https://", 0) == 0;
-  switch (e) {
-    case httplib::Error::SSLServerVerification:
-      return Unavailable(fmt::format("the server at {} has a certificate this client does not trust: pass --ca "
-                                     "<its data dir>/tls/ca.crt (or set RINGMASTER_CA)", url));
-    case httplib::Error::SSLConnection:
-      return Unavailable(fmt::format("TLS handshake with {} failed (does it speak plain HTTP? then use http://)", url));
-    case httplib::Error::SSLLoadingCerts:
-      return Unavailable("cannot load the CA file given with --ca / RINGMASTER_CA");
-    case httplib::Error::Read:
-      if (https) return Unavailable(fmt::format("the server at {} closed the connection (TLS mismatch?)", url));
-      break;
-    default:
-      break;
-  }
-  return Unavailable(fmt::format("cannot reach the server at {}: {}", url, httplib::to_string(e)));
-}
-
-StatusOr<nlohmann::json> Finish(const httplib::Result& res, const std::string& url) {
-  if (!res) return Unreachable(url, res.error());
-  if (res->status >= 300) return FromHttpError(res->status, res->body);
-  if (res->body.empty()) return nlohmann::json::object();
+StatusOr<nlohmann::json> ParseAnswer(const http::ClientResponse& r) {
+  if (r.status >= 300) return FromHttpError(r.status, r.body);
+  if (r.body.empty()) return nlohmann::json::object();
   try {
-    return nlohmann::json::parse(res->body);
+    return nlohmann::json::parse(r.body);
   } catch (const std::exception& e) {
     return Internal(fmt::format("server sent invalid JSON: {}", e.what()));
   }
 }
 
+// The client's failures as the API client has always reported them: no
+// answer (a timeout included) is Unavailable, naming the server.
+Status Unreachable(const Status& s) {
+  if (s.code() == StatusCode::kDeadlineExceeded) return Unavailable(s.message());
+  return s;
+}
+
 }  // namespace
 
+// One http::Client per ApiClient and its copies: Cancel() reaches every
+// call of any copy.
 struct ApiClient::InFlight {
-  std::mutex mu;
-  std::set<httplib::Client*> clients;  // GUARDED_BY(mu)
-  bool cancelled = false;              // GUARDED_BY(mu)
+  InFlight(const std::string& url, const std::string& ca_file) {
+    auto target = http::ParseClientUrl(url);
+    if (!target.ok()) {
+      bad_url = target.status();
+      return;
+    }
+    target->ca_file = ca_file;
+    http::ClientOptions o;
+    o.connect_timeout = kConnectTimeout;
+    o.io_timeout = std::chrono::seconds(30);
+    o.peer = "the server at " + url;
+    o.untrusted_hint = "pass --ca <its data dir>/tls/ca.crt (or set RINGMASTER_CA)";
+    client = std::make_unique<http::Client>(std::move(*target), std::move(o));
+  }
+  Status bad_url;
+  std::unique_ptr<http::Client> client;
 };
 
 namespace {
 
-// Registers a client for Cancel() for the length of one call.
-class Registration {
- public:
-  Registration(ApiClient::InFlight* f, httplib::Client* c) : f_(f), c_(c) {
-    std::lock_guard<std::mutex> l(f_->mu);
-    ok_ = !f_->cancelled;
-    if (ok_) f_->clients.insert(c_);
-  }
-  ~Registration() {
-    std::lock_guard<std::mutex> l(f_->mu);
-    f_->clients.erase(c_);
-  }
-  bool ok() const { return ok_; }
+// Connection failures read "cannot reach the server at URL: ...".
+http::CallOptions Call(const std::string& what, std::chrono::milliseconds read_timeout) {
+  http::CallOptions c;
+  c.what = what;
+  c.io_timeout = read_timeout;
+  c.max_body = 1ull << 32;  // the server's answers, as before without a bound of our own
+  return c;
+}
 
- private:
-  ApiClient::InFlight* f_;
-  httplib::Client* c_;
-  bool ok_ = false;
-};
+http::ClientRequest Request(std::string method, const std::string& path, const std::string& token) {
+  http::ClientRequest r;
+  r.method = std::move(method);
+  r.target = path;
+  if (!token.empty()) r.headers.emplace_back("Authorization", "Bearer " + token);
+  return r;
+}
 
 }  // namespace
 
 void ApiClient::Cancel() const {
-  std::lock_guard<std::mutex> l(in_flight_->mu);
-  in_flight_->cancelled = true;
-  for (httplib::Client* c : in_flight_->clients) c->stop();
+  if (in_flight_->client) in_flight_->client->Cancel();
 }
 
 ApiClient::ApiClient(std::string server_url, std::string token, std::string ca_file)
-    : server_url_(std::move(server_url)),
-      token_(std::move(token)),
-      ca_file_(std::move(ca_file)),
-      in_flight_(std::make_shared<InFlight>()) {
+    : server_url_(std::move(server_url)), token_(std::move(token)), ca_file_(std::move(ca_file)) {
   while (!server_url_.empty() && server_url_.back() == '/') server_url_.pop_back();
+  in_flight_ = std::make_shared<InFlight>(server_url_, ca_file_);
+}
+
+StatusOr<nlohmann::json> ApiClient::Send(http::ClientRequest request, CallOptions opts) const {
+  RM_RETURN_IF_ERROR(in_flight_->bad_url);
+  auto r = in_flight_->client->Do(request, Call(request.method + " " + request.target, opts.read_timeout));
+  if (!r.ok()) return Unreachable(r.status());
+  return ParseAnswer(*r);
 }
 
 StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  return Finish(c->Get(path), server_url_);
+  return Send(Request("GET", path, token_), opts);
 }
 
 StatusOr<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body,
@@ -155,24 +135,21 @@ StatusOr<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann
 
 StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std::string& body,
                                              const std::string& content_type, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  return Finish(c->Post(path, body, content_type), server_url_);
+  http::ClientRequest r = Request("POST", path, token_);
+  r.headers.emplace_back("Content-Type", content_type);
+  r.body = body;
+  return Send(std::move(r), opts);
 }
 
 StatusOr<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  return Finish(c->Put(path, body.dump(), "application/json"), server_url_);
+  http::ClientRequest r = Request("PUT", path, token_);
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = body.dump();
+  return Send(std::move(r), opts);
 }
 
 StatusOr<nlohmann::json> ApiClient::Delete(const std::string& path) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, {});
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  return Finish(c->Delete(path), server_url_);
+  return Send(Request("DELETE", path, token_), {});
 }
 
 Status ApiClient::Stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_data,
@@ -184,79 +161,60 @@ StatusOr<nlohmann::json> ApiClient::Upload(const std::string& path, uint64_t siz
                                           const std::vector<std::pair<std::string, std::string>>& headers,
                                           const std::function<long(uint64_t, char*, size_t)>& read,
                                           CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  httplib::Headers h(headers.begin(), headers.end());
-  std::string buf(256 << 10, '\0');
-  bool failed = false;
-  auto res = c->Put(
-      path, h, static_cast<size_t>(size),
-      [&](size_t offset, size_t length, httplib::DataSink& sink) {
-        long n = read(offset, buf.data(), std::min(length, buf.size()));
-        if (n <= 0) {
-          failed = true;
-          return false;
-        }
-        return sink.write(buf.data(), static_cast<size_t>(n));
-      },
-      "application/octet-stream");
-  if (failed) return Aborted("reading the local file failed");
-  return Finish(res, server_url_);
+  RM_RETURN_IF_ERROR(in_flight_->bad_url);
+  http::ClientRequest r = Request("PUT", path, token_);
+  r.headers.insert(r.headers.end(), headers.begin(), headers.end());
+  r.headers.emplace_back("Content-Type", "application/octet-stream");
+  r.body_size = size;
+  uint64_t offset = 0;
+  r.body_source = [&](char* buf, size_t n) -> StatusOr<size_t> {
+    long got = read(offset, buf, n);
+    if (got <= 0) return Aborted("reading the local file failed");
+    offset += static_cast<uint64_t>(got);
+    return static_cast<size_t>(got);
+  };
+  auto res = in_flight_->client->Do(r, Call("PUT " + path, opts.read_timeout));
+  if (!res.ok()) return Unreachable(res.status());
+  if (res->status < 300 && !res->send_error.ok()) return Unreachable(res->send_error);
+  return ParseAnswer(*res);
 }
 
 Status ApiClient::Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
                            const std::function<void(const std::function<std::string(const std::string&)>&)>& on_headers,
                            const std::function<bool(const char*, size_t)>& on_data, CallOptions opts) const {
-  auto c = MakeClient(server_url_, token_, ca_file_, opts);
-  httplib::Headers h(headers.begin(), headers.end());
-  h.emplace("Accept-Encoding", "identity");
-  Registration reg(in_flight_.get(), c.get());
-  if (!reg.ok()) return Aborted("cancelled");
-  int status = 0;
-  std::string error_body;
-  auto res = c->Get(
-      path, h,
-      [&](const httplib::Response& r) {
-        status = r.status;
-        if (status < 300) on_headers([&r](const std::string& name) { return r.get_header_value(name); });
-        return true;
-      },
-      [&](const char* data, size_t len) {
-        if (status >= 300) {
-          if (error_body.size() < (64 << 10)) error_body.append(data, len);
-          return true;
-        }
-        return on_data(data, len);
-      });
-  if (status >= 300) return FromHttpError(status, error_body);
-  if (!res && res.error() != httplib::Error::Canceled) {
-    if (status == 0) return Unreachable(server_url_, res.error());
-    return Unavailable(fmt::format("stream from {} broke: {}", server_url_, httplib::to_string(res.error())));
+  RM_RETURN_IF_ERROR(in_flight_->bad_url);
+  http::ClientRequest r = Request("GET", path, token_);
+  r.headers.insert(r.headers.end(), headers.begin(), headers.end());
+  r.headers.emplace_back("Accept-Encoding", "identity");
+  auto stream = in_flight_->client->Open(r, Call("GET " + path, opts.read_timeout));
+  if (!stream.ok()) return Unreachable(stream.status());
+  const http::ClientResponse& head = (*stream)->head();
+  if (head.status >= 300) {
+    auto body = (*stream)->ReadAll(64 << 10);
+    return FromHttpError(head.status, body.ok() ? *body : "");
   }
-  return Status::Ok();
-}
-
-std::string ApiClient::EncodePath(const std::string& path) {
-  std::string out;
-  for (unsigned char ch : path) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/') {
-      out.push_back(static_cast<char>(ch));
-    } else {
-      out += fmt::format("%{:02X}", ch);
+  on_headers([&head](const std::string& name) { return head.Header(name); });
+  std::string buf(64 << 10, '\0');
+  for (;;) {
+    auto n = (*stream)->ReadSome(buf.data(), buf.size());
+    if (!n.ok()) {
+      if (n.status().code() == StatusCode::kAborted) return Status::Ok();  // cancelled, as before
+      return Unavailable(fmt::format("stream from {} broke: {}", server_url_, n.status().message()));
     }
+    if (*n == 0) return Status::Ok();
+    if (!on_data(buf.data(), *n)) return Status::Ok();
   }
-  return out;
 }
 
 StatusOr<nlohmann::json> ApiClient::Login(const std::string& server_url, const std::string& ca_file,
                                           const std::string& user, const std::string& password,
                                           const std::string& token_name) {
-  auto c = MakeClient(server_url, "", ca_file, {});
-  c->set_basic_auth(user, password);
-  RM_ASSIGN_OR_RETURN(nlohmann::json r, Finish(c->Post("/api/v1/tokens", nlohmann::json{{"name", token_name}}.dump(),
-                                                       "application/json"),
-                                               server_url));
+  ApiClient anonymous(server_url, "", ca_file);
+  http::ClientRequest req = Request("POST", "/api/v1/tokens", "");
+  req.headers.emplace_back("Authorization", "Basic " + Base64Encode(user + ":" + password));
+  req.headers.emplace_back("Content-Type", "application/json");
+  req.body = nlohmann::json{{"name", token_name}}.dump();
+  RM_ASSIGN_OR_RETURN(nlohmann::json r, anonymous.Send(std::move(req), {}));
   if (!r.is_object() || !r.contains("token") || !r["token"].is_string()) {
     return Internal(fmt::format("{} answered a login without a token", server_url));
   }

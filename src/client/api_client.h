@@ -1,9 +1,8 @@
-// ApiClient: the one HTTP client of Ringmaster's REST API, used by the CLI
-// and by agents. Every call has a connect and a read deadline; HTTP errors
-// come back as Status with the server's code and message. https:// URLs are
-// verified against a CA file (a server's self-signed <data>/tls/ca.crt) or
-// the system's CAs; TLS and connection failures say what to fix. Sockets use
-// TCP_NODELAY. Thread-safe: each call opens its own connection.
+// ApiClient: the client of Ringmaster's REST API, used by the CLI and by
+// agents, over http::Client. HTTP errors come back as Status with the
+// server's code and message; https:// is verified against a CA file (a
+// server's <data>/tls/ca.crt) or the system's CAs. Thread-safe: each call
+// opens its own connection.
 #pragma once
 
 #include <chrono>
@@ -16,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "http/client.h"
 
 namespace ringmaster::client {
 
@@ -54,8 +54,6 @@ class ApiClient {
   Status Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
                   const std::function<void(const std::function<std::string(const std::string&)>&)>& on_headers,
                   const std::function<bool(const char*, size_t)>& on_data, CallOptions opts = {}) const;
-  // A files path as a URL path: every byte but unreserved ones and '/' as %XX.
-  static std::string EncodePath(const std::string& path);
   const std::string& server_url() const { return server_url_; }
   const std::string& ca_file() const { return ca_file_; }
 
@@ -72,6 +70,8 @@ class ApiClient {
                                         const std::string& token_name);
 
  private:
+  StatusOr<nlohmann::json> Send(http::ClientRequest request, CallOptions opts) const;
+
   std::string server_url_;
   std::string token_;
   std::string ca_file_;

@@ -2,6 +2,7 @@
 
 #include <argon2.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <stdexcept>
@@ -11,16 +12,61 @@ namespace ringmaster {
 namespace {
 
 std::string ToHex(const unsigned char* data, size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kHex[data[i] >> 4];
-    out[2 * i + 1] = kHex[data[i] & 15];
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(data), n));
+}
+
+}  // namespace
+
+struct Sha256::Ctx {
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  ~Ctx() { EVP_MD_CTX_free(md); }
+};
+
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr); }
+Sha256::~Sha256() = default;
+
+void Sha256::Update(std::string_view data) { EVP_DigestUpdate(ctx_->md, data.data(), data.size()); }
+
+std::string Sha256::FinishHex() {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx_->md, out, &len);
+  return ToHex(out, len);
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  return ToHex(md, len);
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), out, &len);
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+std::string HexEncode(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
   }
   return out;
 }
 
-}  // namespace
+bool IsSha256Hex(std::string_view text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 std::string RandomHex(size_t bytes) {
   std::vector<unsigned char> buf(bytes);
@@ -30,14 +76,15 @@ std::string RandomHex(size_t bytes) {
   return ToHex(buf.data(), bytes);
 }
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return ToHex(md, len);
-}
-
 std::string NewApiToken() { return "rm_" + RandomHex(32); }
+
+std::string Base64Encode(std::string_view in) {
+  std::string out((in.size() + 2) / 3 * 4 + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
 
 std::string Base64Decode(const std::string& in) {
   if (in.empty() || in.size() % 4 != 0) return "";

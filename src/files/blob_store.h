@@ -30,6 +30,7 @@
 
 namespace ringmaster::files {
 
+
 struct ObjectInfo {
   std::string key;
   uint64_t size = 0;

@@ -16,7 +16,7 @@
 #include "common/files.h"
 #include "common/small_tmpfs_for_tests.h"
 #include "files/blob_store.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 #include "files/local_store.h"
 #include "files/s3_store.h"
 
@@ -104,7 +104,7 @@ TEST_P(BlobStoreContract, PutThenGetHeadAndDelete) {
   auto put = store_->Put("users/alice/a.txt", "hello, world\n");
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_EQ(put->size, 13u);
-  EXPECT_EQ(put->sha256, Sha256HexOf("hello, world\n"));
+  EXPECT_EQ(put->sha256, Sha256Hex("hello, world\n"));
   auto head = store_->Head("users/alice/a.txt");
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_EQ(head->size, 13u);
@@ -121,7 +121,7 @@ TEST_P(BlobStoreContract, EmptyObjectsAndAKeyThatIsAlsoADirectory) {
   ASSERT_TRUE(store_->Put("a", "").ok());
   ASSERT_TRUE(store_->Put("a/b", "inner").ok());  // S3 allows both; so must every backend
   EXPECT_EQ(store_->Head("a")->size, 0u);
-  EXPECT_EQ(store_->Head("a")->sha256, Sha256HexOf(""));
+  EXPECT_EQ(store_->Head("a")->sha256, Sha256Hex(""));
   EXPECT_EQ(*store_->ReadAll("a"), "");
   EXPECT_EQ(*store_->ReadAll("a/b"), "inner");
   ASSERT_TRUE(store_->Delete("a").ok());
@@ -140,8 +140,8 @@ TEST_P(BlobStoreContract, StreamsALargeObjectInPiecesAndReadsItBackExactly) {
   auto info = (*w)->Commit();
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, data.size());
-  EXPECT_EQ(info->sha256, Sha256HexOf(data));
-  EXPECT_EQ(store_->Head("big/blob.bin")->sha256, Sha256HexOf(data));
+  EXPECT_EQ(info->sha256, Sha256Hex(data));
+  EXPECT_EQ(store_->Head("big/blob.bin")->sha256, Sha256Hex(data));
   auto r = store_->Open("big/blob.bin", {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->info().size, data.size());
@@ -158,9 +158,9 @@ TEST_P(BlobStoreContract, StreamsALargeObjectInPiecesAndReadsItBackExactly) {
 
 TEST_P(BlobStoreContract, AnExpectedChecksumIsKnownUpFrontOnLargeUploadsToo) {
   std::string data = Pattern(PartSize() + 12345, 2);
-  auto info = store_->Put("big/known.bin", data, WithSha(Sha256HexOf(data)));
+  auto info = store_->Put("big/known.bin", data, WithSha(Sha256Hex(data)));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_EQ(store_->Head("big/known.bin")->sha256, Sha256HexOf(data));
+  EXPECT_EQ(store_->Head("big/known.bin")->sha256, Sha256Hex(data));
 }
 
 TEST_P(BlobStoreContract, ByteRanges) {
@@ -175,18 +175,18 @@ TEST_P(BlobStoreContract, ByteRanges) {
   auto r = store_->Open("r.bin", Range(100, 1));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->info().size, 10000u);  // the object's size, not the range's
-  EXPECT_EQ((*r)->info().sha256, Sha256HexOf(data));
+  EXPECT_EQ((*r)->info().sha256, Sha256Hex(data));
 }
 
 TEST_P(BlobStoreContract, AWrongChecksumStoresNothingAndKeepsThePreviousVersion) {
   ASSERT_TRUE(store_->Put("v.txt", "version 1").ok());
-  auto bad = store_->Put("v.txt", "version 2", WithSha(Sha256HexOf("something else")));
+  auto bad = store_->Put("v.txt", "version 2", WithSha(Sha256Hex("something else")));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("SHA-256 mismatch"), std::string::npos) << bad.status().ToString();
   EXPECT_EQ(*store_->ReadAll("v.txt"), "version 1");
   // Large (multipart on s3): the same.
   std::string big = Pattern(PartSize() * 2 + 1, 4);
-  EXPECT_FALSE(store_->Put("w.bin", big, WithSha(Sha256HexOf("x"))).ok());
+  EXPECT_FALSE(store_->Put("w.bin", big, WithSha(Sha256Hex("x"))).ok());
   EXPECT_EQ(store_->Head("w.bin").status().code(), StatusCode::kNotFound);
 }
 

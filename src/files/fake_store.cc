@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 
 namespace ringmaster::files {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 
 namespace ringmaster::files {
 namespace {

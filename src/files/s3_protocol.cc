@@ -7,9 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "common/json_limits.h"
-#include "files/hashing.h"
+#include "common/strings.h"
 #include "files/s3_store.h"
 
 namespace ringmaster::files {
@@ -145,19 +146,6 @@ StatusOr<Endpoint> ParseEndpoint(const std::string& url) {
   return e;
 }
 
-std::string UriEncode(std::string_view in, bool keep_slash) {
-  std::string out;
-  for (unsigned char c : in) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~' || (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 std::string SigV4Authorization(const std::string& method, const std::string& canonical_uri,
                                const std::map<std::string, std::string>& query,
                                const std::map<std::string, std::string>& headers, const std::string& payload_sha256,
@@ -166,7 +154,7 @@ std::string SigV4Authorization(const std::string& method, const std::string& can
   std::string canonical_query;
   for (const auto& [k, v] : query) {  // std::map: sorted by name, as SigV4 wants
     if (!canonical_query.empty()) canonical_query += '&';
-    canonical_query += UriEncode(k, false) + "=" + UriEncode(v, false);
+    canonical_query += PercentEncode(k, false) + "=" + PercentEncode(v, false);
   }
   std::string canonical_headers, signed_headers;
   for (const auto& [k, v] : headers) {
@@ -181,7 +169,7 @@ std::string SigV4Authorization(const std::string& method, const std::string& can
   const std::string& amz_date = headers.at("x-amz-date");
   std::string date = amz_date.substr(0, 8);
   std::string scope = date + "/" + region + "/s3/aws4_request";
-  std::string string_to_sign = "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256HexOf(canonical_request);
+  std::string string_to_sign = "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(canonical_request);
   std::string key = HmacSha256("AWS4" + secret_key, date);
   key = HmacSha256(key, region);
   key = HmacSha256(key, "s3");

@@ -48,8 +48,5 @@ std::string SigV4Authorization(const std::string& method, const std::string& can
                                const std::map<std::string, std::string>& headers, const std::string& payload_sha256,
                                const std::string& access_key, const std::string& secret_key,
                                const std::string& region);
-// RFC 3986 encoding as SigV4 wants it: unreserved bytes kept, '/' kept when
-// `keep_slash`, everything else %XX.
-std::string UriEncode(std::string_view in, bool keep_slash);
 
 }  // namespace ringmaster::files

@@ -2,7 +2,8 @@
 // The S3 client itself is tested against a real Ceph RGW by the contract suite.
 #include <gtest/gtest.h>
 
-#include "files/hashing.h"
+#include "common/crypto.h"
+#include "common/strings.h"
 #include "files/s3_store.h"
 
 namespace ringmaster::files {
@@ -13,9 +14,9 @@ TEST(SigV4, MatchesAwsGetObjectExample) {
   std::map<std::string, std::string> headers = {
       {"host", "examplebucket.s3.amazonaws.com"},
       {"range", "bytes=0-9"},
-      {"x-amz-content-sha256", Sha256HexOf("")},
+      {"x-amz-content-sha256", Sha256Hex("")},
       {"x-amz-date", "20130524T000000Z"}};
-  EXPECT_EQ(SigV4Authorization("GET", "/test.txt", {}, headers, Sha256HexOf(""), "AKIAIOSFODNN7EXAMPLE",
+  EXPECT_EQ(SigV4Authorization("GET", "/test.txt", {}, headers, Sha256Hex(""), "AKIAIOSFODNN7EXAMPLE",
                                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1"),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,"
             "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
@@ -23,17 +24,17 @@ TEST(SigV4, MatchesAwsGetObjectExample) {
 }
 
 TEST(SigV4, UriEncodingKeepsUnreservedBytesOnly) {
-  EXPECT_EQ(UriEncode("a/b c+d~e_f.g-h", true), "a/b%20c%2Bd~e_f.g-h");
-  EXPECT_EQ(UriEncode("a/b", false), "a%2Fb");
-  EXPECT_EQ(UriEncode("\xce\xb1=&?", true), "%CE%B1%3D%26%3F");
+  EXPECT_EQ(PercentEncode("a/b c+d~e_f.g-h", true), "a/b%20c%2Bd~e_f.g-h");
+  EXPECT_EQ(PercentEncode("a/b", false), "a%2Fb");
+  EXPECT_EQ(PercentEncode("\xce\xb1=&?", true), "%CE%B1%3D%26%3F");
 }
 
 TEST(Hashing, StreamingEqualsOneShotAndHexIsChecked) {
   Sha256 h;
   h.Update("hello, ");
   h.Update("world");
-  EXPECT_EQ(h.FinishHex(), Sha256HexOf("hello, world"));
-  EXPECT_TRUE(IsSha256Hex(Sha256HexOf("x")));
+  EXPECT_EQ(h.FinishHex(), Sha256Hex("hello, world"));
+  EXPECT_TRUE(IsSha256Hex(Sha256Hex("x")));
   EXPECT_FALSE(IsSha256Hex("ABC"));
   EXPECT_FALSE(IsSha256Hex(std::string(64, 'g')));
 }

@@ -20,7 +20,7 @@
 
 #include "common/files_key.h"
 #include "common/json_limits.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 #include "server/api.h"
 #include "server/files_access.h"
 
@@ -289,7 +289,7 @@ void Put(Api& api, http::Request& req, http::Responder respond, const Caller& c,
   if (Status st = CheckAccess(api, c, *key, Op::kWrite); !st.ok()) return respond(ErrorFor(req, st));
   files::PutOptions options;
   options.expected_sha256 = req.Header(kShaHeader);
-  if (!options.expected_sha256.empty() && !files::IsSha256Hex(options.expected_sha256)) {
+  if (!options.expected_sha256.empty() && !IsSha256Hex(options.expected_sha256)) {
     return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-SHA256: expected 64 lowercase hex digits")));
   }
   options.max_bytes = api.limits.max_file_bytes;

@@ -18,7 +18,7 @@
 
 #include "common/files.h"
 #include "files/fake_store.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 #include "server/server.h"
 
 namespace ringmaster::server {
@@ -98,10 +98,10 @@ TEST_F(FilesApiTest, PutGetRangesHeadListAndDelete) {
   json info = json::parse(put->body);
   EXPECT_EQ(info["path"], "users/alice/notes/a b.txt");
   EXPECT_EQ(info["size"], 13);
-  EXPECT_EQ(info["sha256"], files::Sha256HexOf("hello, files\n"));
+  EXPECT_EQ(info["sha256"], Sha256Hex("hello, files\n"));
   auto get = Do("GET", path, alice_);
   EXPECT_EQ(get->body, "hello, files\n");
-  EXPECT_EQ(get->get_header_value("X-Ringmaster-SHA256"), files::Sha256HexOf("hello, files\n"));
+  EXPECT_EQ(get->get_header_value("X-Ringmaster-SHA256"), Sha256Hex("hello, files\n"));
   EXPECT_EQ(get->get_header_value("X-Ringmaster-Size"), "13");
   auto part = Do("GET", path, alice_, "", {{"Range", "bytes=7-11"}});
   EXPECT_EQ(part->status, 206);
@@ -130,7 +130,7 @@ TEST_F(FilesApiTest, LargeFilesStreamBothWays) {
   std::string big(40 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
   auto put = Do("PUT", "/api/v1/files/users/alice/big.bin", alice_, big,
-                {{"X-Ringmaster-SHA256", files::Sha256HexOf(big)}});
+                {{"X-Ringmaster-SHA256", Sha256Hex(big)}});
   ASSERT_EQ(put->status, 201) << put->body;
   auto get = Do("GET", "/api/v1/files/users/alice/big.bin", alice_);
   ASSERT_EQ(get->status, 200);
@@ -205,12 +205,12 @@ TEST_F(FilesApiTest, AWrongChecksumStoresNothingAndKeepsThePreviousVersion) {
   Start();
   const std::string p = "/api/v1/files/users/alice/v.txt";
   ASSERT_EQ(Code("PUT", p, alice_, "version 1"), 201);
-  auto bad = Do("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", files::Sha256HexOf("other")}});
+  auto bad = Do("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", Sha256Hex("other")}});
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("SHA-256 mismatch"), std::string::npos) << bad->body;
   EXPECT_EQ(Code("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", "XYZ"}}), 400);
   EXPECT_EQ(Body(p, alice_), "version 1");
-  EXPECT_EQ(Code("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", files::Sha256HexOf("version 2")}}), 201);
+  EXPECT_EQ(Code("PUT", p, alice_, "version 2", {{"X-Ringmaster-SHA256", Sha256Hex("version 2")}}), 201);
   EXPECT_EQ(Body(p, alice_), "version 2");
 }
 
@@ -349,7 +349,7 @@ TEST_F(FilesApiTest, AnAnswersHeadersDescribeTheVersionItsBodyComesFrom) {
     const std::string size = r->get_header_value("X-Ringmaster-Size");
     const std::string sha = r->get_header_value("X-Ringmaster-SHA256");
     const bool whole = r->status == 200;
-    if ((whole && (size != std::to_string(r->body.size()) || sha != files::Sha256HexOf(r->body))) ||
+    if ((whole && (size != std::to_string(r->body.size()) || sha != Sha256Hex(r->body))) ||
         (r->status == 206 && r->get_header_value("Content-Range") != fmt::format("bytes 0-{}/{}", r->body.size() - 1, r->body.size()))) {
       ++mismatched;
     }
@@ -456,7 +456,7 @@ TEST_F(FilesApiTest, AgentsStageAndUploadOnlyTheirOwnTasksFiles) {
   EXPECT_EQ(p["job_id"], job);
   ASSERT_EQ(p["inputs"].size(), 3u) << p.dump();
   EXPECT_EQ(p["inputs"][0]["to"], "data/a.bin");
-  EXPECT_EQ(p["inputs"][0]["sha256"], files::Sha256HexOf("aaaa"));
+  EXPECT_EQ(p["inputs"][0]["sha256"], Sha256Hex("aaaa"));
   EXPECT_EQ(p["inputs"][1]["to"], "data/sub/b.bin");
   EXPECT_EQ(p["inputs"][2]["to"], "notes");
   EXPECT_TRUE(p["checkpoint"].empty());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/strings.h"
 #include "server/job_service.h"
 
 namespace ringmaster::server {
@@ -21,12 +22,7 @@ namespace {
 // "0,1" -> {0, 1}: a task's GPU indices as stored.
 std::vector<int> GpuIndices(const std::string& text) {
   std::vector<int> out;
-  for (size_t start = 0; start < text.size();) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(std::atoi(text.substr(start, comma - start).c_str()));
-    start = comma + 1;
-  }
+  for (const std::string& index : Split(text, ',')) out.push_back(std::atoi(index.c_str()));
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/strings.h"
 #include "scheduler/scheduler.h"
 #include "server/control/state_machine.h"
 

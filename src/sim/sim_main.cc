@@ -10,14 +10,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "sim/comm_model.h"
 #include "sim/simulator.h"
 
 using namespace ringmaster::sim;
+using ringmaster::Split;
 
 namespace {
 
@@ -41,14 +42,12 @@ int CommMain(int argc, char** argv) {
     return 2;
   }
   std::cout << "exchange,workers,exchange_s,serial_step_s,overlapped_step_s,serial_samples_per_s,overlapped_samples_per_s\n";
-  std::stringstream es(exchanges);
-  for (std::string e; std::getline(es, e, ',');) {
+  for (std::string e : Split(exchanges, ',', {.skip_empty = false})) {
     if (e != "ring" && e != "ps") {
       std::cerr << "ringmaster-sim comm: --exchange: '" << e << "' is not ring or ps\n";
       return 2;
     }
-    std::stringstream ws(workers);
-    for (std::string w; std::getline(ws, w, ',');) {
+    for (std::string w : Split(workers, ',', {.skip_empty = false})) {
       const int n = std::atoi(w.c_str());
       if (n < 1) {
         std::cerr << "ringmaster-sim comm: --workers: '" << w << "' is not a positive count\n";
@@ -92,8 +91,7 @@ int main(int argc, char** argv) {
   // and no explicit --policy, every policy runs both ways.
   if (!gpu_types.empty() && app.count("--policy") == 0) policies = "fifo,fifo+aware,backfill,backfill+aware,las,las+aware";
   std::vector<std::pair<Policy, bool>> list;
-  std::stringstream ps(policies);
-  for (std::string name; std::getline(ps, name, ',');) {
+  for (std::string name : Split(policies, ',', {.skip_empty = false})) {
     bool aware = false;
     if (name.size() > 6 && name.substr(name.size() - 6) == "+aware") {
       aware = true;
@@ -106,8 +104,7 @@ int main(int argc, char** argv) {
     }
     list.push_back({p, aware});
   }
-  std::stringstream gs(gpu_types);
-  for (std::string item; std::getline(gs, item, ',');) {
+  for (std::string item : Split(gpu_types, ',', {.skip_empty = false})) {
     const size_t colon = item.find(':');
     int count = 0;
     try {
@@ -131,8 +128,7 @@ int main(int argc, char** argv) {
     o.throughputs = &throughputs;
   }
   o.las_thresholds_gpu_s.clear();
-  std::stringstream ts(thresholds);
-  for (std::string v; std::getline(ts, v, ',');) {
+  for (std::string v : Split(thresholds, ',', {.skip_empty = false})) {
     try {
       o.las_thresholds_gpu_s.push_back(std::stod(v));
     } catch (...) {

@@ -16,7 +16,7 @@
 #include "agent/executor/safe_fs.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "files/hashing.h"
+#include "common/crypto.h"
 
 namespace ringmaster::agent {
 namespace fs = std::filesystem;
@@ -30,7 +30,7 @@ StatusOr<std::string> DownloadTo(const client::ApiClient* api, const std::string
   const std::string tmp = file + ".part";
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return Internal(fmt::format("{}: {}", tmp, std::strerror(errno)));
-  files::Sha256 sha;
+  Sha256 sha;
   Status write_status;
   Status st = api->Download(
       path, {}, [](const auto&) {},

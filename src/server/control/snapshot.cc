@@ -5,23 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
+
 namespace ringmaster::server {
 
 using protocol::JobSpec;
 
 using store::Task;
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 double TaskService(const Task& t, int64_t until_ms) {
   if (t.started_ms <= 0 || until_ms <= t.started_ms) return 0;
@@ -54,7 +44,7 @@ std::vector<scheduler::NodeState> BuildNodeStates(const std::vector<store::Node>
       }
     }
     s.memory_util = n.memory_bytes > 0 ? static_cast<double>(n.memory_used_bytes) / static_cast<double>(n.memory_bytes) : 0;
-    s.executors = SplitList(n.executors);
+    s.executors = Split(n.executors, ',');
     s.overlay = n.network != "host" && n.overlay_block >= 0;
     // Pools: every task gets a port of its node's range (like Nomad's dynamic
     // ports), its own GPU indices, and an address of its node's overlay block.
@@ -75,7 +65,7 @@ std::vector<scheduler::NodeState> BuildNodeStates(const std::vector<store::Node>
       s.allocated.memory_bytes += t->memory_bytes;
       s.allocated.gpus += t->gpus;
       if (t->port > 0) s.ports_used.insert(t->port);
-      for (const std::string& g : SplitList(t->gpu_indices)) s.gpus_used.insert(std::atoi(g.c_str()));
+      for (const std::string& g : Split(t->gpu_indices, ',')) s.gpus_used.insert(std::atoi(g.c_str()));
       if (auto a = net::ParseIpv4(t->overlay_ip)) s.addresses_used.insert(*a);
     }
     out.push_back(std::move(s));
@@ -128,7 +118,7 @@ RunningSnapshot BuildRunningJob(scheduler::JobRequest request, std::vector<const
     rj.node_ids.push_back(t->node_id);
     scheduler::ReplicaSlot slot;
     slot.port = t->port;
-    for (const std::string& idx : SplitList(t->gpu_indices)) slot.gpus.push_back(std::atoi(idx.c_str()));
+    for (const std::string& idx : Split(t->gpu_indices, ',')) slot.gpus.push_back(std::atoi(idx.c_str()));
     slot.address = net::ParseIpv4(t->overlay_ip).value_or(0);
     rj.slots.push_back(std::move(slot));
     started = std::max(started, t->started_ms);

@@ -55,7 +55,5 @@ RunningSnapshot BuildRunningJob(scheduler::JobRequest request, std::vector<const
 // counts as attained service.
 double TaskService(const store::Task& t, int64_t until_ms);
 
-// "process,runc" -> {"process", "runc"}
-std::vector<std::string> SplitList(const std::string& text);
 
 }  // namespace ringmaster::server

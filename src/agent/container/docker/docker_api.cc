@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,23 +10,15 @@
 #include <cstring>
 #include <limits>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
-#include "protocol/image_ref.h"
+#include "common/strings.h"
+#include "http/client.h"
 
 namespace ringmaster::agent {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using unix_socket = asio::local::stream_protocol;
 using SteadyClock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
@@ -36,79 +27,19 @@ constexpr size_t kMaxBody = 16 << 20;      // a hostile daemon cannot bloat the 
 constexpr size_t kMaxErrorBody = 64 << 10;  // error answers of streaming calls
 constexpr size_t kFileChunk = 1 << 20;
 
-// ---- one connection; every wait bounded by a deadline
-
-// Runs each async operation on a private io_context until it completes or
-// its deadline passes. On expiry the socket is closed, which completes the
-// operation with operation_aborted, and the result is timed_out. Unlike
-// beast's stream timers this can also wake up every `poll` without
-// disturbing the pending read, which is how an endless log follow notices
-// that its caller wants to stop.
-class Conn {
- public:
-  explicit Conn(std::string path) : path_(std::move(path)), socket_(ioc_) {}
-
-  unix_socket::socket& socket() { return socket_; }
-  beast::flat_buffer& buffer() { return buffer_; }
-  // Set when a Run ended because `stop` said so.
-  bool stopped() const { return stopped_; }
-
-  template <typename Start>
-  beast::error_code Run(Start&& start, SteadyClock::time_point deadline,
-                        std::chrono::milliseconds poll = std::chrono::milliseconds(0),
-                        const std::function<bool()>* stop = nullptr) {
-    beast::error_code result;
-    bool done = false;
-    start([&](beast::error_code ec, auto&&...) {
-      result = ec;
-      done = true;
-    });
-    beast::error_code outcome;
-    for (;;) {
-      auto until = deadline;
-      if (poll.count() > 0) until = std::min(deadline, SteadyClock::now() + poll);
-      ioc_.restart();
-      ioc_.run_until(until);
-      if (done) return result;
-      if (SteadyClock::now() >= deadline) {
-        outcome = asio::error::timed_out;
-        break;
-      }
-      if (stop && *stop && (*stop)()) {
-        stopped_ = true;
-        outcome = asio::error::operation_aborted;
-        break;
-      }
-    }
-    beast::error_code ignored;
-    socket_.close(ignored);
-    ioc_.restart();
-    ioc_.run();  // lets the aborted operation finish before its state goes
-    return outcome;
-  }
-
-  Status Connect(SteadyClock::time_point deadline, std::chrono::milliseconds timeout) {
-    if (path_.empty() || path_.size() >= sizeof(sockaddr_un::sun_path)) {
-      return InvalidArgument(fmt::format("docker: socket path '{}': empty or too long", Printable(path_, 200)));
-    }
-    unix_socket::endpoint endpoint(path_);
-    auto ec = Run([&](auto handler) { socket_.async_connect(endpoint, handler); }, deadline);
-    if (!ec) return Status::Ok();
-    std::string message = fmt::format("docker: cannot reach {}: {}", path_, ec.message());
-    if (ec == asio::error::timed_out) {
-      return DeadlineExceeded(fmt::format("{} (no answer in {} ms)", message, timeout.count()));
-    }
-    if (ec == asio::error::access_denied || ec == asio::error::no_permission) return PermissionDenied(message);
-    return Unavailable(message);
-  }
-
- private:
-  std::string path_;
-  asio::io_context ioc_;
-  unix_socket::socket socket_;
-  beast::flat_buffer buffer_;
-  bool stopped_ = false;
-};
+// One connection per call (no keep-alive), bounded by the call's deadline
+// rather than per wait: a slow daemon that trickles bytes still ends in time.
+std::unique_ptr<http::Client> NewClient(const std::string& socket_path, std::chrono::milliseconds connect_timeout) {
+  http::ClientTarget target;
+  target.transport = http::ClientTarget::Transport::kUnix;
+  target.socket_path = socket_path;
+  target.host_header = "docker";
+  http::ClientOptions options;
+  options.connect_timeout = connect_timeout;
+  options.io_timeout = std::chrono::milliseconds::max();
+  options.prefix = "docker: ";
+  return std::make_unique<http::Client>(std::move(target), std::move(options));
+}
 
 // ---- requests and answers
 
@@ -116,19 +47,6 @@ struct Reply {
   unsigned status = 0;
   std::string body;
 };
-
-// Percent-encodes a query value: everything but RFC 3986's unreserved set.
-std::string QueryEscape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
 
 // Ids and names go into the URL path unencoded (Docker's router matches the
 // decoded path, so encoding would not keep a '/' from changing the route):
@@ -155,16 +73,6 @@ StatusOr<std::string> Dump(const json& j, const std::string& what) {
   } catch (const std::exception& e) {
     return InvalidArgument(fmt::format("docker: {}: {}", what, e.what()));
   }
-}
-
-Status TransportError(const std::string& what, const beast::error_code& ec, std::chrono::milliseconds timeout) {
-  if (ec == asio::error::timed_out) {
-    return DeadlineExceeded(fmt::format("docker: {}: no answer in {} ms", what, timeout.count()));
-  }
-  if (ec == http::error::body_limit || ec == http::error::header_limit) {
-    return Internal(fmt::format("docker: {}: the answer is too large ({})", what, ec.message()));
-  }
-  return Unavailable(fmt::format("docker: {}: {}", what, ec.message()));
 }
 
 // The daemon's refusal as a Status, keeping its message ({"message": "..."}).
@@ -197,46 +105,19 @@ StatusOr<json> ParseReply(const Reply& r, const std::string& what) {
   return parsed;
 }
 
-// Reads an answer whole, its body at most `limit` bytes. Boost 1.74's parser
-// drops the body_limit error for a Content-Length over the limit when it
-// parses eagerly, as http::read does, and would then read it all: so read
-// the head first and check the length here.
-template <typename Body>
-beast::error_code ReadAnswer(Conn& conn, http::response_parser<Body>& parser, uint64_t limit,
-                             SteadyClock::time_point deadline) {
-  parser.body_limit(limit);
-  auto ec = conn.Run(
-      [&](auto handler) { http::async_read_header(conn.socket(), conn.buffer(), parser, handler); }, deadline);
-  if (ec) return ec;
-  if (parser.content_length() && *parser.content_length() > limit) return http::error::body_limit;
-  return conn.Run([&](auto handler) { http::async_read(conn.socket(), conn.buffer(), parser, handler); }, deadline);
-}
-
-template <typename Body>
-void SetCommonFields(http::request<Body>& req) {
-  req.set(http::field::host, "docker");
-  req.set(http::field::user_agent, "ringmaster");
-  req.keep_alive(false);  // one request per connection
-}
-
 // One request with an in-memory body; the answer read whole (up to kMaxBody)
 // before `timeout` from now.
-StatusOr<Reply> Call(const std::string& socket_path, http::verb verb, const std::string& target, std::string body,
-                     std::chrono::milliseconds timeout, const std::string& what) {
-  const auto deadline = SteadyClock::now() + timeout;
-  Conn conn(socket_path);
-  RM_RETURN_IF_ERROR(conn.Connect(deadline, timeout));
-  http::request<http::string_body> req{verb, std::string(kApiPrefix) + target, 11};
-  SetCommonFields(req);
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
-  req.body() = std::move(body);
-  req.prepare_payload();
-  if (auto ec = conn.Run([&](auto handler) { http::async_write(conn.socket(), req, handler); }, deadline)) {
-    return TransportError(what, ec, timeout);
-  }
-  http::response_parser<http::string_body> parser;
-  if (auto ec = ReadAnswer(conn, parser, kMaxBody, deadline)) return TransportError(what, ec, timeout);
-  return Reply{parser.get().result_int(), std::move(parser.get().body())};
+StatusOr<Reply> Call(const std::string& socket_path, const std::string& method, const std::string& target,
+                     std::string body, std::chrono::milliseconds timeout, const std::string& what) {
+  auto client = NewClient(socket_path, timeout);
+  http::ClientRequest req;
+  req.method = method;
+  req.target = std::string(kApiPrefix) + target;
+  if (!body.empty()) req.headers.emplace_back("Content-Type", "application/json");
+  req.body = std::move(body);
+  RM_ASSIGN_OR_RETURN(http::ClientResponse r,
+                      client->Do(req, {.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody}));
+  return Reply{static_cast<unsigned>(r.status), std::move(r.body)};
 }
 
 // ---- timestamps
@@ -275,19 +156,19 @@ DockerApi::DockerApi(std::string socket_path, std::chrono::milliseconds deadline
     : socket_path_(std::move(socket_path)), deadline_(deadline) {}
 
 Status DockerApi::Ping() const {
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/_ping", "", deadline_, "ping"));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", "/_ping", "", deadline_, "ping"));
   if (r.status != 200) return ErrorFor(r, "ping");
   return Status::Ok();
 }
 
 StatusOr<nlohmann::json> DockerApi::Version() const {
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/version", "", deadline_, "version"));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", "/version", "", deadline_, "version"));
   if (r.status != 200) return ErrorFor(r, "version");
   return ParseReply(r, "version");
 }
 
 StatusOr<nlohmann::json> DockerApi::Info() const {
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/info", "", deadline_, "info"));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", "/info", "", deadline_, "info"));
   if (r.status != 200) return ErrorFor(r, "info");
   return ParseReply(r, "info");
 }
@@ -295,7 +176,7 @@ StatusOr<nlohmann::json> DockerApi::Info() const {
 StatusOr<nlohmann::json> DockerApi::InspectImage(const std::string& ref) const {
   RM_RETURN_IF_ERROR(CheckImageRef(ref));
   const std::string what = "inspect image " + ref;
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/images/" + ref + "/json", "", deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", "/images/" + ref + "/json", "", deadline_, what));
   if (r.status != 200) return ErrorFor(r, what);
   return ParseReply(r, what);
 }
@@ -323,45 +204,37 @@ Status DockerApi::ImportImage(const std::string& tar_path, const std::string& re
   const uint64_t size = static_cast<uint64_t>(st.st_size);
 
   std::string target = std::string(kApiPrefix) + "/images/create?fromSrc=-";
-  if (!repo.empty()) target += "&repo=" + QueryEscape(repo);
-  if (!tag.empty()) target += "&tag=" + QueryEscape(tag);
-  for (const std::string& change : changes) target += "&changes=" + QueryEscape(change);
+  if (!repo.empty()) target += "&repo=" + PercentEncode(repo);
+  if (!tag.empty()) target += "&tag=" + PercentEncode(tag);
+  for (const std::string& change : changes) target += "&changes=" + PercentEncode(change);
 
-  const auto deadline = SteadyClock::now() + timeout;
-  Conn conn(socket_path_);
-  RM_RETURN_IF_ERROR(conn.Connect(deadline, timeout));
-  // The header, then the file in chunks straight onto the socket: the tar
-  // (about 1.3 GB) never sits in memory. Without a Content-Type, Go parses
-  // a POST body as a form and chokes on the tar's bytes.
-  http::request<http::empty_body> req{http::verb::post, target, 11};
-  SetCommonFields(req);
-  req.set(http::field::content_type, "application/x-tar");
-  req.content_length(size);
-  http::request_serializer<http::empty_body> head(req);
-  beast::error_code write_ec =
-      conn.Run([&](auto handler) { http::async_write_header(conn.socket(), head, handler); }, deadline);
-  std::string chunk(kFileChunk, '\0');
+  // The file goes in chunks straight onto the socket: the tar (about
+  // 1.3 GB) never sits in memory. Without a Content-Type, Go parses a POST
+  // body as a form and chokes on the tar's bytes.
+  http::ClientRequest req;
+  req.method = "POST";
+  req.target = target;
+  req.headers.emplace_back("Content-Type", "application/x-tar");
+  req.body_size = size;
   uint64_t sent = 0;
-  while (!write_ec && sent < size) {
-    ssize_t n = ::read(fd, chunk.data(), std::min<uint64_t>(chunk.size(), size - sent));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return Internal(fmt::format("docker: {}: reading the file after {} of {} bytes: {}", what, sent, size,
-                                  n < 0 ? std::strerror(errno) : "it shrank"));
+  req.body_source = [&](char* buf, size_t n) -> StatusOr<size_t> {
+    for (;;) {
+      ssize_t got = ::read(fd, buf, std::min<uint64_t>(std::min(n, kFileChunk), size - sent));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        return Internal(fmt::format("docker: {}: reading the file after {} of {} bytes: {}", what, sent, size,
+                                    got < 0 ? std::strerror(errno) : "it shrank"));
+      }
+      sent += static_cast<uint64_t>(got);
+      return static_cast<size_t>(got);
     }
-    write_ec = conn.Run(
-        [&](auto handler) { asio::async_write(conn.socket(), asio::buffer(chunk.data(), n), handler); }, deadline);
-    sent += static_cast<uint64_t>(n);
-  }
-  if (write_ec == asio::error::timed_out) return TransportError(what, write_ec, timeout);
+  };
   // A daemon that refuses early (a bad name) answers and closes without
-  // reading the rest, which breaks our write: its answer says why, so read
-  // it if there is one, briefly.
-  auto read_deadline = write_ec ? std::min(deadline, SteadyClock::now() + std::chrono::seconds(5)) : deadline;
-  http::response_parser<http::string_body> parser;
-  auto read_ec = ReadAnswer(conn, parser, kMaxBody, read_deadline);
-  if (read_ec) return TransportError(what, write_ec ? write_ec : read_ec, timeout);
-  Reply r{parser.get().result_int(), std::move(parser.get().body())};
+  // reading the rest: the client then reads its answer, which says why.
+  auto client = NewClient(socket_path_, timeout);
+  RM_ASSIGN_OR_RETURN(http::ClientResponse reply,
+                      client->Do(req, {.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody}));
+  Reply r{static_cast<unsigned>(reply.status), std::move(reply.body)};
   if (r.status != 200) return ErrorFor(r, what);
   // 200 starts a stream of JSON lines: progress, the image id, or an error.
   std::string_view rest = r.body;
@@ -378,7 +251,7 @@ Status DockerApi::ImportImage(const std::string& tar_path, const std::string& re
                                   Printable(error.is_string() ? error.get<std::string>() : error.dump(), 500)));
     }
   }
-  if (write_ec) return TransportError(what, write_ec, timeout);  // a 200 that did not read it all
+  if (!reply.send_error.ok()) return reply.send_error;  // a 200 that did not read it all
   return Status::Ok();
 }
 
@@ -386,11 +259,11 @@ StatusOr<std::string> DockerApi::CreateContainer(const std::string& name, const 
   std::string target = "/containers/create";
   if (!name.empty()) {
     RM_RETURN_IF_ERROR(CheckContainerId(name));
-    target += "?name=" + QueryEscape(name);
+    target += "?name=" + PercentEncode(name);
   }
   const std::string what = "create container " + (name.empty() ? std::string("(unnamed)") : name);
   RM_ASSIGN_OR_RETURN(std::string body, Dump(config, what));
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post, target, std::move(body), deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "POST", target, std::move(body), deadline_, what));
   if (r.status == 409) return AlreadyExists(ErrorFor(r, what).message());
   if (r.status != 201 && r.status != 200) return ErrorFor(r, what);
   RM_ASSIGN_OR_RETURN(json reply, ParseReply(r, what));
@@ -405,7 +278,7 @@ Status DockerApi::StartContainer(const std::string& id) const {
   RM_RETURN_IF_ERROR(CheckContainerId(id));
   const std::string what = "start container " + id;
   RM_ASSIGN_OR_RETURN(Reply r,
-                      Call(socket_path_, http::verb::post, "/containers/" + id + "/start", "", deadline_, what));
+                      Call(socket_path_, "POST", "/containers/" + id + "/start", "", deadline_, what));
   if (r.status == 204 || r.status == 304) return Status::Ok();  // 304: already running
   return ErrorFor(r, what);
 }
@@ -414,8 +287,8 @@ Status DockerApi::KillContainer(const std::string& id, const std::string& signal
   RM_RETURN_IF_ERROR(CheckContainerId(id));
   if (signal.empty()) return InvalidArgument("docker: kill: no signal");
   const std::string what = fmt::format("kill container {} with {}", id, Printable(signal));
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post,
-                                    "/containers/" + id + "/kill?signal=" + QueryEscape(signal), "", deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "POST",
+                                    "/containers/" + id + "/kill?signal=" + PercentEncode(signal), "", deadline_, what));
   if (r.status == 204) return Status::Ok();
   return ErrorFor(r, what);
 }
@@ -424,7 +297,7 @@ Status DockerApi::StopContainer(const std::string& id, int seconds) const {
   RM_RETURN_IF_ERROR(CheckContainerId(id));
   if (seconds < 0) return InvalidArgument("docker: stop: negative grace period");
   const std::string what = "stop container " + id;
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::post,
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "POST",
                                     fmt::format("/containers/{}/stop?t={}", id, seconds), "",
                                     deadline_ + std::chrono::seconds(seconds), what));
   if (r.status == 204 || r.status == 304) return Status::Ok();  // 304: already stopped
@@ -435,7 +308,7 @@ Status DockerApi::RemoveContainer(const std::string& id, bool force) const {
   RM_RETURN_IF_ERROR(CheckContainerId(id));
   const std::string what = "remove container " + id;
   const std::string target = fmt::format("/containers/{}?force={}&v=1", id, force ? 1 : 0);
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::delete_, target, "", deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "DELETE", target, "", deadline_, what));
   if (r.status == 204 || r.status == 404) return Status::Ok();  // 404: nothing to remove
   return ErrorFor(r, what);
 }
@@ -443,7 +316,7 @@ Status DockerApi::RemoveContainer(const std::string& id, bool force) const {
 StatusOr<nlohmann::json> DockerApi::InspectContainer(const std::string& id) const {
   RM_RETURN_IF_ERROR(CheckContainerId(id));
   const std::string what = "inspect container " + id;
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, "/containers/" + id + "/json", "", deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", "/containers/" + id + "/json", "", deadline_, what));
   if (r.status != 200) return ErrorFor(r, what);
   return ParseReply(r, what);
 }
@@ -453,7 +326,7 @@ StatusOr<int64_t> DockerApi::WaitContainer(const std::string& id, std::chrono::m
   const std::string what = "wait for container " + id;
   // dockerd sends the 200 head at once and the body when the container
   // stops, so running out of time here means it is still running.
-  auto reply = Call(socket_path_, http::verb::post, "/containers/" + id + "/wait?condition=not-running", "", deadline,
+  auto reply = Call(socket_path_, "POST", "/containers/" + id + "/wait?condition=not-running", "", deadline,
                     what);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kDeadlineExceeded) {
@@ -482,9 +355,9 @@ StatusOr<std::vector<nlohmann::json>> DockerApi::ListContainers(const std::map<s
     json filters = {{"label", json::object()}};
     for (const auto& [k, v] : labels) filters["label"][v.empty() ? k : k + "=" + v] = true;
     RM_ASSIGN_OR_RETURN(std::string text, Dump(filters, what));
-    target += "&filters=" + QueryEscape(text);
+    target += "&filters=" + PercentEncode(text);
   }
-  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, http::verb::get, target, "", deadline_, what));
+  RM_ASSIGN_OR_RETURN(Reply r, Call(socket_path_, "GET", target, "", deadline_, what));
   if (r.status != 200) return ErrorFor(r, what);
   RM_ASSIGN_OR_RETURN(json body, ParseReply(r, what));
   if (!body.is_array()) return Internal(fmt::format("docker: {}: the answer is not an array", what));
@@ -496,57 +369,34 @@ Status DockerApi::FollowLogs(const std::string& id, const LogOptions& options, c
   const std::string what = "logs of container " + id;
   std::string target = std::string(kApiPrefix) + "/containers/" + id +
                        "/logs?follow=1&stdout=1&stderr=1&timestamps=1";
-  if (!options.since.empty()) target += "&since=" + QueryEscape(options.since);
-  const auto poll = std::max(options.poll, std::chrono::milliseconds(10));
-  const std::function<bool()>* stop = options.stop_requested ? &options.stop_requested : nullptr;
-  const auto forever = SteadyClock::time_point::max();
-
-  Conn conn(socket_path_);
-  {
-    const auto deadline = SteadyClock::now() + deadline_;
-    RM_RETURN_IF_ERROR(conn.Connect(deadline, deadline_));
-    http::request<http::empty_body> req{http::verb::get, target, 11};
-    SetCommonFields(req);
-    if (auto ec = conn.Run([&](auto handler) { http::async_write(conn.socket(), req, handler); }, deadline)) {
-      return TransportError(what, ec, deadline_);
-    }
-  }
-  http::response_parser<http::buffer_body> parser;
-  parser.body_limit(std::numeric_limits<uint64_t>::max());  // days of logs; framed and bounded below
-  auto ec = conn.Run([&](auto handler) { http::async_read_header(conn.socket(), conn.buffer(), parser, handler); },
-                     forever, poll, stop);
-  if (conn.stopped()) return Status::Ok();
-  if (ec) return TransportError(what, ec, deadline_);
-  if (parser.get().result_int() != 200) {
-    Reply r{parser.get().result_int(), ""};
-    const auto length = parser.content_length();
-    http::response_parser<http::string_body> small(std::move(parser));
-    small.body_limit(kMaxErrorBody);
-    if ((!length || *length <= kMaxErrorBody) &&
-        !conn.Run([&](auto handler) { http::async_read(conn.socket(), conn.buffer(), small, handler); },
-                  SteadyClock::now() + deadline_)) {
-      r.body = std::move(small.get().body());
-    }
+  if (!options.since.empty()) target += "&since=" + PercentEncode(options.since);
+  http::CallOptions call;
+  call.what = what;
+  call.poll = std::max(options.poll, std::chrono::milliseconds(10));
+  call.stop = options.stop_requested;
+  // Connecting is bounded by the API's deadline; reading is not (days of logs).
+  auto client = NewClient(socket_path_, deadline_);
+  http::ClientRequest req;
+  req.target = target;
+  auto opened = client->Open(req, call);
+  if (!opened.ok()) return opened.status().code() == StatusCode::kAborted ? Status::Ok() : opened.status();
+  http::ResponseStream& stream = **opened;
+  if (stream.head().status != 200) {
+    Reply r{static_cast<unsigned>(stream.head().status), ""};
+    if (auto body = stream.ReadAll(kMaxErrorBody); body.ok()) r.body = std::move(*body);
     return ErrorFor(r, what);
   }
 
   DockerLogDemuxer demux(sink);
   std::string buf(64 << 10, '\0');
-  while (!parser.is_done()) {
-    parser.get().body().data = buf.data();
-    parser.get().body().size = buf.size();
-    ec = conn.Run(
-        [&](auto handler) { http::async_read_some(conn.socket(), conn.buffer(), parser, handler); }, forever, poll,
-        stop);
-    if (conn.stopped()) return Status::Ok();
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) {
-      if (ec == http::error::end_of_stream || ec == http::error::partial_message) {
-        return Unavailable(fmt::format("docker: {}: the daemon closed the stream before its end", what));
-      }
-      return TransportError(what, ec, deadline_);
+  for (;;) {
+    auto n = stream.ReadSome(buf.data(), buf.size());
+    if (!n.ok()) {
+      if (n.status().code() == StatusCode::kAborted) return Status::Ok();  // stop_requested
+      return n.status();
     }
-    Status s = demux.Feed(std::string_view(buf.data(), buf.size() - parser.get().body().size));
+    if (*n == 0) break;
+    Status s = demux.Feed(std::string_view(buf.data(), *n));
     if (s.code() == StatusCode::kAborted) return Status::Ok();  // the sink's stop
     if (!s.ok()) return s.Annotate("docker: " + what);
   }

@@ -18,12 +18,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/node/testing/fake_cgroupfs_model.h"
+#include "common/strings.h"
 
 namespace {
 
@@ -167,9 +167,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--controllers") {
-      controllers.clear();
-      std::stringstream ss(argv[i + 1]);
-      for (std::string c; std::getline(ss, c, ',');) controllers.push_back(c);
+      controllers = ringmaster::Split(argv[i + 1], ',', {.skip_empty = false});
     } else if (flag == "--tick-ms") {
       tick_ms = std::max(1, atoi(argv[i + 1]));
     } else {
