@@ -1,25 +1,8 @@
-// Agent: runs on every node. It registers the node with the server, sends a
-// heartbeat with utilisation, long-polls for the tasks the server wants on
-// this node and reconciles them with what runs (start new ones, stop those
-// the server wants stopped or no longer knows), ships each task's output to
-// the server by byte offset (safe to resend), and reports starts and exits —
-// an exit only after the task's last log byte is shipped. Each task has a
-// thread of its own for its files (TaskFiles): inputs and the latest
-// checkpoint staged before it starts, checkpoints uploaded as they appear,
-// outputs when it ends, before its exit is reported. Tasks keep running
-// when the agent stops or dies; the next agent on the node re-adopts them.
-// Each task runs as its user's own unprivileged uid (TaskUsers), never root.
-// Every second it samples the node (CPU, memory, disk, network, GPUs through
-// NVML) and each task's cgroup, and sends the samples with its heartbeats.
-// With --network vxlan|ovs-gre it keeps the node's side of the container
-// overlay (net::Overlay) in step with the peers the server lists. Tasks keep
-// running while the server is away (a restart, an upgrade); an agent without
-// it for the server's fencing window stops them (fencing), a lease before the
-// server restarts them elsewhere, so no rank ever runs twice.
-// Each thread's body is a step a test may call instead (Open, then SyncOnce,
-// Tick, HeartbeatOnce, FenceOnce), on a FakeClock: every time read for
-// leases, fencing and heartbeats comes from the injected Clock.
-// Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
+// Agent: runs on every node. Through its ControlPlane it registers the node,
+// heartbeats with samples, long-polls for assignments and reconciles them with
+// what runs, ships output by offset and reports exits; without an answer for
+// the server's window it stops its tasks (fencing). Time comes from its Clock;
+// each thread's loop body is a step tests call. Start/Stop from one thread.
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,6 @@
-// ControlPlane: the agent's one way to talk to its server about its node and
-// its tasks (registration, heartbeats, assignments, status, output), in the
-// protocol's types. Backends: HTTP (http_control_plane.h) and, for tests that
-// hold a server and its agents in one process, server/in_process_control_plane.h.
+// ControlPlane: the agent's one way to talk to its server (registration,
+// heartbeats, assignments, status, output), in the protocol's types; backends:
+// HTTP (http_control_plane.h) and server/testing/in_process_control_plane.h.
 // Errors carry the server's codes (FailedPrecondition: a stale attempt or a
 // refused agent; NotFound: an unknown node or task). Thread-safe.
 #pragma once

@@ -1,8 +1,7 @@
-// AgentService: the server's side of the agent protocol, in the protocol's
-// types: registration (its checks and the protocol versions served),
-// heartbeats and their samples, assignments, task status and shipped output.
-// Callers have checked who asks (the HTTP routes check the agent's token);
-// the routes (api_agent.cc) and the in-process control plane only adapt.
+// AgentService: the server's side of the agent protocol in the protocol's
+// types: registration (its checks, the protocol versions served), heartbeats
+// and samples, assignments, task status and output. Callers have checked who
+// asks; the HTTP routes (api_agent.cc) and InProcessControlPlane only adapt.
 // Thread-safe.
 #pragma once
 

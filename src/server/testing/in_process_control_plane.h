@@ -1,9 +1,7 @@
-// InProcessControlPlane: an agent's ControlPlane that calls AgentService
-// directly, so a test holds a server and N agents in one process. It stands
-// for one node's agent token (it acts only as `node`, as the HTTP routes
-// check), and can be cut off from the server (every call Unavailable), as a
-// partition. The agent keeps to agent/control_plane.h and never sees server/.
-// Thread-safe.
+// InProcessControlPlane: an agent's ControlPlane calling AgentService directly,
+// so one test process holds a server and N agents. It acts only as `node` (as
+// the routes check an agent's token) and can be cut off (every call
+// Unavailable). The agent sees only agent/control_plane.h. Thread-safe.
 #pragma once
 
 #include <atomic>
