@@ -4,12 +4,12 @@
 // the same run. bench/metrics_ingest runs both modes; each runs alone too.
 //
 //   core (the default): N synthetic nodes, each sending every 2 simulated
-//     seconds a heartbeat body of its 2 samples (monitor::ToJson, as the agent
+//     seconds a heartbeat body of its 2 samples (protocol::ToJson, as the agent
 //     does), for S simulated seconds. A sample holds 50 series: the node's 7,
 //     2 GPUs x 4, and 7 tasks x 5 (cpu_cores, memory_bytes, pids, oom_kills,
 //     gpu_util). Timed in CPU time (CLOCK_PROCESS_CPUTIME_ID; one thread) and
 //     wall time, per stage, over each round of N heartbeats:
-//       parse:  nlohmann::json::parse of the body's text + monitor::ParseSamples
+//       parse:  nlohmann::json::parse of the body's text + protocol::ParseSamples
 //               (what the heartbeat route does);
 //       ours:   Monitor::IngestNode with the node's task set (the SeriesStore);
 //       anchor: every value INSERTed as a row (node, series, t_ms, value) into
@@ -55,7 +55,7 @@
 #include <nlohmann/json.hpp>
 
 #include "monitor/monitor.h"
-#include "monitor/samples.h"
+#include "protocol/samples.h"
 
 namespace {
 
@@ -98,8 +98,8 @@ class Feed {
  public:
   Feed(int gpus, int tasks, uint64_t seed) : gpus_(gpus), tasks_(tasks), rng_(seed) {}
 
-  monitor::NodeSample Sample(int64_t node, int64_t t_ms, const std::vector<int64_t>& task_ids) {
-    monitor::NodeSample s;
+  protocol::NodeSample Sample(int64_t node, int64_t t_ms, const std::vector<int64_t>& task_ids) {
+    protocol::NodeSample s;
     s.t_ms = t_ms;
     s.cpu = U(0.05, 0.95);
     s.memory_used_bytes = static_cast<int64_t>(U(64, 480) * (1 << 30));
@@ -114,7 +114,7 @@ class Feed {
                         static_cast<int>(U(100'000, 700'000)) / 1000.0, static_cast<double>(static_cast<int>(U(30, 85)))});
     }
     for (int k = 0; k < tasks_; ++k) {
-      monitor::TaskSample t;
+      protocol::TaskSample t;
       t.task_id = task_ids[static_cast<size_t>(k)];
       t.cpu_cores = U(0, 8);
       t.memory_bytes = static_cast<int64_t>(U(0.5, 60) * (1 << 30));
@@ -134,7 +134,7 @@ class Feed {
   std::mt19937_64 rng_;
 };
 
-std::string Body(const std::vector<monitor::NodeSample>& samples) { return json{{"samples", monitor::ToJson(samples)}}.dump(); }
+std::string Body(const std::vector<protocol::NodeSample>& samples) { return json{{"samples", protocol::ToJson(samples)}}.dump(); }
 
 // ---- the anchor: one row per point in SQLite
 
@@ -160,7 +160,7 @@ class SqliteAnchor {
   }
 
   // One heartbeat's samples, in one transaction.
-  void Heartbeat(int64_t node, const std::vector<monitor::NodeSample>& samples) {
+  void Heartbeat(int64_t node, const std::vector<protocol::NodeSample>& samples) {
     Exec("BEGIN");
     char key[64];
     auto row = [&](const char* series, int64_t t, double v) {
@@ -171,7 +171,7 @@ class SqliteAnchor {
       if (sqlite3_step(insert_) != SQLITE_DONE) Die(std::string("insert: ") + sqlite3_errmsg(db_));
       sqlite3_reset(insert_);
     };
-    for (const monitor::NodeSample& s : samples) {
+    for (const protocol::NodeSample& s : samples) {
       const int64_t t = s.t_ms;
       row("cpu", t, s.cpu);
       row("memory_bytes", t, static_cast<double>(s.memory_used_bytes));
@@ -180,7 +180,7 @@ class SqliteAnchor {
       row("disk_write_bps", t, s.disk_write_bps);
       row("net_rx_bps", t, s.net_rx_bps);
       row("net_tx_bps", t, s.net_tx_bps);
-      for (const monitor::GpuSample& g : s.gpus) {
+      for (const protocol::GpuSample& g : s.gpus) {
         static const char* kNames[] = {"util", "memory_bytes", "power_w", "temperature_c"};
         const double v[] = {g.util, static_cast<double>(g.memory_used_bytes), g.power_w, g.temperature_c};
         for (int i = 0; i < 4; ++i) {
@@ -188,7 +188,7 @@ class SqliteAnchor {
           row(key, t, v[i]);
         }
       }
-      for (const monitor::TaskSample& x : s.tasks) {
+      for (const protocol::TaskSample& x : s.tasks) {
         static const char* kNames[] = {"cpu_cores", "memory_bytes", "pids", "oom_kills", "gpu_util"};
         const double v[] = {x.cpu_cores, static_cast<double>(x.memory_bytes), static_cast<double>(x.pids),
                             static_cast<double>(x.oom_kills), x.gpu_util};
@@ -286,12 +286,12 @@ int RunCore(const CoreOptions& o) {
   size_t body_bytes = 0;
   int64_t points = 0;
   std::vector<std::string> bodies(static_cast<size_t>(o.nodes));
-  std::vector<std::vector<monitor::NodeSample>> parsed(static_cast<size_t>(o.nodes));
+  std::vector<std::vector<protocol::NodeSample>> parsed(static_cast<size_t>(o.nodes));
   for (int round = 0; round < o.seconds / 2; ++round) {
     build.Start();  // not part of the figure: the agents' work
     for (int n = 0; n < o.nodes; ++n) {
       const auto& ids = task_ids[static_cast<size_t>(n)];
-      std::vector<monitor::NodeSample> two = {feed.Sample(n + 1, t0 + (2 * round) * 1000, ids),
+      std::vector<protocol::NodeSample> two = {feed.Sample(n + 1, t0 + (2 * round) * 1000, ids),
                                               feed.Sample(n + 1, t0 + (2 * round + 1) * 1000, ids)};
       bodies[static_cast<size_t>(n)] = Body(two);
       body_bytes += bodies[static_cast<size_t>(n)].size();
@@ -300,7 +300,7 @@ int RunCore(const CoreOptions& o) {
     parse.Start();
     for (int n = 0; n < o.nodes; ++n) {
       json b = json::parse(bodies[static_cast<size_t>(n)]);
-      auto s = monitor::ParseSamples(b["samples"]);
+      auto s = protocol::ParseSamples(b["samples"]);
       if (!s.ok()) Die(s.status().ToString());
       parsed[static_cast<size_t>(n)] = std::move(*s);
     }
@@ -500,7 +500,7 @@ int RunHttp(const HttpOptions& o) {
           const int p = phase.load();
           if (p < 0) return;
           Node& n = *mine[j];
-          std::vector<monitor::NodeSample> samples;
+          std::vector<protocol::NodeSample> samples;
           // Every whole second of the node's clock since its last sample (at most the agent's cap).
           const int64_t now = NowMs();
           const int64_t last_due = (now - n.phase_ms) / 1000 * 1000 + n.phase_ms;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "agent/executor/safe_fs.h"
+#include "agent/http_control_plane.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -19,6 +20,8 @@ namespace {
 
 constexpr size_t kShipChunk = 1 << 20;
 constexpr int kLongPollSeconds = 20;
+// Reports and output pieces: the HTTP client's default read deadline.
+constexpr std::chrono::milliseconds kCallTimeout{30'000};
 
 // The environment every task starts from; the server's variables go on top.
 // Not the agent's HOME, USER or TMPDIR: those are root's (the executor sets
@@ -53,10 +56,13 @@ std::string HostAddress() {
 
 std::string Agent::TaskRef::Key() const { return fmt::format("{}.{}", task_id, attempt); }
 
-Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
+Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::unique_ptr<ControlPlane> control,
+             const Clock* clock)
     : options_(std::move(options)),
       executor_(std::move(executor)),
       api_(options_.server_url, options_.token, options_.ca_file),
+      control_(control ? std::move(control) : std::make_unique<HttpControlPlane>(api_)),
+      clock_(clock ? clock : RealClock::Get()),
       files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}),
       images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) {
   inventory_ = DetectNode(options_.nvml_library);
@@ -69,6 +75,21 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor)
 Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
+  Open();
+  sync_thread_ = std::thread([this] { SyncLoop(); });
+  tick_thread_ = std::thread([this] { TickLoop(); });
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  sample_thread_ = std::thread([this] { SampleLoop(); });
+  // Fencing has a thread of its own: every other one may wait on the network.
+  fence_thread_ = std::thread([this] {
+    while (running_) {
+      FenceOnce();
+      SleepFor(std::chrono::milliseconds(250));
+    }
+  });
+}
+
+void Agent::Open() {
   if (options_.task_users.isolating()) {
     spdlog::info("agent: {}", options_.task_users.Describe());
   } else {
@@ -95,28 +116,17 @@ void Agent::Start() {
       spdlog::info("agent: re-adopting task {} (attempt {})", t.ref.task_id, t.ref.attempt);
       t.launched = true;
       tasks_[t.ref] = t;
-      StartWorkerLocked(t.ref, nullptr);
+      StartWorkerLocked(t.ref, std::nullopt);
     }
   }
   // Re-adopted tasks are fenced on the clock of the agent that started them.
   LoadFencing();
-  sync_thread_ = std::thread([this] { SyncLoop(); });
-  tick_thread_ = std::thread([this] { TickLoop(); });
-  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
-  sample_thread_ = std::thread([this] { SampleLoop(); });
-  // Fencing has a thread of its own: every other one may wait on the network.
-  fence_thread_ = std::thread([this] {
-    while (running_) {
-      FenceIfCutOff();
-      SleepFor(std::chrono::milliseconds(250));
-    }
-  });
 }
 
 void Agent::Stop() {
   if (!running_.exchange(false)) return;
   cv_.notify_all();
-  api_.Cancel();  // ends the long-poll and any transfer now instead of when they time out
+  control_->Cancel();  // ends the long-poll and any transfer now instead of when they time out
   if (sync_thread_.joinable()) sync_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
@@ -133,54 +143,58 @@ void Agent::Stop() {
   for (Worker& w : zombies) w.thread.join();
 }
 
+bool Agent::WaitLaunched(std::chrono::milliseconds guard) {
+  std::unique_lock<std::mutex> l(mu_);
+  return cv_.wait_for(l, guard, [this] {
+    return std::all_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return t.second.launched || t.second.exit; });
+  });
+}
+
 void Agent::SleepFor(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait_for(l, d, [this] { return !running_; });
 }
 
 void Agent::SyncLoop() {
-  uint64_t index = 0;
   auto backoff = std::chrono::milliseconds(250);
   while (running_) {
-    if (node_id_ == 0 && !Register()) {
-      SleepFor(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    Status st = SyncOnce(std::chrono::seconds(kLongPollSeconds));
+    if (st.ok()) {
+      backoff = std::chrono::milliseconds(250);
       continue;
     }
-    auto res = api_.Get(fmt::format("/api/v1/agent/nodes/{}/assignments?index={}&wait={}", node_id_.load(),
-                                    index, kLongPollSeconds),
-                        {std::chrono::seconds(kLongPollSeconds + 10)});
-    if (!res.ok()) {
-      if (res.status().code() == StatusCode::kNotFound) node_id_ = 0;  // server forgot us: register again
-      spdlog::debug("agent: assignments: {}", res.status().ToString());
-      index = 0;
-      SleepFor(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
-      continue;
-    }
-    backoff = std::chrono::milliseconds(250);
-    // A malformed answer is one poll's failure, never the agent's end.
-    try {
-      index = res->value("index", uint64_t{0});
-      Reconcile(res->at("tasks"));
-    } catch (const std::exception& e) {
-      spdlog::warn("agent: a malformed assignments answer: {}", e.what());
-      index = 0;
-      SleepFor(backoff);
-    }
+    // Refused (a protocol this server does not speak): tried again slowly,
+    // since the server may be upgraded meanwhile.
+    SleepFor(st.code() == StatusCode::kFailedPrecondition ? std::chrono::milliseconds(30'000) : backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
 }
 
-void Agent::Reconcile(const nlohmann::json& assignments) {
+Status Agent::SyncOnce(std::chrono::seconds wait) {
+  if (node_id_ == 0) RM_RETURN_IF_ERROR(Register());
+  auto res = control_->PollAssignments(node_id_, index_, wait, wait + std::chrono::seconds(10));
+  if (!res.ok()) {
+    if (res.status().code() == StatusCode::kNotFound) node_id_ = 0;  // server forgot us: register again
+    spdlog::debug("agent: assignments: {}", res.status().ToString());
+    index_ = 0;
+    // A malformed answer is one poll's failure, never the agent's end.
+    return Unavailable("assignments: " + res.status().message());
+  }
+  index_ = res->index;
+  Reconcile(res->tasks);
+  return Status::Ok();
+}
+
+void Agent::Reconcile(const std::vector<protocol::Assignment>& assignments) {
   std::lock_guard<std::mutex> l(mu_);
   ++replies_;
   std::set<TaskRef> wanted;
   for (const auto& a : assignments) {
-    const TaskRef ref{a.at("task_id").get<int64_t>(), a.at("attempt").get<int>()};
+    const TaskRef ref{a.task_id, a.attempt};
     wanted.insert(ref);
     if (released_.count(ref)) continue;
-    bool stop = a.at("desired") == "stop";
-    auto grace = std::chrono::milliseconds(a.value("stop_grace_ms", 5000));
+    const bool stop = a.stop;
+    auto grace = std::chrono::milliseconds(a.stop_grace_ms);
     auto it = tasks_.find(ref);
     // Fenced (the server has not answered a heartbeat for its fencing
     // window): nothing new starts until it does; a later answer lists it again.
@@ -218,15 +232,16 @@ void Agent::Reconcile(const nlohmann::json& assignments) {
   std::erase_if(released_, [&](const TaskRef& r) { return !wanted.count(r); });
 }
 
-std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& a, LocalTask* t) {
+std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assignment& a, LocalTask* t) {
   const std::string key = ref.Key();
   TaskLaunch launch;
   launch.key = key;
-  try {
-    launch.argv = a.at("argv").get<std::vector<std::string>>();
+  {
+    launch.argv = a.argv;
     // How it runs: the executor the job pins, else for an image the first
     // container runtime this node has (runc starts faster than Docker).
-    const std::string image = a.value("image", ""), pinned = a.value("executor", "");
+    const std::string& image = a.image;
+    const std::string& pinned = a.executor;
     const auto offered = executor_->Runtimes();
     auto offers = [&offered](const std::string& r) { return std::find(offered.begin(), offered.end(), r) != offered.end(); };
     launch.runtime = !pinned.empty() ? pinned : image.empty() ? "process" : offers("runc") ? "runc" : "docker";
@@ -240,13 +255,13 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
     }
     // A container gets the image's environment, not this host's.
     if (launch.runtime == "process") launch.env = BaseEnv();
-    for (auto& [k, v] : a.at("env").items()) launch.env[k] = v.get<std::string>();
-    launch.network = a.value("network", "host");
+    for (const auto& [k, v] : a.env) launch.env[k] = v;
+    launch.network = a.network;
     if (launch.network == "overlay") {
       // Its address on the container overlay: runc's hook attaches the
       // container's own network namespace to the node's bridge.
       if (launch.runtime != "runc") return TaskExit{-1, 0, "the container overlay joins runc containers, not " + launch.runtime};
-      auto addr = net::ParseIpv4(a.value("overlay_address", ""));
+      auto addr = net::ParseIpv4(a.overlay_address);
       if (!addr) return TaskExit{-1, 0, "no overlay address in the assignment"};
       std::lock_guard<std::mutex> nl(net_mu_);
       if (!overlay_) {
@@ -255,26 +270,19 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
       }
       launch.network_hook = overlay_->AttachHook(options_.self_exe, key, *addr);
     }
-    if (a.contains("limits")) {
-      const auto& l = a.at("limits");
-      launch.limits.cpu_milli = l.value("cpu_milli", int64_t{0});
-      launch.limits.memory_bytes = l.value("memory_bytes", int64_t{0});
-      launch.limits.pids = l.value("pids", int64_t{0});
-      launch.limits.io = {l.value("io_read_bps", int64_t{0}), l.value("io_write_bps", int64_t{0}),
-                          l.value("io_read_iops", int64_t{0}), l.value("io_write_iops", int64_t{0})};
-    }
-    launch.gpus = a.value("gpus", std::vector<int>{});
-    launch.working_dir = a.value("working_dir", "");
-    const auto& user = a.at("user");
-    auto who = options_.task_users.Resolve(user.at("id").get<int64_t>(), user.value("name", ""));
+    const protocol::TaskLimits& l = a.limits;
+    launch.limits.cpu_milli = l.cpu_milli;
+    launch.limits.memory_bytes = l.memory_bytes;
+    launch.limits.pids = l.pids;
+    launch.limits.io = {l.io_read_bps, l.io_write_bps, l.io_read_iops, l.io_write_iops};
+    launch.gpus = a.gpus;
+    launch.working_dir = a.working_dir;
+    auto who = options_.task_users.Resolve(a.user_id, a.user_name);
     if (!who.ok()) {
       spdlog::warn("agent: task {} cannot run here: {}", key, who.status().message());
       return TaskExit{-1, 0, who.status().message()};
     }
     launch.identity = *who;
-  } catch (const nlohmann::json::exception& e) {
-    spdlog::warn("agent: task {}: malformed assignment: {}", key, e.what());
-    return TaskExit{-1, 0, std::string("malformed assignment: ") + e.what()};
   }
   // Its files: the plan, then everything it names into the node's cache, then
   // (once the executor has made the work dir) into place.
@@ -289,7 +297,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   // for; a refusal is not.
   const auto deadline = std::chrono::steady_clock::now() + options_.upload_deadline;
   for (auto backoff = std::chrono::milliseconds(500);; backoff = std::min(backoff * 2, std::chrono::milliseconds(10'000))) {
-    plan = files_.Plan(ref.task_id, ref.attempt);
+    plan = options_.stage_plan ? options_.stage_plan(ref.task_id, ref.attempt) : files_.Plan(ref.task_id, ref.attempt);
     if (plan.ok()) {
       if (!plan->inputs.empty() || !plan->checkpoint.empty()) {
         spdlog::info("agent: task {}: staging {} input files and {} checkpoint files", key, plan->inputs.size(),
@@ -312,7 +320,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
   }
   t->job_id = plan->job_id;
   t->outputs = plan->outputs;
-  t->gpus = a.value("gpus", std::vector<int>{});
+  t->gpus = a.gpus;
   for (const StageEntry& e : plan->checkpoint) {
     if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
   }
@@ -337,14 +345,14 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const nlohmann::json& 
     spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
     return TaskExit{-1, 0, st.message()};
   }
-  spdlog::info("agent: started task {} (job {} rank {}) as {} with {}{}{}", key, a.value("job_id", 0), a.value("rank", 0),
+  spdlog::info("agent: started task {} (job {} rank {}) as {} with {}{}{}", key, a.job_id, a.rank,
                launch.identity.Describe(), launch.runtime,
                launch.image.name.empty() ? "" : " (image " + launch.image.name + "@" + launch.image.digest.substr(0, 12) + ")",
                plan->checkpoint_name.empty() ? "" : ", with checkpoint " + plan->checkpoint_name);
   return std::nullopt;
 }
 
-void Agent::StartWorkerLocked(const TaskRef& ref, nlohmann::json assignment) {
+void Agent::StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assignment> assignment) {
   if (auto w = workers_.find(ref); w != workers_.end()) {
     zombies_.push_back(std::move(w->second));  // an earlier one of the same id: joined once it has ended
     workers_.erase(w);
@@ -373,7 +381,7 @@ void Agent::ReapWorkers() {
 
 std::string Agent::SyncedPath(const TaskRef& ref) const { return options_.data_dir + "/synced/" + ref.Key(); }
 
-void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<bool>> finished) {
+void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::shared_ptr<std::atomic<bool>> finished) {
   struct Finish {
     std::shared_ptr<std::atomic<bool>> flag;
     ~Finish() { *flag = true; }
@@ -386,8 +394,8 @@ void Agent::RunTask(TaskRef ref, nlohmann::json a, std::shared_ptr<std::atomic<b
     if (it == tasks_.end()) return;
     t = it->second;
   }
-  if (!a.is_null()) {
-    auto exit = Launch(ref, a, &t);
+  if (a) {
+    auto exit = Launch(ref, *a, &t);
     std::lock_guard<std::mutex> l(mu_);
     auto it = tasks_.find(ref);
     if (it == tasks_.end()) return;
@@ -593,7 +601,8 @@ void Agent::Tick() {
 }
 
 bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget) {
-  const char* route = what == TaskOutput::kLog ? "logs" : "metrics";
+  const protocol::OutputKind kind = what == TaskOutput::kLog ? protocol::OutputKind::kLogs : protocol::OutputKind::kMetrics;
+  const char* route = protocol::OutputRoute(kind);
   // Metrics past the cap are not shipped: the server would keep none of them,
   // and a sparse file of terabytes must not keep the agent busy for days.
   const int64_t cap = what == TaskOutput::kMetrics ? options_.max_metrics_bytes : INT64_MAX;
@@ -617,14 +626,13 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t*
     }
     if (chunk->data.empty()) return *shipped >= chunk->size;
     *budget -= static_cast<int64_t>(chunk->data.size());
-    auto res = api_.PostText(fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", t.ref.task_id, route,
-                                         t.ref.attempt, *shipped),
-                             chunk->data, "application/octet-stream");
+    auto res = control_->ShipOutput({t.ref.task_id, kind, t.ref.attempt, *shipped, std::move(chunk->data)},
+                                    kCallTimeout);
     if (!res.ok()) {
       if (res.status().code() == StatusCode::kFailedPrecondition) return true;  // stale attempt: drop
       return false;
     }
-    int64_t server_size = res->value("size", int64_t{0});
+    int64_t server_size = res->size;
     *shipped = std::min<int64_t>(server_size, chunk->size);
     if (*shipped >= std::min(chunk->size, cap)) return true;
   }
@@ -632,18 +640,14 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t*
 }
 
 bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
-  nlohmann::json body = {{"node_id", node_id_.load()}, {"attempt", t.ref.attempt}, {"state", state}};
-  if (t.exit) {
-    body["exit_code"] = t.exit->exit_code;
-    body["signal"] = t.exit->signal;
-    body["message"] = t.exit->message;
-  }
-  auto res = api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", t.ref.task_id), body);
+  protocol::TaskStatusReport report{node_id_.load(), t.ref.attempt, state, std::nullopt};
+  if (t.exit) report.exit = protocol::TaskExitInfo{t.exit->exit_code, t.exit->signal, t.exit->message};
+  Status res = control_->ReportStatus(t.ref.task_id, report, kCallTimeout);
   if (res.ok()) return true;
-  auto code = res.status().code();
+  auto code = res.code();
   if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound) {
     *stale = true;
-    spdlog::info("agent: task {} is stale: {}", t.ref.Key(), res.status().message());
+    spdlog::info("agent: task {} is stale: {}", t.ref.Key(), res.message());
   }
   return false;
 }

@@ -1,31 +1,19 @@
-// Agent: runs on every node. It registers the node with the server, sends a
-// heartbeat with utilisation, long-polls for the tasks the server wants on
-// this node and reconciles them with what runs (start new ones, stop those
-// the server wants stopped or no longer knows), ships each task's output to
-// the server by byte offset (safe to resend), and reports starts and exits —
-// an exit only after the task's last log byte is shipped. Each task has a
-// thread of its own for its files (TaskFiles): inputs and the latest
-// checkpoint staged before it starts, checkpoints uploaded as they appear,
-// outputs when it ends, before its exit is reported. Tasks keep running
-// when the agent stops or dies; the next agent on the node re-adopts them.
-// Each task runs as its user's own unprivileged uid (TaskUsers), never root.
-// Every second it samples the node (CPU, memory, disk, network, GPUs through
-// NVML) and each task's cgroup, and sends the samples with its heartbeats.
-// With --network vxlan|ovs-gre it keeps the node's side of the container
-// overlay (net::Overlay) in step with the peers the server lists. Tasks keep
-// running while the server is away (a restart, an upgrade); an agent without
-// it for the server's fencing window stops them (fencing), a lease before the
-// server restarts them elsewhere, so no rank ever runs twice.
-// Thread-safety: Start/Stop from one thread; internal threads share state under mu_.
+// Agent: runs on every node. Through its ControlPlane it registers the node,
+// heartbeats with samples, long-polls for assignments and reconciles them with
+// what runs, ships output by offset and reports exits; without an answer for
+// the server's window it stops its tasks (fencing). Time comes from its Clock;
+// each thread's loop body is a step tests call. Start/Stop from one thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,12 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/container/image_cache.h"
+#include "agent/control_plane.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/task_users.h"
 #include "agent/node/node_info.h"
 #include "agent/task_files.h"
 #include "client/api_client.h"
-#include "common/agent_protocol.h"
+#include "common/clock.h"
+#include "protocol/agent.h"
 #include "net/overlay.h"
 
 namespace ringmaster::agent {
@@ -82,19 +72,42 @@ struct AgentOptions {
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
   std::string self_exe;  // the ringmaster binary: runc's hook that attaches a container
-  // The agent protocol this agent speaks (common/agent_protocol.h); another
+  // Where a task's staging plan comes from; empty: the server (TaskFiles::Plan).
+  // Tests without the files API give one of their own.
+  std::function<StatusOr<StagePlan>(int64_t task_id, int attempt)> stage_plan;
+  // The agent protocol this agent speaks (protocol/agent.h); another
   // value only to test how a server refuses a skewed agent.
-  int protocol_version = kAgentProtocol;
+  int protocol_version = protocol::kAgentProtocol;
 };
 
 class Agent {
  public:
-  Agent(AgentOptions options, std::unique_ptr<Executor> executor);
+  // `control` null: HTTP to options.server_url. `clock` null: the real one;
+  // else it must outlive the agent.
+  Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::unique_ptr<ControlPlane> control = nullptr,
+        const Clock* clock = nullptr);
   ~Agent();
 
+  // Open, then each step on a thread of its own, in a loop with waits.
   void Start();
   // Stops the agent's threads; tasks keep running.
   void Stop();
+
+  // The steps. Open re-adopts the tasks an earlier agent left and its fencing
+  // clock; the others are one round of a thread's loop each.
+  void Open();
+  // Registers the node if it is not, then one long poll of at most `wait`
+  // and the tasks reconciled with its answer. An error: wait, then again.
+  Status SyncOnce(std::chrono::seconds wait);
+  // Ships output and reports starts and exits.
+  void Tick();
+  void HeartbeatOnce();
+  // Stops every task when the server has not answered for its fencing window.
+  void FenceOnce();
+  int64_t node_id() const { return node_id_; }
+  // Waits until every task it holds has started or failed to (each starts
+  // on a thread of its own); false if `guard` passed first. For tests.
+  bool WaitLaunched(std::chrono::milliseconds guard);
 
  private:
   // One attempt of a task: what the agent remembers it by. A task id alone
@@ -126,39 +139,33 @@ class Agent {
   void TickLoop();
   // Heartbeats on a thread of their own: nothing tasks do can delay them.
   void HeartbeatLoop();
-  bool Register();
-  void Reconcile(const nlohmann::json& assignments);
-  // A task's own thread: stages and starts it (`assignment`; null for a task
+  Status Register();
+  void Reconcile(const std::vector<protocol::Assignment>& assignments);
+  // A task's own thread: stages and starts it (`assignment`; none for a task
   // re-adopted from an earlier agent), uploads its checkpoints while it runs
   // and its last checkpoint and outputs when it ends.
-  void RunTask(TaskRef ref, nlohmann::json assignment, std::shared_ptr<std::atomic<bool>> finished);
-  void StartWorkerLocked(const TaskRef& ref, nlohmann::json assignment);
+  void RunTask(TaskRef ref, std::optional<protocol::Assignment> assignment, std::shared_ptr<std::atomic<bool>> finished);
+  void StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assignment> assignment);
   // Joins the task threads that have returned (never waits on a busy one).
   void ReapWorkers();
   // Stages and starts one assignment; the task's exit if it could not start.
-  std::optional<TaskExit> Launch(const TaskRef& ref, const nlohmann::json& assignment, LocalTask* t);
+  std::optional<TaskExit> Launch(const TaskRef& ref, const protocol::Assignment& assignment, LocalTask* t);
   // The final uploads; "" or what could not be uploaded.
   std::string FinalUploads(const LocalTask& t, std::string* synced);
   std::string SyncedPath(const TaskRef& ref) const;
-  void Tick();
-  // Ships what the task wrote (`what`: its log or metrics) from byte
-  // `*shipped` to /api/v1/agent/tasks/ID/<logs|metrics>; true once all is shipped.
   // Ships what is new of a task's log or metrics, within *budget bytes (which
   // it lowers); true once everything there is to ship is shipped.
   bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget);
   // Reports `state` ("running"/"exited"). false: try again later.
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
-  void Heartbeat();
   // The monitor's sampling: the node (NodeSampler) and each running task's
   // cgroup, every sample_interval, queued for the next heartbeat.
   void SampleLoop();
-  monitor::NodeSample SampleOnce(NodeSampler& sampler);
+  protocol::NodeSample SampleOnce(NodeSampler& sampler);
   // The overlay as the server describes it (register and heartbeat replies):
   // set up once, its tunnels kept in step.
-  void ApplyOverlay(const nlohmann::json& overlay);
-  // Stops every task when the server has not answered for too long.
-  void FenceIfCutOff();
+  void ApplyOverlay(const protocol::Overlay& overlay);
   // The silence after which tasks are fenced, ms; 0 = never (or not told yet).
   int64_t FenceWindowMs() const;
   // The server's fencing window, from its answer to a registration or a
@@ -170,23 +177,26 @@ class Agent {
   // What an earlier agent on this node knew: the fencing window and the last
   // contact (if this boot's), so re-adopted tasks keep counting from it.
   void LoadFencing();
-  static int64_t SteadyMs();
+  int64_t SteadyMs() const { return clock_->SteadyMs(); }
   // What the overlay keeps for an ended task (its port, flows); not under mu_.
   void Detach(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);
 
   const AgentOptions options_;
   const std::unique_ptr<Executor> executor_;
-  const client::ApiClient api_;
+  const client::ApiClient api_;  // for files and images; the protocol goes through control_
+  const std::unique_ptr<ControlPlane> control_;
+  const Clock* const clock_;
   NodeInventory inventory_;
   std::string address_;
   std::mutex samples_mu_;
-  std::deque<monitor::NodeSample> samples_;  // GUARDED_BY(samples_mu_): taken, not yet sent
+  std::deque<protocol::NodeSample> samples_;  // GUARDED_BY(samples_mu_): taken, not yet sent
   // The sampler thread's: each task's CPU time at its last sample (ns, steady ms).
   std::map<std::string, std::pair<int64_t, int64_t>> last_cpu_;
 
   std::atomic<bool> running_{false};
   std::atomic<int64_t> node_id_{0};
+  uint64_t index_ = 0;  // the sync step's: the last assignments answer's
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<TaskRef, LocalTask> tasks_;  // GUARDED_BY(mu_)
@@ -207,7 +217,7 @@ class Agent {
   std::mutex net_mu_;
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
   std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not
-  std::string peers_applied_;              // GUARDED_BY(net_mu_)
+  std::optional<std::vector<protocol::OverlayPeer>> peers_applied_;  // GUARDED_BY(net_mu_)
   // Fencing: the server's window, and when it last answered (steady clock, ms).
   std::atomic<int64_t> fence_after_ms_{0};
   std::atomic<int64_t> last_contact_ms_{0};

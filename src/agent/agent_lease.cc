@@ -20,11 +20,6 @@ namespace ringmaster::agent {
 // Samples per heartbeat, in JSON bytes: half the server's limit on a heartbeat.
 constexpr size_t kHeartbeatSampleBytes = 2 << 20;
 
-int64_t Agent::SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t Agent::FenceWindowMs() const { return std::max<int64_t>(0, fence_after_ms_); }
 
 // The last contact is kept as "<boot id> <steady ms>": the steady clock
@@ -72,60 +67,53 @@ void Agent::LoadFencing() {
   contact_saved_ms_ = last;
 }
 
-bool Agent::Register() {
+Status Agent::Register() {
+  protocol::RegisterRequest req;
   // What it holds: a task the server thinks runs here and that is not among
   // them is gone (this node's agent data was lost), and is restarted now.
-  nlohmann::json held = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [ref, t] : tasks_) held.push_back({{"task_id", ref.task_id}, {"attempt", ref.attempt}});
+    for (const auto& [ref, t] : tasks_) req.tasks.push_back({ref.task_id, ref.attempt});
   }
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : inventory_.gpus) {
-    gpus.push_back({{"index", g.index}, {"model", g.model}, {"memory_bytes", g.memory_bytes}, {"uuid", g.uuid}});
-  }
-  nlohmann::json body = {{"name", inventory_.name},
-                         {"cpu_milli", inventory_.cpu_milli},
-                         {"memory_bytes", inventory_.memory_bytes},
-                         {"gpus", gpus},
-                         {"agent_version", ThisBuild().version},
-                         {"protocol_version", options_.protocol_version},
-                         {"tasks", held},
-                         {"fence_after_ms", FenceWindowMs()},
-                         {"address", address_},
-                         {"port_lo", options_.port_lo},
-                         {"port_hi", options_.port_hi},
-                         {"labels", options_.labels},
-                         {"executors", executor_->Runtimes()},
-                         {"network", options_.network}};
+  for (const auto& g : inventory_.gpus) req.gpus.push_back({g.index, g.model, g.memory_bytes, g.uuid});
+  req.name = inventory_.name;
+  req.cpu_milli = inventory_.cpu_milli;
+  req.memory_bytes = inventory_.memory_bytes;
+  req.agent_version = ThisBuild().version;
+  req.protocol_version = options_.protocol_version;
+  req.fence_after_ms = FenceWindowMs();
+  req.address = address_;
+  req.port_lo = options_.port_lo;
+  req.port_hi = options_.port_hi;
+  req.labels = options_.labels;
+  req.executors = executor_->Runtimes();
+  req.network = options_.network;
   const int64_t sent = SteadyMs();
-  auto res = api_.Post("/api/v1/agent/register", body);
+  auto res = control_->Register(req, std::chrono::seconds(30));
   if (!res.ok()) {
     if (res.status().code() == StatusCode::kFailedPrecondition) {
-      // Refused (a protocol this server does not speak): said loudly; tried
-      // again slowly, since the server may be upgraded meanwhile.
-      spdlog::error("agent: the server at {} refuses this agent: {}", options_.server_url, res.status().message());
-      SleepFor(std::chrono::seconds(30));
+      // Refused (a protocol this server does not speak): said loudly.
+      spdlog::error("agent: the server at {} refuses this agent: {}", control_->Describe(), res.status().message());
     } else {
-      spdlog::warn("agent: registering with {} failed: {}", options_.server_url, res.status().ToString());
+      spdlog::warn("agent: registering with {} failed: {}", control_->Describe(), res.status().ToString());
     }
-    return false;
+    return res.status();
   }
-  node_id_ = res->at("node_id").get<int64_t>();
+  node_id_ = res->node_id;
   // The window a server of protocol 1 implies: 70% of its lease.
-  int64_t fence = res->value("fence_after_ms", int64_t{0});
-  if (fence <= 0) fence = res->value("lease_ms", int64_t{0}) * 7 / 10;
+  int64_t fence = res->fence_after_ms;
+  if (fence <= 0) fence = res->lease_ms * 7 / 10;
   AdoptFenceWindow(fence);
   NoteContact(sent);
-  if (options_.network != "host") ApplyOverlay(res->value("overlay", nlohmann::json()));
+  if (options_.network != "host" && res->overlay) ApplyOverlay(*res->overlay);
   spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
                node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
-  return true;
+  return Status::Ok();
 }
 
 void Agent::HeartbeatLoop() {
   while (running_) {
-    if (node_id_ != 0) Heartbeat();
+    HeartbeatOnce();
     SleepFor(options_.heartbeat_interval);
   }
 }
@@ -133,20 +121,20 @@ void Agent::HeartbeatLoop() {
 void Agent::SampleLoop() {
   if (options_.sample_interval.count() <= 0) return;
   NodeSampler sampler(options_.data_dir, options_.nvml_library);
-  (void)sampler.Sample(RealClock::Get()->NowMs());  // the first one has no interval
+  (void)sampler.Sample(clock_->NowMs());  // the first one has no interval
   while (running_) {
     SleepFor(options_.sample_interval);
     if (!running_) break;
-    monitor::NodeSample s = SampleOnce(sampler);
+    protocol::NodeSample s = SampleOnce(sampler);
     std::lock_guard<std::mutex> l(samples_mu_);
     samples_.push_back(std::move(s));
     // A server out of reach for long: the oldest go first, memory stays bounded.
-    while (samples_.size() > monitor::kMaxSamplesPerBody) samples_.pop_front();
+    while (samples_.size() > protocol::kMaxSamplesPerBody) samples_.pop_front();
   }
 }
 
-monitor::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
-  monitor::NodeSample s = sampler.Sample(RealClock::Get()->NowMs());
+protocol::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
+  protocol::NodeSample s = sampler.Sample(clock_->NowMs());
   struct Running {
     TaskRef ref;
     std::vector<int> gpus;
@@ -165,7 +153,7 @@ monitor::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
     auto u = executor_->Usage(key);
     // Without its cgroup (limits off) a task is still measured on its GPUs.
     if (!u && r.gpus.empty()) continue;
-    monitor::TaskSample t;
+    protocol::TaskSample t;
     t.task_id = r.ref.task_id;
     t.attempt = r.ref.attempt;
     if (u) {
@@ -185,7 +173,7 @@ monitor::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
     if (!r.gpus.empty()) {
       double sum = 0;
       int n = 0;
-      for (const monitor::GpuSample& g : s.gpus) {
+      for (const protocol::GpuSample& g : s.gpus) {
         if (std::find(r.gpus.begin(), r.gpus.end(), g.index) == r.gpus.end()) continue;
         sum += g.util;
         ++n;
@@ -198,27 +186,25 @@ monitor::NodeSample Agent::SampleOnce(NodeSampler& sampler) {
   return s;
 }
 
-void Agent::Heartbeat() {
-  std::deque<monitor::NodeSample> taken;
+void Agent::HeartbeatOnce() {
+  if (node_id_ == 0) return;
+  std::deque<protocol::NodeSample> taken;
   {
     std::lock_guard<std::mutex> l(samples_mu_);
     taken.swap(samples_);
   }
   // The newest samples that fit well within the server's limit on a
   // heartbeat (4 MiB): a node with many tasks sends fewer at a time.
-  nlohmann::json samples = nlohmann::json::array();
   size_t bytes = 0, first = taken.size();
-  std::vector<nlohmann::json> each;
   for (size_t i = taken.size(); i-- > 0;) {
-    nlohmann::json j = monitor::ToJson(taken[i]);
-    bytes += j.dump().size() + 1;
+    bytes += protocol::ToJson(taken[i]).dump().size() + 1;
     if (bytes > kHeartbeatSampleBytes) break;
-    each.push_back(std::move(j));
     first = i;
   }
-  for (size_t i = each.size(); i-- > 0;) samples.push_back(std::move(each[i]));
   taken.erase(taken.begin(), taken.begin() + static_cast<ptrdiff_t>(first));  // older ones are dropped
-  nlohmann::json body = {{"samples", std::move(samples)}, {"fence_after_ms", FenceWindowMs()}};
+  protocol::Heartbeat beat;
+  beat.samples.assign(taken.begin(), taken.end());
+  beat.fence_after_ms = FenceWindowMs();
   // A heartbeat that waits long is as good as lost: within the fencing
   // window there is time for a few more.
   auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));
@@ -228,7 +214,7 @@ void Agent::Heartbeat() {
   // The server's lease runs from when it received the heartbeat: at the
   // latest, when it was sent.
   const int64_t sent = SteadyMs();
-  auto res = api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id_.load()), body, {deadline});
+  auto res = control_->Heartbeat(node_id_, beat, deadline);
   if (!res.ok() && res.status().code() == StatusCode::kNotFound) node_id_ = 0;
   if (!res.ok()) {
     // Not delivered: sent again with the next heartbeat (the newest, if too
@@ -237,24 +223,22 @@ void Agent::Heartbeat() {
     if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded || code == StatusCode::kInternal) {
       std::lock_guard<std::mutex> l(samples_mu_);
       samples_.insert(samples_.begin(), taken.begin(), taken.end());
-      while (samples_.size() > monitor::kMaxSamplesPerBody) samples_.pop_front();
+      while (samples_.size() > protocol::kMaxSamplesPerBody) samples_.pop_front();
     }
     return;
   }
-  if (res->is_object() && res->contains("samples_refused")) {
-    spdlog::warn("agent: the server refused samples: {}", res->value("samples_refused", ""));
-  }
+  if (!res->samples_refused.empty()) spdlog::warn("agent: the server refused samples: {}", res->samples_refused);
   NoteContact(sent);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (fenced_) spdlog::info("agent: the server answers again; tasks it no longer assigns here stay stopped");
     fenced_ = false;
   }
-  if (res->is_object()) AdoptFenceWindow(res->value("fence_after_ms", int64_t{0}));  // the server's, if it changed
-  if (options_.network != "host" && res->is_object()) ApplyOverlay(res->value("overlay", nlohmann::json()));
+  AdoptFenceWindow(res->fence_after_ms);  // the server's, if it changed
+  if (options_.network != "host" && res->overlay) ApplyOverlay(*res->overlay);
 }
 
-void Agent::FenceIfCutOff() {
+void Agent::FenceOnce() {
   const int64_t window = FenceWindowMs(), last = last_contact_ms_;
   if (window <= 0 || last == 0) return;
   const int64_t silent = SteadyMs() - last;
@@ -282,46 +266,40 @@ void Agent::Detach(const std::string& key) {
   if (overlay_) overlay_->Detach(key);
 }
 
-void Agent::ApplyOverlay(const nlohmann::json& o) {
-  if (!o.is_object()) return;
+void Agent::ApplyOverlay(const protocol::Overlay& o) {
   std::lock_guard<std::mutex> l(net_mu_);
-  try {
-    auto subnet = net::ParseCidr(o.at("subnet").get<std::string>());
-    auto block = net::ParseCidr(o.at("block").get<std::string>());
-    if (!subnet.ok() || !block.ok()) {
-      overlay_error_ = "the server's overlay: " + (subnet.ok() ? block.status() : subnet.status()).message();
+  auto subnet = net::ParseCidr(o.subnet);
+  auto block = net::ParseCidr(o.block);
+  if (!subnet.ok() || !block.ok()) {
+    overlay_error_ = "the server's overlay: " + (subnet.ok() ? block.status() : subnet.status()).message();
+    return;
+  }
+  if (!overlay_ || overlay_->options().block != *block || overlay_->options().subnet != *subnet) {
+    net::OverlayOptions oo{options_.network, address_, *subnet, *block, options_.ovs_dir};
+    auto overlay = std::make_unique<net::Overlay>(oo);
+    if (Status st = overlay->Setup(); !st.ok()) {
+      overlay_error_ = "setting up the " + options_.network + " overlay: " + st.message();
+      spdlog::error("agent: {}", overlay_error_);
+      overlay_.reset();
       return;
     }
-    if (!overlay_ || overlay_->options().block != *block || overlay_->options().subnet != *subnet) {
-      net::OverlayOptions oo{options_.network, address_, *subnet, *block, options_.ovs_dir};
-      auto overlay = std::make_unique<net::Overlay>(oo);
-      if (Status st = overlay->Setup(); !st.ok()) {
-        overlay_error_ = "setting up the " + options_.network + " overlay: " + st.message();
-        spdlog::error("agent: {}", overlay_error_);
-        overlay_.reset();
-        return;
-      }
-      spdlog::info("agent: {} overlay up: block {} of {}, MTU {}", options_.network, net::FormatCidr(*block),
-                   net::FormatCidr(*subnet), overlay->mtu());
-      overlay_ = std::move(overlay);
-      overlay_error_.clear();
-      peers_applied_.clear();
-    }
-    const std::string peers = o.at("peers").dump();
-    if (peers == peers_applied_) return;
-    std::vector<net::OverlayPeer> list;
-    for (const auto& p : o.at("peers")) {
-      auto b = net::ParseCidr(p.at("block").get<std::string>());
-      if (b.ok()) list.push_back({p.value("node", ""), p.at("address").get<std::string>(), *b});
-    }
-    if (Status st = overlay_->SetPeers(list); !st.ok()) {
-      spdlog::warn("agent: the overlay's tunnels: {}", st.message());
-      return;  // again with the next heartbeat
-    }
-    peers_applied_ = peers;
-  } catch (const nlohmann::json::exception& e) {
-    spdlog::warn("agent: a malformed overlay from the server: {}", e.what());
+    spdlog::info("agent: {} overlay up: block {} of {}, MTU {}", options_.network, net::FormatCidr(*block),
+                 net::FormatCidr(*subnet), overlay->mtu());
+    overlay_ = std::move(overlay);
+    overlay_error_.clear();
+    peers_applied_.reset();
   }
+  if (peers_applied_ == o.peers) return;
+  std::vector<net::OverlayPeer> list;
+  for (const auto& p : o.peers) {
+    auto b = net::ParseCidr(p.block);
+    if (b.ok()) list.push_back({p.node, p.address, *b});
+  }
+  if (Status st = overlay_->SetPeers(list); !st.ok()) {
+    spdlog::warn("agent: the overlay's tunnels: {}", st.message());
+    return;  // again with the next heartbeat
+  }
+  peers_applied_ = o.peers;
 }
 
 }  // namespace ringmaster::agent

@@ -2,6 +2,8 @@
 // by cpp-httplib on loopback) and a fake executor whose tasks end at once.
 #include "agent/agent.h"
 #include "agent/executor/shim.h"
+#include "agent/testing/fake_executor.h"
+#include "protocol/agent.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -19,44 +21,19 @@ namespace {
 
 using nlohmann::json;
 
-class FakeExecutor final : public Executor {
- public:
-  Status Start(const TaskLaunch& launch) override {
-    std::lock_guard<std::mutex> l(mu_);
-    launches_.push_back(launch);
-    return Status::Ok();
-  }
-  Status Stop(const std::string& key, std::chrono::milliseconds) override {
-    std::lock_guard<std::mutex> l(mu_);
-    stopped_.push_back(key);
-    return Status::Ok();
-  }
-  std::optional<TaskExit> Poll(const std::string&) override { return exit_; }
-  StatusOr<OutputChunk> ReadOutput(const std::string&, TaskOutput, int64_t, size_t) override {
-    return NotFound("nothing");
-  }
-  std::map<std::string, std::string> Recover() override { return recovered_; }
-  StatusOr<TaskSandbox> SandboxOf(const std::string&) override { return NotFound("no sandbox"); }
-  void Release(const std::string&) override {}
-
-  std::vector<TaskLaunch> launches() {
-    std::lock_guard<std::mutex> l(mu_);
-    return launches_;
-  }
-
-  std::vector<std::string> stopped() {
-    std::lock_guard<std::mutex> l(mu_);
-    return stopped_;
-  }
-
-  std::map<std::string, std::string> recovered_;  // what an earlier agent left running (set before Start)
-  std::optional<TaskExit> exit_ = TaskExit{0, 0, ""};  // what Poll says of every task (nullopt: still running)
-
- private:
-  std::mutex mu_;
-  std::vector<TaskLaunch> launches_;
-  std::vector<std::string> stopped_;
+// A task's report as the fake server received it.
+struct Report {
+  int64_t task_id = 0;
+  protocol::TaskStatusReport body;
 };
+
+// The body of a request as a protocol message (a failed test if it is not one).
+template <typename T>
+T Read(const std::string& body) {
+  auto m = protocol::Parse<T>(json::parse(body));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : T{};
+}
 
 // The server's side of the agent protocol, with assignments the test sets.
 class FakeServer {
@@ -68,12 +45,14 @@ class FakeServer {
         return;
       }
       std::lock_guard<std::mutex> l(mu_);
-      registrations_.push_back(json::parse(req.body));
+      registrations_.push_back(Read<protocol::RegisterRequest>(req.body));
       cv_.notify_all();
-      res.set_content(R"({"node_id": 1, "lease_ms": 10000, "fence_after_ms": 120000})", "application/json");
+      res.set_content(protocol::ToJson(protocol::RegisterReply{1, std::nullopt, 10000, 120000, protocol::kAgentProtocol}).dump(),
+                      "application/json");
     });
-    http_.Post("/api/v1/agent/nodes/1/heartbeat", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("{}", "application/json");
+    http_.Post("/api/v1/agent/nodes/1/heartbeat", [](const httplib::Request& req, httplib::Response& res) {
+      (void)Read<protocol::Heartbeat>(req.body);
+      res.set_content(protocol::ToJson(protocol::HeartbeatReply{std::nullopt, 120000, ""}).dump(), "application/json");
     });
     http_.Get("/api/v1/agent/nodes/1/assignments", [this](const httplib::Request& req, httplib::Response& res) {
       std::unique_lock<std::mutex> l(mu_);
@@ -81,7 +60,7 @@ class FakeServer {
       cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return index != version_ || closed_; });
       served_ = version_;
       cv_.notify_all();
-      res.set_content(json{{"index", version_}, {"tasks", tasks_}}.dump(), "application/json");
+      res.set_content(protocol::ToJson(protocol::Assignments{version_, tasks_}).dump(), "application/json");
     });
     // The staging plan: nothing to stage.
     http_.Get(R"(/api/v1/agent/tasks/(\d+)/files)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -94,9 +73,7 @@ class FakeServer {
     });
     http_.Post(R"(/api/v1/agent/tasks/(\d+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
-      json body = json::parse(req.body);
-      body["task_id"] = std::stoll(req.matches[1]);
-      reports_.push_back(body);
+      reports_.push_back({std::stoll(req.matches[1]), Read<protocol::TaskStatusReport>(req.body)});
       cv_.notify_all();
       res.set_content("{}", "application/json");
     });
@@ -117,7 +94,7 @@ class FakeServer {
   std::atomic<bool> down_{false};  // registrations answer 503, as a server that is away
 
   // Replaces the node's assignments; returns once the agent has fetched them.
-  void Assign(json tasks) {
+  void Assign(std::vector<protocol::Assignment> tasks) {
     std::unique_lock<std::mutex> l(mu_);
     tasks_ = std::move(tasks);
     const uint64_t v = ++version_;
@@ -126,21 +103,21 @@ class FakeServer {
   }
 
   // Waits (a hang guard) for the n-th report with this state; returns it.
-  json WaitReport(const std::string& state, size_t n = 1) {
+  Report WaitReport(const std::string& state, size_t n = 1) {
     std::unique_lock<std::mutex> l(mu_);
-    json found;
+    std::optional<Report> found;
     cv_.wait_for(l, std::chrono::seconds(20), [&] {
       size_t seen = 0;
-      for (const json& r : reports_) {
-        if (r["state"] == state && ++seen == n) {
+      for (const Report& r : reports_) {
+        if (r.body.state == state && ++seen == n) {
           found = r;
           return true;
         }
       }
       return false;
     });
-    EXPECT_FALSE(found.is_null()) << "no report #" << n << " of state " << state;
-    return found;
+    EXPECT_TRUE(found.has_value()) << "no report #" << n << " of state " << state;
+    return found.value_or(Report{});
   }
 
  private:
@@ -151,8 +128,8 @@ class FakeServer {
   std::condition_variable cv_;
   uint64_t version_ = 1, served_ = 0;
   bool closed_ = false;
-  json tasks_ = json::array();
-  std::vector<json> reports_;
+  std::vector<protocol::Assignment> tasks_;
+  std::vector<Report> reports_;
 
  public:
   std::vector<int64_t> plans() {
@@ -160,28 +137,28 @@ class FakeServer {
     return plans_;
   }
   // Waits (a hang guard) for the agent's first registration; returns its body.
-  json FirstRegistration() {
+  protocol::RegisterRequest FirstRegistration() {
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait_for(l, std::chrono::seconds(20), [&] { return !registrations_.empty(); });
     EXPECT_FALSE(registrations_.empty()) << "the agent never registered";
-    return registrations_.empty() ? json() : registrations_[0];
+    return registrations_.empty() ? protocol::RegisterRequest() : registrations_[0];
   }
 
  private:
   std::vector<int64_t> plans_;  // GUARDED_BY(mu_): tasks whose staging plan was asked for
-  std::vector<json> registrations_;  // GUARDED_BY(mu_)
+  std::vector<protocol::RegisterRequest> registrations_;  // GUARDED_BY(mu_)
 };
 
-json Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string& user) {
-  return {{"task_id", task_id},
-          {"attempt", attempt},
-          {"job_id", task_id},
-          {"rank", 0},
-          {"desired", "run"},
-          {"argv", {"/bin/true"}},
-          {"env", {{"RINGMASTER_RANK", "0"}}},
-          {"working_dir", ""},
-          {"user", {{"id", user_id}, {"name", user}}}};
+protocol::Assignment Assignment(int64_t task_id, int attempt, int64_t user_id, const std::string& user) {
+  protocol::Assignment a;
+  a.task_id = task_id;
+  a.attempt = attempt;
+  a.job_id = task_id;
+  a.argv = {"/bin/true"};
+  a.env = {{"RINGMASTER_RANK", "0"}};
+  a.user_id = user_id;
+  a.user_name = user;
+  return a;
 }
 
 class AgentTest : public ::testing::Test {
@@ -220,7 +197,7 @@ class AgentTest : public ::testing::Test {
 };
 
 TEST_F(AgentTest, ATaskRunsAsItsUsersUidAfterItsFilesAreStaged) {
-  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  server_.Assign({Assignment(5, 1, 2, "alice")});
   server_.WaitReport("exited");
   auto launches = exec_->launches();
   ASSERT_EQ(launches.size(), 1u);
@@ -238,11 +215,12 @@ TEST_F(AgentTest, ATaskRunsAsItsUsersUidAfterItsFilesAreStaged) {
 }
 
 TEST_F(AgentTest, AUserWithoutAUidHereFailsItsTaskNamingTheFlag) {
-  server_.Assign(json::array({Assignment(6, 1, 100, "carol")}));
-  json r = server_.WaitReport("exited");
-  EXPECT_EQ(r["task_id"], 6);
-  EXPECT_EQ(r["exit_code"], -1);
-  EXPECT_EQ(r["message"], "user carol (id 100) has no uid on this node: --task-uids 300000-300099 covers user ids 1 to 99");
+  server_.Assign({Assignment(6, 1, 100, "carol")});
+  Report r = server_.WaitReport("exited");
+  EXPECT_EQ(r.task_id, 6);
+  ASSERT_TRUE(r.body.exit.has_value());
+  EXPECT_EQ(r.body.exit->exit_code, -1);
+  EXPECT_EQ(r.body.exit->message, "user carol (id 100) has no uid on this node: --task-uids 300000-300099 covers user ids 1 to 99");
   EXPECT_TRUE(exec_->launches().empty());
 }
 
@@ -250,13 +228,13 @@ TEST_F(AgentTest, AUserWithoutAUidHereFailsItsTaskNamingTheFlag) {
 // ran once under the same id and attempt, as long as the server stopped
 // listing the old one in between.
 TEST_F(AgentTest, ATaskIdThatComesBackAfterTheServerDroppedItRunsAgain) {
-  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  server_.Assign({Assignment(5, 1, 2, "alice")});
   server_.WaitReport("exited", 1);
   // The server still lists it until its next reply: a stale listing starts nothing.
-  server_.Assign(json::array({Assignment(5, 1, 2, "alice")}));
+  server_.Assign({Assignment(5, 1, 2, "alice")});
   EXPECT_EQ(exec_->launches().size(), 1u);
-  server_.Assign(json::array());  // the job ended and was deleted
-  server_.Assign(json::array({Assignment(5, 1, 3, "bob")}));  // another user's new job, same task id
+  server_.Assign({});  // the job ended and was deleted
+  server_.Assign({Assignment(5, 1, 3, "bob")});  // another user's new job, same task id
   server_.WaitReport("exited", 2);
   auto launches = exec_->launches();
   ASSERT_EQ(launches.size(), 2u);
@@ -275,9 +253,9 @@ class AgentReadoptingTest : public AgentTest {
 };
 
 TEST_F(AgentReadoptingTest, ItRegistersWithItsProtocolAndTheTasksItHoldsAndKeepsTheFencingWindow) {
-  json r = server_.FirstRegistration();
-  EXPECT_EQ(r["protocol_version"], kAgentProtocol);
-  EXPECT_EQ(r["tasks"], json::parse(R"([{"task_id": 9, "attempt": 3}])"));
+  protocol::RegisterRequest r = server_.FirstRegistration();
+  EXPECT_EQ(r.protocol_version, protocol::kAgentProtocol);
+  EXPECT_EQ(r.tasks, (std::vector<protocol::HeldTask>{{9, 3}}));
   for (int i = 0; i < 200 && !std::filesystem::exists(dir_ / "fence_after_ms"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a hang guard: written as the answer is read
   }
@@ -295,7 +273,7 @@ class AgentStaleContactTest : public AgentTest {
  protected:
   void Prepare() override {
     exec_->recovered_["9.3"] = R"({"task_id": 9, "attempt": 3, "job_id": 4})";
-    exec_->exit_ = std::nullopt;
+    exec_->set_exit(std::nullopt);
     server_.down_ = true;
     const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/agent_protocol.h"
+#include "protocol/agent.h"
 
 namespace ringmaster::cli {
 
@@ -38,7 +38,7 @@ struct NodeFlags {
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
-  int protocol_version = kAgentProtocol;  // another only to test version skew (a hidden flag)
+  int protocol_version = protocol::kAgentProtocol;  // another only to test version skew (a hidden flag)
   double sample_interval_s = 1;    // the monitor's sampling of the node and its tasks (0 = none)
 };
 

@@ -1,6 +1,6 @@
 #include "common/build_info.h"
 
-#include "common/agent_protocol.h"
+#include "protocol/agent.h"
 #include "common/version.h"  // generated: the only file that includes it
 
 namespace ringmaster {
@@ -39,7 +39,8 @@ std::string Field(const nlohmann::json& j, const char* name) {
 }  // namespace
 
 const BuildInfo& ThisBuild() {
-  static const BuildInfo info{kVersion, kGitCommit, Compiler(), Platform(), kAgentProtocol, kMinAgentProtocol};
+  static const BuildInfo info{kVersion, kGitCommit, Compiler(), Platform(), protocol::kAgentProtocol,
+                                protocol::kMinAgentProtocol};
   return info;
 }
 

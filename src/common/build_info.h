@@ -15,7 +15,7 @@ struct BuildInfo {
   std::string git_commit;  // "1a2b3c4d5e6f", "1a2b3c4d5e6f-dirty" or "unknown"
   std::string compiler;    // "gcc 12.2.0"
   std::string platform;    // "linux/amd64"
-  // The agent protocol (common/agent_protocol.h): an agent speaks
+  // The agent protocol (protocol/agent.h): an agent speaks
   // agent_protocol, a server serves min_agent_protocol to agent_protocol.
   // 0: not said (a build from before protocols had numbers).
   int agent_protocol = 0;

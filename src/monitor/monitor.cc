@@ -23,8 +23,8 @@ double LowerMedian(std::vector<double> v) {
 
 Monitor::Monitor(MonitorOptions options) : options_(std::move(options)), series_(options_.series) {}
 
-void Monitor::IngestNode(int64_t node_id, const std::vector<NodeSample>& samples, const std::set<int64_t>& tasks_here) {
-  for (const NodeSample& s : samples) {
+void Monitor::IngestNode(int64_t node_id, const std::vector<protocol::NodeSample>& samples, const std::set<int64_t>& tasks_here) {
+  for (const protocol::NodeSample& s : samples) {
     const int64_t t = s.t_ms;
     series_.Add(NodeKey(node_id, "cpu"), t, s.cpu);
     series_.Add(NodeKey(node_id, "memory_bytes"), t, static_cast<double>(s.memory_used_bytes));
@@ -33,13 +33,13 @@ void Monitor::IngestNode(int64_t node_id, const std::vector<NodeSample>& samples
     series_.Add(NodeKey(node_id, "disk_write_bps"), t, s.disk_write_bps);
     series_.Add(NodeKey(node_id, "net_rx_bps"), t, s.net_rx_bps);
     series_.Add(NodeKey(node_id, "net_tx_bps"), t, s.net_tx_bps);
-    for (const GpuSample& g : s.gpus) {
+    for (const protocol::GpuSample& g : s.gpus) {
       series_.Add(GpuKey(node_id, g.index, "util"), t, g.util);
       series_.Add(GpuKey(node_id, g.index, "memory_bytes"), t, static_cast<double>(g.memory_used_bytes));
       series_.Add(GpuKey(node_id, g.index, "power_w"), t, g.power_w);
       series_.Add(GpuKey(node_id, g.index, "temperature_c"), t, g.temperature_c);
     }
-    for (const TaskSample& x : s.tasks) {
+    for (const protocol::TaskSample& x : s.tasks) {
       if (!tasks_here.count(x.task_id)) continue;
       if (x.cpu_cores >= 0) series_.Add(TaskKey(x.task_id, "cpu_cores"), t, x.cpu_cores);
       if (x.memory_bytes >= 0) series_.Add(TaskKey(x.task_id, "memory_bytes"), t, static_cast<double>(x.memory_bytes));
@@ -51,12 +51,12 @@ void Monitor::IngestNode(int64_t node_id, const std::vector<NodeSample>& samples
   if (samples.empty()) return;
   std::lock_guard<std::mutex> l(mu_);
   samples_ += samples.size();
-  const NodeSample& last = samples.back();
-  NodeSample& held = latest_node_[node_id];
+  const protocol::NodeSample& last = samples.back();
+  protocol::NodeSample& held = latest_node_[node_id];
   if (last.t_ms < held.t_ms) return;
   held = last;
   held.tasks.clear();
-  for (const TaskSample& x : last.tasks) {
+  for (const protocol::TaskSample& x : last.tasks) {
     if (tasks_here.count(x.task_id)) latest_task_[x.task_id] = {x, last.t_ms};
   }
 }
@@ -77,14 +77,14 @@ void Monitor::IngestTrainer(int64_t task_id, int64_t t_ms, const nlohmann::json&
   }
 }
 
-std::optional<NodeSample> Monitor::LatestNode(int64_t node_id, int64_t now_ms, int64_t max_age_ms) const {
+std::optional<protocol::NodeSample> Monitor::LatestNode(int64_t node_id, int64_t now_ms, int64_t max_age_ms) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = latest_node_.find(node_id);
   if (it == latest_node_.end() || now_ms - it->second.t_ms > max_age_ms) return std::nullopt;
   return it->second;
 }
 
-std::optional<TaskSample> Monitor::LatestTask(int64_t task_id, int64_t now_ms, int64_t max_age_ms) const {
+std::optional<protocol::TaskSample> Monitor::LatestTask(int64_t task_id, int64_t now_ms, int64_t max_age_ms) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = latest_task_.find(task_id);
   if (it == latest_task_.end() || now_ms - it->second.t_ms > max_age_ms) return std::nullopt;

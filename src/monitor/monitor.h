@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "monitor/samples.h"
+#include "protocol/samples.h"
 #include "monitor/series_store.h"
 
 namespace ringmaster::monitor {
@@ -68,16 +68,16 @@ class Monitor {
 
   // An agent's samples for its node. Tasks not in `tasks_here` (the tasks the
   // server placed on the node) are ignored: an agent speaks for its own only.
-  void IngestNode(int64_t node_id, const std::vector<NodeSample>& samples, const std::set<int64_t>& tasks_here);
+  void IngestNode(int64_t node_id, const std::vector<protocol::NodeSample>& samples, const std::set<int64_t>& tasks_here);
   // A task's trainer metrics record ({"step_time_s": ..., "samples_per_s": ...}),
   // received at `t_ms` (the record's time_ms if it is within the 5 minutes
   // before). Only those two fields are kept as series.
   void IngestTrainer(int64_t task_id, int64_t t_ms, const nlohmann::json& record);
 
   // The latest sample of a node (nullopt if none within max_age_ms of now_ms).
-  std::optional<NodeSample> LatestNode(int64_t node_id, int64_t now_ms, int64_t max_age_ms) const;
+  std::optional<protocol::NodeSample> LatestNode(int64_t node_id, int64_t now_ms, int64_t max_age_ms) const;
   // The latest sample of a task.
-  std::optional<TaskSample> LatestTask(int64_t task_id, int64_t now_ms, int64_t max_age_ms) const;
+  std::optional<protocol::TaskSample> LatestTask(int64_t task_id, int64_t now_ms, int64_t max_age_ms) const;
   // The node's mean GPU utilisation over the window (0..1), nullopt if it has
   // no GPU samples; likewise CPU.
   std::optional<double> NodeGpuUtil(int64_t node_id, int64_t since_ms) const;
@@ -109,9 +109,9 @@ class Monitor {
   const MonitorOptions options_;
   SeriesStore series_;
   mutable std::mutex mu_;
-  std::map<int64_t, NodeSample> latest_node_;  // GUARDED_BY(mu_): without tasks
+  std::map<int64_t, protocol::NodeSample> latest_node_;  // GUARDED_BY(mu_): without tasks
   struct LatestTaskSample {
-    TaskSample sample;
+    protocol::TaskSample sample;
     int64_t t_ms = 0;
   };
   std::map<int64_t, LatestTaskSample> latest_task_;  // GUARDED_BY(mu_)

@@ -67,7 +67,7 @@ TEST(Monitor, IdleGpusAreFlaggedOnlyAfterTheWholeWindow) {
   Monitor m(Fast());
   RunningGang g = Gang(1, 2);
   auto sample = [&](int64_t t, double util) {
-    NodeSample s;
+    protocol::NodeSample s;
     s.t_ms = t;
     s.tasks.push_back({100, 1, 0.5, 1, 1, 0, util});
     m.IngestNode(1, {s}, {100});
@@ -94,7 +94,7 @@ TEST(Monitor, NoIdleVerdictWithoutSamplesFromTheWindowsStart) {
   RunningGang g = Gang(1, 1);
   g.running_since_ms = 900'000;  // running long enough, but measured only lately
   for (int64_t t = 1'040'000; t <= 1'061'000; t += 1'000) {
-    NodeSample s;
+    protocol::NodeSample s;
     s.t_ms = t;
     s.tasks.push_back({100, 1, 0.5, 1, 1, 0, 0.0});
     m.IngestNode(1, {s}, {100});
@@ -104,7 +104,7 @@ TEST(Monitor, NoIdleVerdictWithoutSamplesFromTheWindowsStart) {
 
 TEST(Monitor, AnAgentSpeaksOnlyForItsOwnTasks) {
   Monitor m;
-  NodeSample s;
+  protocol::NodeSample s;
   s.t_ms = 1'000;
   s.tasks.push_back({100, 1, 1.0, 1, 1, 0, -1});
   s.tasks.push_back({999, 1, 1.0, 1, 1, 0, -1});  // another node's task
@@ -132,7 +132,7 @@ TEST(Monitor, GangUseIsOverWhatItHolds) {
   Monitor m;
   RunningGang g = Gang(2);  // 2 CPUs each
   for (int64_t t = 0; t < 10'000; t += 1'000) {
-    NodeSample s;
+    protocol::NodeSample s;
     s.t_ms = t;
     s.tasks.push_back({100, 1, 1.8, 1, 1, 0, -1});
     s.tasks.push_back({101, 1, 1.4, 1, 1, 0, -1});

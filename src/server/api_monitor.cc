@@ -186,24 +186,24 @@ StatusOr<std::string> MetricsText(Api& api) {
   struct NodeGauge {
     const char* name;
     const char* help;
-    double (*get)(const monitor::NodeSample&);
+    double (*get)(const protocol::NodeSample&);
   };
   const NodeGauge gauges[] = {
-      {"ringmaster_node_cpu_ratio", "CPU in use, 0..1 of the node.", [](const monitor::NodeSample& s) { return s.cpu; }},
+      {"ringmaster_node_cpu_ratio", "CPU in use, 0..1 of the node.", [](const protocol::NodeSample& s) { return s.cpu; }},
       {"ringmaster_node_memory_used_bytes", "Memory in use (total less available).",
-       [](const monitor::NodeSample& s) { return static_cast<double>(s.memory_used_bytes); }},
+       [](const protocol::NodeSample& s) { return static_cast<double>(s.memory_used_bytes); }},
       {"ringmaster_node_disk_used_bytes", "Used bytes of the file system holding the agent's data.",
-       [](const monitor::NodeSample& s) { return static_cast<double>(s.disk_used_bytes); }},
+       [](const protocol::NodeSample& s) { return static_cast<double>(s.disk_used_bytes); }},
       {"ringmaster_node_disk_read_bytes_per_second", "Bytes read from block devices per second.",
-       [](const monitor::NodeSample& s) { return s.disk_read_bps; }},
+       [](const protocol::NodeSample& s) { return s.disk_read_bps; }},
       {"ringmaster_node_disk_written_bytes_per_second", "Bytes written to block devices per second.",
-       [](const monitor::NodeSample& s) { return s.disk_write_bps; }},
+       [](const protocol::NodeSample& s) { return s.disk_write_bps; }},
       {"ringmaster_node_network_receive_bytes_per_second", "Bytes received per second, all interfaces but loopback.",
-       [](const monitor::NodeSample& s) { return s.net_rx_bps; }},
+       [](const protocol::NodeSample& s) { return s.net_rx_bps; }},
       {"ringmaster_node_network_transmit_bytes_per_second", "Bytes sent per second, all interfaces but loopback.",
-       [](const monitor::NodeSample& s) { return s.net_tx_bps; }},
+       [](const protocol::NodeSample& s) { return s.net_tx_bps; }},
   };
-  std::vector<std::pair<std::string, monitor::NodeSample>> latest;
+  std::vector<std::pair<std::string, protocol::NodeSample>> latest;
   for (const auto& n : nodes) {
     if (auto s = api.monitor->LatestNode(n.id, now, kLatestAgeMs)) latest.emplace_back(n.name, std::move(*s));
   }
@@ -217,16 +217,16 @@ StatusOr<std::string> MetricsText(Api& api) {
   struct GpuGauge {
     const char* name;
     const char* help;
-    double (*get)(const monitor::GpuSample&);
+    double (*get)(const protocol::GpuSample&);
   };
   const GpuGauge gpu_gauges[] = {
       {"ringmaster_gpu_utilisation_ratio", "Share of time a kernel ran on the GPU, 0..1 (NVML).",
-       [](const monitor::GpuSample& g) { return g.util; }},
+       [](const protocol::GpuSample& g) { return g.util; }},
       {"ringmaster_gpu_memory_used_bytes", "GPU memory in use (NVML).",
-       [](const monitor::GpuSample& g) { return static_cast<double>(g.memory_used_bytes); }},
-      {"ringmaster_gpu_power_watts", "GPU power draw (NVML).", [](const monitor::GpuSample& g) { return g.power_w; }},
+       [](const protocol::GpuSample& g) { return static_cast<double>(g.memory_used_bytes); }},
+      {"ringmaster_gpu_power_watts", "GPU power draw (NVML).", [](const protocol::GpuSample& g) { return g.power_w; }},
       {"ringmaster_gpu_temperature_celsius", "GPU temperature (NVML).",
-       [](const monitor::GpuSample& g) { return g.temperature_c; }},
+       [](const protocol::GpuSample& g) { return g.temperature_c; }},
   };
   for (const GpuGauge& g : gpu_gauges) {
     out.Family(g.name, MetricType::kGauge, g.help);
@@ -240,7 +240,7 @@ StatusOr<std::string> MetricsText(Api& api) {
   std::map<int64_t, int64_t> job_user;
   struct TaskRow {
     monitor::Labels labels;
-    monitor::TaskSample s;
+    protocol::TaskSample s;
   };
   std::vector<TaskRow> rows;
   for (const auto& t : placed) {

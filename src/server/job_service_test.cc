@@ -294,7 +294,7 @@ TEST_F(JobServiceTest, AnAutoscaledJobResizesOnItsMeasuredUseOntoTheLeastLoadedN
     for (int64_t t = 0; t < ms; t += 1'000) {
       clock_.AdvanceMs(1'000);
       for (int64_t node : {a, b}) {
-        monitor::NodeSample s;
+        protocol::NodeSample s;
         s.t_ms = clock_.NowMs();
         s.cpu = node == a ? 0.3 : 0.1;
         std::set<int64_t> here;

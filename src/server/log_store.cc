@@ -42,7 +42,7 @@ LogStore::LogStore(std::string root, int64_t max_bytes) : root_(std::move(root))
 
 std::string LogStore::JobDir(int64_t job_id) const { return fmt::format("{}/{}", root_, job_id); }
 
-StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_t offset, const std::string& data) {
+StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_t offset, std::string_view data) {
   std::lock_guard<std::mutex> l(mu_);
   RM_RETURN_IF_ERROR(Refused(MakeDirs(JobDir(job_id), 0700)));
   const std::string path = fmt::format("{}/rank-{}.attempt-{}.log", JobDir(job_id), rank, attempt);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -29,7 +30,7 @@ class LogStore {
 
   // Appends `data` if `offset` equals the bytes sent so far; returns the bytes
   // sent so far after it (kept and dropped together).
-  StatusOr<int64_t> Append(int64_t job_id, int rank, int attempt, int64_t offset, const std::string& data);
+  StatusOr<int64_t> Append(int64_t job_id, int rank, int attempt, int64_t offset, std::string_view data);
   // Every file of the job, by rank then attempt.
   std::vector<LogFile> List(int64_t job_id) const;
   void DeleteJob(int64_t job_id);

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/agent_protocol.h"
+#include "protocol/agent.h"
 #include "common/build_info.h"
 #include "server/server_test_fixture.h"
 
@@ -41,18 +41,18 @@ TEST_F(ServerTest, AnAgentOfAProtocolTheServerDoesNotSpeakIsRefusedNamingBoth) {
     return json{{"name", "n1"}, {"cpu_milli", 1000}, {"memory_bytes", 1 << 30}, {"agent_version", "9.9.9"},
                 {"protocol_version", protocol}}.dump();
   };
-  auto newer = Call("POST", "/api/v1/agent/register", token, body(kAgentProtocol + 1));
+  auto newer = Call("POST", "/api/v1/agent/register", token, body(protocol::kAgentProtocol + 1));
   EXPECT_EQ(newer->status, 409) << newer->body;
   const std::string msg = ErrorMessage(newer);
-  EXPECT_NE(msg.find(fmt::format("agent protocol {} (agent 9.9.9)", kAgentProtocol + 1)), std::string::npos) << msg;
-  EXPECT_NE(msg.find(fmt::format("{} (server ", kAgentProtocol)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("agent protocol {} (agent 9.9.9)", protocol::kAgentProtocol + 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("{} (server ", protocol::kAgentProtocol)), std::string::npos) << msg;
   EXPECT_NE(msg.find("upgrade the server first"), std::string::npos) << msg;
-  auto older = Call("POST", "/api/v1/agent/register", token, body(kMinAgentProtocol - 1));
+  auto older = Call("POST", "/api/v1/agent/register", token, body(protocol::kMinAgentProtocol - 1));
   EXPECT_EQ(older->status, 409) << older->body;
   EXPECT_NE(ErrorMessage(older).find("upgrade the agent"), std::string::npos) << older->body;
   EXPECT_EQ(json::parse(Call("GET", "/api/v1/nodes", admin_)->body)["nodes"].size(), 0u);  // nothing registered
   // This release's and the one before are served; the answer says how long to run without the server.
-  for (int p : {kMinAgentProtocol, kAgentProtocol}) {
+  for (int p : {protocol::kMinAgentProtocol, protocol::kAgentProtocol}) {
     auto ok = Call("POST", "/api/v1/agent/register", token, body(p));
     ASSERT_EQ(ok->status, 200) << ok->body;
     EXPECT_GT(json::parse(ok->body).value("fence_after_ms", 0), json::parse(ok->body).value("lease_ms", 0));

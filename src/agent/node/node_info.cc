@@ -140,8 +140,8 @@ NodeSampler::~NodeSampler() = default;
 
 int64_t NodeSampler::MemoryUsedBytes() { return MemInfoBytes("MemTotal") - MemInfoBytes("MemAvailable"); }
 
-monitor::NodeSample NodeSampler::Sample(int64_t now_ms) {
-  monitor::NodeSample s;
+protocol::NodeSample NodeSampler::Sample(int64_t now_ms) {
+  protocol::NodeSample s;
   s.t_ms = now_ms;
   const double dt = last_ms_ > 0 && now_ms > last_ms_ ? static_cast<double>(now_ms - last_ms_) / 1000.0 : 0;
   {
@@ -208,7 +208,7 @@ monitor::NodeSample NodeSampler::Sample(int64_t now_ms) {
   last_ms_ = now_ms;
   if (nvml_) {
     for (const auto& [index, dev] : nvml_->devices) {
-      monitor::GpuSample g;
+      protocol::GpuSample g;
       g.index = index;
       Nvml::Utilization u{};
       if (nvml_->util(dev, &u) != 0) continue;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "monitor/samples.h"
+#include "protocol/samples.h"
 
 namespace ringmaster::agent {
 
@@ -44,7 +44,7 @@ class NodeSampler {
   NodeSampler(const NodeSampler&) = delete;
   NodeSampler& operator=(const NodeSampler&) = delete;
 
-  monitor::NodeSample Sample(int64_t now_ms);
+  protocol::NodeSample Sample(int64_t now_ms);
   static int64_t MemoryUsedBytes();
 
  private:

@@ -25,11 +25,11 @@ TEST(NodeInfo, NoNvmlMeansNoGpus) { EXPECT_TRUE(DetectGpus("libno-such-nvml.so.1
 
 TEST(NodeInfo, SamplesTheNode) {
   NodeSampler s("/");
-  monitor::NodeSample first = s.Sample(1'000);
+  protocol::NodeSample first = s.Sample(1'000);
   EXPECT_EQ(first.cpu, 0.0);  // no interval yet
   volatile double x = 0;
   for (int i = 0; i < 2'000'000; ++i) x += i;
-  monitor::NodeSample u = s.Sample(2'000);
+  protocol::NodeSample u = s.Sample(2'000);
   EXPECT_GE(u.cpu, 0.0);
   EXPECT_LE(u.cpu, 1.0);
   EXPECT_GT(u.memory_used_bytes, 0);
@@ -41,7 +41,7 @@ TEST(NodeInfo, SamplesTheNode) {
 TEST(NodeInfo, SamplesGpusThroughNvml) {
   setenv("FAKE_NVML_UTIL", "37", 1);
   NodeSampler s("/", FAKE_NVML);
-  monitor::NodeSample u = s.Sample(1'000);
+  protocol::NodeSample u = s.Sample(1'000);
   unsetenv("FAKE_NVML_UTIL");
   ASSERT_EQ(u.gpus.size(), 2u);
   EXPECT_DOUBLE_EQ(u.gpus[1].util, 0.37);

@@ -1,8 +1,8 @@
-#include "monitor/samples.h"
+#include "protocol/samples.h"
 
 #include <gtest/gtest.h>
 
-namespace ringmaster::monitor {
+namespace ringmaster::protocol {
 namespace {
 
 TEST(Samples, RoundTrip) {
@@ -40,4 +40,4 @@ TEST(Samples, BadInputNamesTheField) {
 }
 
 }  // namespace
-}  // namespace ringmaster::monitor
+}  // namespace ringmaster::protocol

@@ -1,10 +1,10 @@
-#include "monitor/samples.h"
+#include "protocol/samples.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-namespace ringmaster::monitor {
+namespace ringmaster::protocol {
 
 using nlohmann::json;
 
@@ -152,4 +152,4 @@ StatusOr<std::vector<NodeSample>> ParseSamples(const json& samples) {
   return out;
 }
 
-}  // namespace ringmaster::monitor
+}  // namespace ringmaster::protocol

@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 
-namespace ringmaster::monitor {
+namespace ringmaster::protocol {
 
 struct GpuSample {
   int index = 0;
@@ -61,4 +61,4 @@ nlohmann::json ToJson(const std::vector<NodeSample>& samples);
 // field when anything is missing, of the wrong type or out of range.
 StatusOr<std::vector<NodeSample>> ParseSamples(const nlohmann::json& samples);
 
-}  // namespace ringmaster::monitor
+}  // namespace ringmaster::protocol
