@@ -15,6 +15,7 @@
 #include "common/json_limits.h"
 #include "common/strings.h"
 #include "http/client.h"
+#include "protocol/image_ref.h"
 
 namespace ringmaster::agent {
 namespace {
