@@ -85,7 +85,7 @@ class ControlPlaneTest : public ::testing::Test {
   }
 
   int64_t Submit(const std::string& yaml) {
-    auto spec = ParseJobSpec(yaml);
+    auto spec = protocol::ParseJobSpec(yaml);
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     return *jobs_->Submit(user_, *spec);
   }
