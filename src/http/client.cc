@@ -494,6 +494,7 @@ StatusOr<size_t> ResponseStream::ReadSome(char* buf, size_t n) {
 
 StatusOr<std::string> ResponseStream::ReadAll(uint64_t limit) {
   const std::string what = options_.what.empty() ? "the answer" : options_.what;
+  if (conn_->done()) return std::string();  // no body (HEAD, 204, 304), whatever Content-Length says
   if (head_.content_length && *head_.content_length > limit) {
     return Internal(fmt::format("{}{}: the answer is too large ({} bytes, over {})", client_->options_.prefix, what,
                                 *head_.content_length, limit));

@@ -182,6 +182,18 @@ TEST(HttpClient, RefusesAnAnswerOverTheLimit) {
   EXPECT_EQ(r.status().code(), StatusCode::kInternal) << r.status().ToString();
 }
 
+TEST(HttpClient, AHeadAnswerHasNoBodyWhateverItsLength) {
+  Peer peer([](int fd) {
+    ReadRequest(fd);
+    Send(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
+  });
+  Client client(peer.Target());
+  auto r = client.Do({.method = "HEAD"}, {.max_body = 1000});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->content_length, 100000000u);
+  EXPECT_EQ(r->body, "");
+}
+
 TEST(HttpClient, SpeaksOverAUnixSocket) {
   const std::string path = (std::filesystem::temp_directory_path() / ("rm_client_test." + std::to_string(getpid()))).string();
   unlink(path.c_str());
