@@ -237,4 +237,7 @@ class WholeBodyReader : public BodyReader {
   size_t pos_ = 0;
 };
 
+// Writes one canned error response on `stream` and closes it (reject.cc).
+void Reject(beast::tcp_stream stream, int status, std::string reason, std::string code, std::string message);
+
 }  // namespace ringmaster::http

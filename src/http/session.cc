@@ -1,6 +1,6 @@
 // Connections of the HTTP server: one HTTP/1.1 session per connection over a
 // plain or TLS stream, the sniffer that tells TLS from plain HTTP on a TLS
-// port, the refusal sent at the connection limit, and the accept loop.
+// port, and the accept loop (the canned refusals are in reject.cc).
 #include "http/server_impl.h"
 
 namespace ringmaster::http {
@@ -605,29 +605,6 @@ class TlsSession final : public HttpSession<TlsSession>, public std::enable_shar
   beast::ssl_stream<beast::tcp_stream> stream_;
 };
 
-// Writes one canned response and closes: plain HTTP on a TLS port, or too many connections.
-class RejectSession final : public std::enable_shared_from_this<RejectSession> {
- public:
-  RejectSession(beast::tcp_stream stream, int status, std::string reason, std::string code, std::string message)
-      : stream_(std::move(stream)) {
-    Response r = ErrorResponse(status, code, message);
-    text_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
-                        status, reason, r.body.size(), r.body);
-  }
-  void Run() {
-    stream_.expires_after(std::chrono::seconds(5));
-    net::async_write(stream_, net::buffer(text_), [self = shared_from_this()](beast::error_code, std::size_t) {
-      beast::error_code ec;
-      self->stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-      self->stream_.socket().close(ec);
-    });
-  }
-
- private:
-  beast::tcp_stream stream_;
-  std::string text_;
-};
-
 // With TLS on: peeks at the first bytes; a TLS handshake goes on as HTTPS,
 // anything else gets a plain-text 400 that says to use https.
 class DetectSession final : public SessionBase, public std::enable_shared_from_this<DetectSession> {
@@ -667,9 +644,8 @@ class DetectSession final : public SessionBase, public std::enable_shared_from_t
             ->Run();
         return;
       }
-      std::make_shared<RejectSession>(std::move(self->stream_), 400, "Bad Request", "InvalidArgument",
-                                      "this server speaks HTTPS only: use an https:// URL")
-          ->Run();
+      Reject(std::move(self->stream_), 400, "Bad Request", "InvalidArgument",
+                                      "this server speaks HTTPS only: use an https:// URL");
     });
   }
 
@@ -703,9 +679,8 @@ void Server::Impl::Accept() {
     auto ep = socket.remote_endpoint(ignored);
     std::string remote = ignored ? std::string("?") : ep.address().to_string();
     if (connections >= opt.max_connections && !EvictLongestWaiting()) {
-      std::make_shared<RejectSession>(beast::tcp_stream(std::move(socket)), 503, "Service Unavailable", "Unavailable",
-                                      "too many connections; try again later")
-          ->Run();
+      Reject(beast::tcp_stream(std::move(socket)), 503, "Service Unavailable", "Unavailable",
+                                      "too many connections; try again later");
     } else if (tls) {
       std::make_shared<DetectSession>(*this, std::move(socket), std::move(remote))->Run();
     } else {
