@@ -2,7 +2,7 @@
 // by cpp-httplib on loopback) and a fake executor whose tasks end at once.
 #include "agent/agent.h"
 #include "agent/executor/shim.h"
-#include "agent/testing/fake_executor.h"
+#include "agent/testing/scripted_executor.h"
 #include "protocol/agent.h"
 
 #include <gtest/gtest.h>
@@ -177,7 +177,7 @@ class AgentTest : public ::testing::Test {
     o.tick_interval = std::chrono::milliseconds(10);
     // As a root agent would map users, wherever the test runs.
     o.task_users = TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
-    auto exec = std::make_unique<FakeExecutor>();
+    auto exec = std::make_unique<ScriptedExecutor>();
     exec_ = exec.get();
     Prepare();
     agent_ = std::make_unique<Agent>(o, std::move(exec));
@@ -192,7 +192,7 @@ class AgentTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   FakeServer server_;
-  FakeExecutor* exec_ = nullptr;
+  ScriptedExecutor* exec_ = nullptr;
   std::unique_ptr<Agent> agent_;
 };
 

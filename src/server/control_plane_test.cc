@@ -1,6 +1,6 @@
 // A server (JobService on a temporary store, AgentService) and three agents
 // in one process: each agent talks to the server through an in-process
-// ControlPlane, runs its tasks on a FakeExecutor, and reads time from one
+// ControlPlane, runs its tasks on a ScriptedExecutor, and reads time from one
 // FakeClock shared by all. The test drives the clock and calls the agents'
 // steps (SyncOnce, Tick, HeartbeatOnce, FenceOnce) and the server's
 // scheduling pass: fencing, lease expiry and gang restarts without sleeps.
@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
-#include "agent/testing/fake_executor.h"
+#include "agent/testing/scripted_executor.h"
 #include "common/clock.h"
 #include "server/agent_service.h"
 #include "server/job_service.h"
@@ -32,7 +32,7 @@ class ControlPlaneTest : public ::testing::Test {
  protected:
   struct Node {
     std::string name;
-    agent::FakeExecutor* exec = nullptr;
+    agent::ScriptedExecutor* exec = nullptr;
     InProcessControlPlane* plane = nullptr;
     std::unique_ptr<agent::Agent> agent;
   };
@@ -74,7 +74,7 @@ class ControlPlaneTest : public ::testing::Test {
     o.task_users = agent::TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
     // No files API here: every task stages nothing (and, of job 0, uploads nothing).
     o.stage_plan = [](int64_t, int) -> StatusOr<agent::StagePlan> { return agent::StagePlan{}; };
-    auto exec = std::make_unique<agent::FakeExecutor>();
+    auto exec = std::make_unique<agent::ScriptedExecutor>();
     exec->set_exit(std::nullopt);  // tasks run until stopped
     exec->set_exit_on_stop(true);
     auto plane = std::make_unique<InProcessControlPlane>(service_.get(), name);

@@ -1,4 +1,4 @@
-// FakeExecutor: an Executor whose tasks start at once and end as told (Poll
+// ScriptedExecutor: an Executor whose tasks start at once and end as told (Poll
 // says `exit_` of every task), for the agent's tests. Remembers what it was
 // asked to start and stop. Thread-safe.
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace ringmaster::agent {
 
-class FakeExecutor final : public Executor {
+class ScriptedExecutor final : public Executor {
  public:
   Status Start(const TaskLaunch& launch) override {
     std::lock_guard<std::mutex> l(mu_);
