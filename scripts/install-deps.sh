@@ -34,6 +34,9 @@ PACKAGES=(
   # tasks in containers (docs/containers.md): runc and Docker executors, and
   # images built from Debian packages (mmdebstrap; Node.js for the tfjs image)
   runc docker.io mmdebstrap nodejs
+  # images from OCI registries (docs/containers.md): zstd layers; the tests'
+  # registries (Distribution 2.8 with TLS and htpasswd) and skopeo to fill them
+  libzstd-dev docker-registry skopeo apache2-utils
   # the fake cgroup v2 filesystem the v2 limits are tested against (FUSE)
   libfuse3-dev fuse3
   # the multi-host cluster (docs/cluster.md): hosts in network namespaces, the
@@ -69,3 +72,8 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
 $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
+# The registry package starts a registry on :5000 on a systemd host; the tests
+# start their own on loopback, so the system's stays off.
+if [ -d /run/systemd/system ] && systemctl is-enabled docker-registry >/dev/null 2>&1; then
+  $SUDO systemctl disable --now docker-registry || true
+fi
