@@ -139,6 +139,17 @@ struct AuditEntry {
   std::string detail;
 };
 
+// One user's login to an OCI registry (or the site's, user_id 0, for every
+// user's jobs). The password is sealed by the server (server/secret_box.h)
+// with a key outside the store: the store never holds it in clear.
+struct RegistryCredential {
+  int64_t user_id = 0;   // 0 = the site's
+  std::string registry;  // "registry.example:5000", "docker.io"
+  std::string username;
+  std::string sealed;  // the sealed password (base64)
+  int64_t updated_ms = 0;
+};
+
 struct Event {
   int64_t id = 0;
   int64_t job_id = 0;
@@ -243,6 +254,13 @@ class MetaStore {
   virtual StatusOr<std::vector<AuditEntry>> ListAudit(int limit, const std::string& user, const std::string& action) = 0;
   // Keeps the newest `keep` entries.
   virtual Status PruneAudit(int64_t keep) = 0;
+
+  // Registry logins, one per (user_id, registry): Put replaces.
+  virtual Status PutRegistryCredential(const RegistryCredential& credential) = 0;
+  virtual StatusOr<RegistryCredential> GetRegistryCredential(int64_t user_id, const std::string& registry) = 0;
+  // One user's (0: the site's), by registry.
+  virtual StatusOr<std::vector<RegistryCredential>> ListRegistryCredentials(int64_t user_id) = 0;
+  virtual Status DeleteRegistryCredential(int64_t user_id, const std::string& registry) = 0;
 };
 
 // Opens the store that `url` names: "sqlite:PATH" (or a bare PATH) opens,

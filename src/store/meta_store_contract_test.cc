@@ -150,6 +150,31 @@ TEST_P(MetaStoreContract, TokensAreScopedToTheirUser) {
   EXPECT_EQ(store_->GetToken(tid).status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(MetaStoreContract, RegistryLoginsAreOnePerUserAndRegistry) {
+  const int64_t u1 = MakeUser("ada"), u2 = MakeUser("bob");
+  ASSERT_TRUE(store_->PutRegistryCredential({u1, "reg.example:5000", "ada", "sealed-1", 10}).ok());
+  ASSERT_TRUE(store_->PutRegistryCredential({u1, "docker.io", "ada-hub", "sealed-2", 11}).ok());
+  ASSERT_TRUE(store_->PutRegistryCredential({0, "reg.example:5000", "site", "sealed-3", 12}).ok());
+  // Put replaces the login of that user and registry only.
+  ASSERT_TRUE(store_->PutRegistryCredential({u1, "reg.example:5000", "ada2", "sealed-4", 13}).ok());
+  auto c = store_->GetRegistryCredential(u1, "reg.example:5000");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->username, "ada2");
+  EXPECT_EQ(c->sealed, "sealed-4");
+  EXPECT_EQ(c->updated_ms, 13);
+  EXPECT_EQ(store_->GetRegistryCredential(0, "reg.example:5000")->username, "site");
+  EXPECT_EQ(store_->GetRegistryCredential(u2, "reg.example:5000").status().code(), StatusCode::kNotFound);
+  auto mine = store_->ListRegistryCredentials(u1);
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ((*mine)[0].registry, "docker.io");  // by registry
+  EXPECT_TRUE(store_->ListRegistryCredentials(u2)->empty());
+  EXPECT_EQ(store_->ListRegistryCredentials(0)->size(), 1u);
+  EXPECT_TRUE(store_->DeleteRegistryCredential(u1, "docker.io").ok());
+  EXPECT_EQ(store_->DeleteRegistryCredential(u1, "docker.io").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListRegistryCredentials(u1)->size(), 1u);
+}
+
 TEST_P(MetaStoreContract, NodesUpsertByNameAndKeepWhatTheServerSet) {
   Node n;
   n.name = "vm";

@@ -22,6 +22,7 @@ struct Data {
   std::map<int64_t, Task> tasks;
   std::map<int64_t, Event> events;
   std::map<int64_t, AuditEntry> audit;
+  std::map<std::pair<int64_t, std::string>, RegistryCredential> registry_credentials;
   int64_t last_user = 0, last_token = 0, last_node = 0, last_job = 0, last_task = 0, last_event = 0, last_audit = 0;
 };
 
@@ -350,6 +351,33 @@ class MemoryMetaStore final : public MetaStore {
     // As SQLite's: by id, below the newest id less `keep`.
     const int64_t below = data_.audit.rbegin()->first - keep;
     std::erase_if(data_.audit, [&](const auto& kv) { return kv.first <= below; });
+    return Status::Ok();
+  }
+
+  Status PutRegistryCredential(const RegistryCredential& c) override {
+    Lock l(mu_);
+    Write();
+    data_.registry_credentials[{c.user_id, c.registry}] = c;
+    return Status::Ok();
+  }
+  StatusOr<RegistryCredential> GetRegistryCredential(int64_t user_id, const std::string& registry) override {
+    Lock l(mu_);
+    auto it = data_.registry_credentials.find({user_id, registry});
+    if (it == data_.registry_credentials.end()) return NotFound("registry login " + registry + " not found");
+    return it->second;
+  }
+  StatusOr<std::vector<RegistryCredential>> ListRegistryCredentials(int64_t user_id) override {
+    Lock l(mu_);
+    std::vector<RegistryCredential> out;
+    for (const auto& [key, c] : data_.registry_credentials) {
+      if (key.first == user_id) out.push_back(c);
+    }
+    return out;
+  }
+  Status DeleteRegistryCredential(int64_t user_id, const std::string& registry) override {
+    Lock l(mu_);
+    if (!data_.registry_credentials.erase({user_id, registry})) return NotFound("registry login " + registry + " not found");
+    Write();
     return Status::Ok();
   }
 

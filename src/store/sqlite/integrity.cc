@@ -26,7 +26,7 @@ void SqliteMetaStore::CheckAtOpen() {
     }
     if (rc != SQLITE_DONE) (void)Error(rc, "quick_check");
   }
-  for (const char* table : {"users", "tokens", "nodes", "jobs", "tasks", "events", "audit"}) {
+  for (const char* table : {"users", "tokens", "nodes", "jobs", "tasks", "events", "audit", "registry_credentials"}) {
     Status st = ScanTable(table);
     if (!st.ok()) NoteDamage(std::string("table ") + table + ": " + st.message());
   }

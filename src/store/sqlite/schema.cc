@@ -262,6 +262,17 @@ ALTER TABLE nodes ADD COLUMN cordon_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN fence_after_ms INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 11: users' (and the site's, user_id 0) logins to OCI registries, the
+    // password sealed by the server with a key outside the database.
+    R"sql(
+CREATE TABLE registry_credentials (
+  user_id INTEGER NOT NULL,
+  registry TEXT NOT NULL,
+  username TEXT NOT NULL,
+  sealed TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY (user_id, registry));
+)sql",
 };
 
 }  // namespace

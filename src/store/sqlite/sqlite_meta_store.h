@@ -94,6 +94,12 @@ class SqliteMetaStore final : public MetaStore {
   StatusOr<std::vector<AuditEntry>> ListAudit(int limit, const std::string& user, const std::string& action) override;
   Status PruneAudit(int64_t keep) override;
 
+  // registry_credentials.cc
+  Status PutRegistryCredential(const RegistryCredential& credential) override;
+  StatusOr<RegistryCredential> GetRegistryCredential(int64_t user_id, const std::string& registry) override;
+  StatusOr<std::vector<RegistryCredential>> ListRegistryCredentials(int64_t user_id) override;
+  Status DeleteRegistryCredential(int64_t user_id, const std::string& registry) override;
+
  private:
   using Lock = std::lock_guard<StoreMutex>;
 
