@@ -1,0 +1,226 @@
+// Test helpers for what needs a real registry: Distribution, Debian's
+// docker-registry (distribution 2.8) of the test's own on a free loopback
+// port (TLS with a certificate made for 127.0.0.1; htpasswd, token or no
+// auth), stopped by pid; and Pusher, which puts blobs and manifests into it
+// through the Registry API. Not thread-safe.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/crypto.h"
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "http/client.h"
+
+namespace ringmaster::registry::testing {
+
+// A loopback port that was free a moment ago.
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// A self-signed certificate for IP 127.0.0.1 in dir/cert.pem, dir/key.pem.
+inline Status MakeLoopbackCert(const std::filesystem::path& dir) {
+  auto made = RunTool({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                       (dir / "key.pem").string(), "-out", (dir / "cert.pem").string()},
+                      std::chrono::seconds(60));
+  return made.status();
+}
+
+class Distribution {
+ public:
+  static constexpr const char* kBinary = "/usr/bin/docker-registry";
+
+  struct Config {
+    bool tls = true;
+    // htpasswd auth when set.
+    std::string user, password;
+    // Token auth when set (auth: token:, with rootcertbundle = token_cert).
+    std::string token_realm, token_service = "test-registry", token_issuer = "test-issuer", token_cert;
+  };
+
+  ~Distribution() { Stop(); }
+
+  // "" when it answers on its port, else why not.
+  std::string Start(const Config& config) {
+    if (access(kBinary, X_OK) != 0) return std::string("no ") + kBinary;
+    char tmpl[] = "/tmp/rmregXXXXXX";
+    if (!mkdtemp(tmpl)) return "mkdtemp failed";
+    dir_ = tmpl;
+    tls_ = config.tls;
+    if (tls_) {
+      if (Status s = MakeLoopbackCert(dir_); !s.ok()) return "openssl: " + s.ToString();
+    }
+    port_ = FreePort();
+    std::string yaml = "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
+                       "    rootdirectory: " + storage().string() +
+                       "\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:" + std::to_string(port_) + "\n";
+    if (tls_) yaml += "  tls:\n    certificate: " + ca_file() + "\n    key: " + (dir_ / "key.pem").string() + "\n";
+    if (!config.user.empty()) {
+      auto line = RunTool({"htpasswd", "-Bbn", config.user, config.password});
+      if (!line.ok()) return "htpasswd: " + line.status().ToString();
+      std::ofstream(dir_ / "htpasswd") << *line;
+      yaml += "auth:\n  htpasswd:\n    realm: test-registry\n    path: " + (dir_ / "htpasswd").string() + "\n";
+    } else if (!config.token_realm.empty()) {
+      yaml += "auth:\n  token:\n    realm: " + config.token_realm + "\n    service: " + config.token_service +
+              "\n    issuer: " + config.token_issuer + "\n    rootcertbundle: " + config.token_cert + "\n";
+    }
+    std::ofstream(dir_ / "config.yml") << yaml;
+    const std::string log = (dir_ / "registry.log").string();
+    std::vector<std::string> args = {kBinary, "serve", (dir_ / "config.yml").string()};
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a crashed test takes its registry along
+      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      dup2(in, 0);
+      dup2(out, 1);
+      dup2(out, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kBinary, argv.data());
+      _exit(127);
+    }
+    if (pid_ < 0) return "fork failed";
+    http::ClientOptions quick;
+    quick.connect_timeout = std::chrono::milliseconds(500);
+    quick.io_timeout = std::chrono::milliseconds(2000);
+    http::Client probe(Target(), quick);
+    http::ClientRequest ping;
+    ping.target = "/v2/";
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (probe.Do(ping).ok()) return "";
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return "docker-registry exited at start: " + LogTail();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "docker-registry did not answer in 30 s: " + LogTail();
+  }
+
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      dir_.clear();
+    }
+  }
+
+  std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string ca_file() const { return (dir_ / "cert.pem").string(); }
+  std::filesystem::path storage() const { return dir_ / "storage"; }
+  const std::filesystem::path& dir() const { return dir_; }
+  // Where the registry keeps blob `digest` ("sha256:<hex>").
+  std::filesystem::path BlobFile(const std::string& digest) const {
+    const std::string hex = digest.substr(7);
+    return storage() / "docker/registry/v2/blobs/sha256" / hex.substr(0, 2) / hex / "data";
+  }
+  http::ClientTarget Target() const {
+    http::ClientTarget t;
+    t.transport = tls_ ? http::ClientTarget::Transport::kTls : http::ClientTarget::Transport::kTcp;
+    t.host = "127.0.0.1";
+    t.port = std::to_string(port_);
+    if (tls_) t.ca_file = ca_file();
+    return t;
+  }
+  std::string LogTail() const {
+    std::ifstream in(dir_ / "registry.log");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all.size() > 3000 ? all.substr(all.size() - 3000) : all;
+  }
+
+ private:
+  std::filesystem::path dir_;
+  bool tls_ = true;
+  int port_ = -1;
+  pid_t pid_ = -1;
+};
+
+// Puts content into a registry with the Registry API (monolithic uploads).
+class Pusher {
+ public:
+  // `authorization`: a whole header value ("Basic ..."), "" = none.
+  Pusher(const http::ClientTarget& target, std::string authorization)
+      : client_(target, http::ClientOptions{}), authorization_(std::move(authorization)) {}
+
+  // Returns the blob's digest.
+  StatusOr<std::string> Blob(const std::string& repository, const std::string& bytes) {
+    const std::string digest = "sha256:" + Sha256Hex(bytes);
+    http::ClientRequest start = Request("POST", "/v2/" + repository + "/blobs/uploads/");
+    RM_ASSIGN_OR_RETURN(http::ClientResponse started, client_.Do(start));
+    if (started.status != 202) return Internal("upload start: " + std::to_string(started.status) + " " + started.body);
+    std::string location = started.Header("Location");
+    if (const size_t scheme = location.find("://"); scheme != std::string::npos) {
+      location = location.substr(location.find('/', scheme + 3));
+    }
+    http::ClientRequest put = Request("PUT", location + (location.find('?') == std::string::npos ? "?" : "&") +
+                                                 "digest=" + digest);
+    put.headers.emplace_back("Content-Type", "application/octet-stream");
+    put.body = bytes;
+    RM_ASSIGN_OR_RETURN(http::ClientResponse done, client_.Do(put));
+    if (done.status != 201) return Internal("upload: " + std::to_string(done.status) + " " + done.body);
+    return digest;
+  }
+
+  // Returns the manifest's digest.
+  StatusOr<std::string> Manifest(const std::string& repository, const std::string& reference,
+                                 const std::string& media_type, const std::string& json) {
+    http::ClientRequest put = Request("PUT", "/v2/" + repository + "/manifests/" + reference);
+    put.headers.emplace_back("Content-Type", media_type);
+    put.body = json;
+    RM_ASSIGN_OR_RETURN(http::ClientResponse done, client_.Do(put));
+    if (done.status != 201) return Internal("manifest: " + std::to_string(done.status) + " " + done.body);
+    return "sha256:" + Sha256Hex(json);
+  }
+
+ private:
+  http::ClientRequest Request(const std::string& method, const std::string& target) {
+    http::ClientRequest r;
+    r.method = method;
+    r.target = target;
+    if (!authorization_.empty()) r.headers.emplace_back("Authorization", authorization_);
+    return r;
+  }
+
+  http::Client client_;
+  std::string authorization_;
+};
+
+}  // namespace ringmaster::registry::testing
