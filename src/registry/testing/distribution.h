@@ -9,12 +9,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -94,22 +95,26 @@ class Distribution {
     }
     std::ofstream(dir_ / "config.yml") << yaml;
     const std::string log = (dir_ / "registry.log").string();
-    std::vector<std::string> args = {kBinary, "serve", (dir_ / "config.yml").string()};
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a crashed test takes its registry along
-      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      dup2(in, 0);
-      dup2(out, 1);
-      dup2(out, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kBinary, argv.data());
-      _exit(127);
+    // setpriv (util-linux) makes a crashed or timed-out test take its
+    // registry along, then execs it: pid_ stays the registry's.
+    std::vector<std::string> args = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "--", kBinary, "serve",
+                                     (dir_ / "config.yml").string()};
+    // posix_spawn: no code of ours runs in the child, so nothing of the
+    // test's threads can deadlock it.
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int spawned = posix_spawn(&pid_, args[0].c_str(), &files, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (spawned != 0) {
+      pid_ = -1;
+      return "posix_spawn " + args[0] + ": " + std::strerror(spawned);
     }
-    if (pid_ < 0) return "fork failed";
     http::ClientOptions quick;
     quick.connect_timeout = std::chrono::milliseconds(500);
     quick.io_timeout = std::chrono::milliseconds(2000);
