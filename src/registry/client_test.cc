@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
 #include "common/subprocess.h"
@@ -272,6 +273,87 @@ TEST_F(RegistryClientTest, UntrustedCertificateIsUnavailable) {
                .Resolve("lab/small", "v1", Platform{});
   ASSERT_EQ(m.status().code(), StatusCode::kUnavailable) << m.status().ToString();
   EXPECT_NE(m.status().message().find("registry " + registry_.host()), std::string::npos) << m.status().message();
+}
+
+// The bearer-token flow: a registry with `auth: token` and
+// tests/fixtures/token_server.py as its realm.
+class RegistryBearerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(Distribution::kBinary, X_OK) != 0) GTEST_SKIP() << "no " << Distribution::kBinary;
+    ASSERT_EQ(token_.Start(RM_TOKEN_SERVER, kUser, kPassword), "");
+    Distribution::Config config;
+    config.token_realm = token_.realm();
+    config.token_cert = token_.cert_file();
+    ASSERT_EQ(registry_.Start(config), "");
+    // Pushing takes a token for pull and push.
+    http::ClientTarget realm;
+    realm.host = "127.0.0.1";
+    realm.port = std::to_string(token_.port());
+    http::Client token_client(realm, http::ClientOptions{});
+    http::ClientRequest req;
+    req.target = "/token?service=test-registry&scope=repository:lab/small:pull,push";
+    req.headers.emplace_back("Authorization", "Basic " + Base64Encode(std::string(kUser) + ":" + kPassword));
+    auto answer = token_client.Do(req);
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    auto json = nlohmann::json::parse(answer->body);
+    Pusher pusher(registry_.Target(), "Bearer " + json["token"].get<std::string>());
+    auto img = PushImage(pusher, "lab/small", "v1", "amd64", "hello");
+    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    image_ = *img;
+  }
+
+  Client MakeClient(Credentials credentials) {
+    return Client(Endpoint{.host = registry_.host(), .plain_http = false, .ca_file = registry_.ca_file()},
+                  std::move(credentials));
+  }
+  // Tokens the server issued for `user` to pull lab/small.
+  int PullTokens(const std::string& user) {
+    const std::string line = "token user=" + user + " scope=repository:lab/small:pull\n";
+    const std::string log = token_.Log();
+    int n = 0;
+    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  }
+
+  testing::TokenServer token_;
+  Distribution registry_;
+  PushedImage image_;
+};
+
+TEST_F(RegistryBearerTest, PullsWithATokenFetchedOnceAndCached) {
+  Client client = MakeClient({.username = kUser, .password = kPassword});
+  auto m = client.Resolve("lab/small", "v1", Platform{});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->digest, image_.manifest_digest);
+  std::string got;
+  Status s = client.StreamBlob("lab/small", image_.layer_digest, [&](const char* d, size_t n) {
+    got.append(d, n);
+    return Status::Ok();
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got, image_.layer);
+  // Manifest, config and layer: one token, cached for the scope.
+  EXPECT_EQ(PullTokens(kUser), 1) << token_.Log();
+}
+
+TEST_F(RegistryBearerTest, WrongPasswordIsUnauthenticated) {
+  auto m = MakeClient({.username = kUser, .password = "not-it"}).Resolve("lab/small", "v1", Platform{});
+  ASSERT_EQ(m.status().code(), StatusCode::kUnauthenticated) << m.status().ToString();
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("registry " + registry_.host() + ": 401 Unauthorized (credentials of alice)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("invalid username or password"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("not-it"), std::string::npos) << msg;
+}
+
+TEST_F(RegistryBearerTest, AnAnonymousTokenIsRefused) {
+  auto m = MakeClient({}).Resolve("lab/small", "v1", Platform{});
+  ASSERT_EQ(m.status().code(), StatusCode::kUnauthenticated) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("401 Unauthorized (no credentials)"), std::string::npos) << m.status().message();
+  EXPECT_EQ(PullTokens("-"), 1) << token_.Log();
+  EXPECT_EQ(m.status().message().find("eyJ"), std::string::npos) << "a token in " << m.status().message();
 }
 
 // A listener that accepts connections (the kernel's backlog) and never answers.
