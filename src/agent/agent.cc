@@ -12,6 +12,7 @@
 
 #include "agent/executor/safe_fs.h"
 #include "agent/http_control_plane.h"
+#include "protocol/image_ref.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -64,7 +65,10 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::uniq
       control_(control ? std::move(control) : std::make_unique<HttpControlPlane>(api_)),
       clock_(clock ? clock : RealClock::Get()),
       files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}),
-      images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) {
+      images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir),
+      layers_((options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) + "/layers",
+              options_.layer_cache_bytes, options_.unpack_limits),
+      registry_images_(&layers_, options_.registry) {
   inventory_ = DetectNode(options_.nvml_library);
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -252,6 +256,8 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
       if (at == std::string::npos) return TaskExit{-1, 0, "image " + image + " is not pinned to a digest"};
       launch.image.name = image.substr(0, at);
       launch.image.digest = image.substr(at + 8);
+      // A registry's image ("host/repo..."): pulled below, with its owner's login.
+      if (auto ref = protocol::ParseImageRef(image); ref.ok() && !ref->registry.empty()) launch.image.reference = image;
     }
     // A container gets the image's environment, not this host's.
     if (launch.runtime == "process") launch.env = BaseEnv();
@@ -324,7 +330,16 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
   for (const StageEntry& e : plan->checkpoint) {
     if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
   }
-  if (!launch.image.name.empty()) {
+  if (!launch.image.reference.empty()) {
+    auto img = PullRegistryImage(ref, launch.image.reference, launch.runtime, stopped);
+    if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
+    if (!img.ok()) {
+      spdlog::warn("agent: task {}: pulling its image: {}", key, img.status().ToString());
+      return TaskExit{-1, 0, "pulling image " + launch.image.name + ": " + img.status().message()};
+    }
+    launch.image = img->image;
+    t->layers = img->lease;
+  } else if (!launch.image.name.empty()) {
     auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped);
     if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
     if (!img.ok()) {
@@ -350,6 +365,21 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
                launch.image.name.empty() ? "" : " (image " + launch.image.name + "@" + launch.image.digest.substr(0, 12) + ")",
                plan->checkpoint_name.empty() ? "" : ", with checkpoint " + plan->checkpoint_name);
   return std::nullopt;
+}
+
+StatusOr<RegistryImages::Ready> Agent::PullRegistryImage(const TaskRef& ref, const std::string& image,
+                                                         const std::string& runtime, const std::function<bool()>& stopped) {
+  // The job owner's login to the image's registry (or the site's), for this
+  // pull only: the server hands it to the agent of the task's node alone.
+  registry::Credentials login;
+  RM_ASSIGN_OR_RETURN(nlohmann::json j, api_.Get(fmt::format("/api/v1/agent/tasks/{}/registry-login?attempt={}",
+                                                              ref.task_id, ref.attempt),
+                                                  {std::chrono::seconds(30)}));
+  if (j.is_object() && j.contains("username")) {
+    login.username = j.value("username", "");
+    login.password = j.value("password", "");
+  }
+  return registry_images_.Ensure(image, login, runtime, stopped);
 }
 
 void Agent::StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assignment> assignment) {

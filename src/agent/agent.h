@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/container/image_cache.h"
+#include "agent/container/layer_store.h"
+#include "agent/container/registry_images.h"
 #include "agent/control_plane.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/task_users.h"
@@ -61,7 +63,14 @@ struct AgentOptions {
   // The node's cache of staged inputs (<data_dir>/cache), by SHA-256.
   int64_t input_cache_bytes = int64_t{20} << 30;
   // Where tasks' images are kept (by digest); "" = <data_dir>/images.
+  // Registries' images keep their layers under <image cache>/layers.
   std::string image_cache_dir;
+  // Images from registries: their CAs, plain-http registries, this node's
+  // platform, dockerd's socket (docker pulls); the layer cache's size (LRU
+  // past it) and what one layer may unpack to (a decompression bomb stops there).
+  RegistryImageOptions registry;
+  uint64_t layer_cache_bytes = uint64_t{100} << 30;
+  UnpackLimits unpack_limits;
   // How often a running task's checkpoints/latest is looked at.
   std::chrono::milliseconds checkpoint_poll{250};
   // How long an ended task's uploads are retried before its exit is
@@ -133,6 +142,7 @@ class Agent {
     bool metrics_refused = false;  // the metrics file was unsafe to read; said once
     int64_t shipped = 0;           // bytes of the log the server has
     int64_t metrics_shipped = 0;   // bytes of the metrics file the server has
+    std::shared_ptr<LayerLease> layers;  // a registry image's layers, held while it runs
   };
 
   void SyncLoop();
@@ -146,6 +156,9 @@ class Agent {
   // and its last checkpoint and outputs when it ends.
   void RunTask(TaskRef ref, std::optional<protocol::Assignment> assignment, std::shared_ptr<std::atomic<bool>> finished);
   void StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assignment> assignment);
+  // A registry's image for the task, with its owner's login (asked of the server).
+  StatusOr<RegistryImages::Ready> PullRegistryImage(const TaskRef& ref, const std::string& image,
+                                                    const std::string& runtime, const std::function<bool()>& stopped);
   // Joins the task threads that have returned (never waits on a busy one).
   void ReapWorkers();
   // Stages and starts one assignment; the task's exit if it could not start.
@@ -208,6 +221,8 @@ class Agent {
   std::vector<Worker> zombies_;        // GUARDED_BY(mu_): threads of forgotten tasks, joined once finished
   TaskFiles files_;
   ImageCache images_;
+  LayerStore layers_;
+  RegistryImages registry_images_;
   // GUARDED_BY(mu_): reported and forgotten, while the server still lists
   // them (a reply may predate the report); pruned to what it lists.
   std::set<TaskRef> released_;

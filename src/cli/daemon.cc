@@ -1,6 +1,7 @@
 #include "cli/daemon.h"
 
 #include <signal.h>
+#include <sys/utsname.h>
 
 #include <filesystem>
 #include <iostream>
@@ -24,6 +25,22 @@
 
 namespace ringmaster::cli {
 namespace {
+
+// This machine's platform as OCI names it (linux/amd64, linux/arm64/v8): an
+// image index is resolved for it. A cluster's nodes share one architecture.
+registry::Platform HostPlatform() {
+  registry::Platform p;
+  struct utsname u {};
+  if (uname(&u) == 0) {
+    const std::string m = u.machine;
+    if (m == "x86_64") p.architecture = "amd64";
+    else if (m == "aarch64" || m == "arm64") p.architecture = "arm64", p.variant = "v8";
+    else if (m == "ppc64le") p.architecture = "ppc64le";
+    else if (m == "s390x") p.architecture = "s390x";
+    else p.architecture = m;
+  }
+  return p;
+}
 
 void BlockStopSignals(sigset_t* set) {
   sigemptyset(set);
@@ -123,6 +140,16 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     }
   }
   o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
+  o.registry.ca_file = f.registry_ca.empty() ? "" : std::filesystem::absolute(f.registry_ca).string();
+  o.registry.insecure = f.insecure_registries;
+  o.registry.platform = HostPlatform();
+  o.registry.docker_socket = f.docker_socket;
+  auto layers = ParseBytes(f.layer_cache_size);
+  if (!layers || *layers <= 0) Die("--layer-cache-size: \"" + f.layer_cache_size + "\" is not a size (e.g. 100Gi)");
+  o.layer_cache_bytes = static_cast<uint64_t>(*layers);
+  auto layer = ParseBytes(f.max_layer_size);
+  if (!layer || *layer <= 0) Die("--max-layer-size: \"" + f.max_layer_size + "\" is not a size (e.g. 64Gi)");
+  o.unpack_limits.max_bytes = static_cast<uint64_t>(*layer);
   bool process = false;
   for (const std::string& name : Split(f.executors, ',', {.skip_empty = false})) {
     if (name == "process") {
@@ -233,6 +260,10 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
   so.meta_url = flags.meta;
+  so.registries.ca_file = node.registry_ca.empty() ? "" : std::filesystem::absolute(node.registry_ca).string();
+  so.registries.insecure = node.insecure_registries;
+  so.registries.platform = HostPlatform();
+  so.secrets_key = node.secrets_key;
   so.files_url = flags.files;
   auto subnet = net::ParseCidr(flags.overlay_subnet);
   if (!subnet.ok()) Die("--overlay-subnet: " + subnet.status().message());

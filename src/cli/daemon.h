@@ -30,6 +30,12 @@ struct NodeFlags {
   std::string docker_socket = "/var/run/docker.sock";
   std::string runc = "runc";
   std::string image_cache;                // "" = <data>/images
+  // Images from registries (docs/containers.md): server and agent alike.
+  std::string registry_ca;                       // PEM CAs to trust besides the system's
+  std::vector<std::string> insecure_registries;  // host[:port] reached over plain http
+  std::string secrets_key;                       // server: "" = <data>/secrets.key
+  std::string layer_cache_size = "100Gi";        // agent: unpacked layers kept (LRU past it)
+  std::string max_layer_size = "64Gi";           // agent: what one layer may unpack to
   std::string gpu_devices = "/dev";       // where nvidiaN, nvidiactl, nvidia-uvm are
   std::string nvml = "libnvidia-ml.so.1";  // the NVIDIA driver's NVML, dlopen'ed (a name or a path)
   std::string cdi_spec_dirs = "/etc/cdi,/var/run/cdi";  // CDI specs for GPUs in containers ("" = none)

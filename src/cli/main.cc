@@ -19,6 +19,7 @@
 #include "cli/daemon.h"
 #include "cli/files.h"
 #include "cli/images.h"
+#include "cli/registry.h"
 #include "cli/nodes.h"
 #include "cli/reference.h"
 #include "cli/top.h"
@@ -233,14 +234,35 @@ int Main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
   };
+  auto add_registry_flags = [&](CLI::App* cmd, bool server, bool agent) {
+    cmd->add_option("--registry-ca", node.registry_ca,
+                    "PEM CA certificates to trust for https registries, besides the system's (default: none)");
+    cmd->add_option("--insecure-registry", node.insecure_registries,
+                    "a registry (host[:port]) reached over plain http; repeat for more (default: none)");
+    if (server) {
+      cmd->add_option("--secrets-key", node.secrets_key,
+                      "the key file that seals users' registry passwords (32 bytes, 0600, made if absent; keep it off "
+                      "the database's disk and backups; default: <data>/secrets.key)");
+    }
+    if (agent) {
+      cmd->add_option("--layer-cache-size", node.layer_cache_size,
+                      "unpacked layers of registry images kept on this node; least recently used go past it")
+          ->capture_default_str();
+      cmd->add_option("--max-layer-size", node.max_layer_size,
+                      "what one layer may unpack to: a layer past it fails its task's start (a decompression bomb)")
+          ->capture_default_str();
+    }
+  };
   auto* up = app.add_subcommand("up", "run a server and a local agent (one machine, SQLite + local files)");
   add_config_flag(up);
   add_server_flags(up);
   add_node_flags(up);
+  add_registry_flags(up, true, true);
   add_scheduler_flags(up);
   auto* server_cmd = app.add_subcommand("server", "run the server alone");
   add_config_flag(server_cmd);
   add_server_flags(server_cmd);
+  add_registry_flags(server_cmd, true, false);
   add_scheduler_flags(server_cmd);
   server_cmd->add_option("--max-log-size", node.max_log_size, "cap on each task's log (0 = no cap)")->capture_default_str();
   auto* agent_cmd = app.add_subcommand("agent", "run an agent that serves a server");
@@ -250,6 +272,7 @@ int Main(int argc, char** argv) {
                         "file holding this node's agent token (ringmaster tokens create --scope agent --node NAME)")
       ->required();
   add_node_flags(agent_cmd);
+  add_registry_flags(agent_cmd, false, true);
 
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML or JSON; - for stdin); prints the job id");
   std::string spec_file;
@@ -387,6 +410,22 @@ int Main(int argc, char** argv) {
   images_push->add_option("name", image_name, "image name")->required();
   images_push->add_option("--from", image_dir, "where NAME.tar and NAME.json are")->capture_default_str();
   auto* images_ls = images->add_subcommand("ls", "the images jobs can name");
+  auto* registry_cmd = app.add_subcommand("registry", "your logins to OCI registries, for your jobs' images (the "
+                                                    "password is kept sealed on the server): login, logout, ls");
+  registry_cmd->require_subcommand(1);
+  std::string registry_host, registry_user;
+  bool registry_site = false;
+  auto* registry_login = registry_cmd->add_subcommand(
+      "login", "keep a login to REGISTRY (host[:port]; docker.io for Docker Hub) on the server; the password or "
+               "access token is read from stdin");
+  registry_login->add_option("registry", registry_host, "the registry, host[:port]")->required();
+  registry_login->add_option("-u,--username", registry_user, "the user name at the registry")->required();
+  registry_login->add_flag("--site", registry_site, "the site's login, for every user without one (admins)");
+  auto* registry_logout = registry_cmd->add_subcommand("logout", "remove your (or with --site the site's) login to REGISTRY");
+  registry_logout->add_option("registry", registry_host, "the registry, host[:port]")->required();
+  registry_logout->add_flag("--site", registry_site, "the site's login (admins)");
+  auto* registry_ls = registry_cmd->add_subcommand("ls", "your registry logins and the site's (never their passwords)");
+  registry_ls->add_flag("--json", as_json, "print JSON");
   auto* login = app.add_subcommand("login", "exchange a user's password (on stdin) for a token that later commands "
                                             "use for this server (kept in ~/.config/ringmaster/credentials.json, or under $XDG_CONFIG_HOME)");
   login->add_option("user", user_name, "user name")->required();
@@ -440,6 +479,9 @@ int Main(int argc, char** argv) {
   if (*images_build) return ImagesBuild(image_name, image_dir);
   if (*images_push) return ImagesPush(conn, image_name, image_dir);
   if (*images_ls) return ImagesLs(conn);
+  if (*registry_login) return RegistryLogin(conn, registry_host, registry_user, registry_site);
+  if (*registry_logout) return RegistryLogout(conn, registry_host, registry_site);
+  if (*registry_ls) return RegistryLs(conn, as_json);
   if (*files_put) return FilesPut(conn, file_a, file_b);
   if (*files_get) return FilesGet(conn, file_a, file_b);
   if (*files_ls) return FilesLs(conn, file_a, as_json);

@@ -118,4 +118,9 @@ StatusOr<ImageRef> ParseJobImageRef(std::string_view text) {
   return ref;
 }
 
+bool MayNameSiteImage(const ImageRef& ref) {
+  return ref.registry.empty() && ref.repository.find('/') == std::string::npos && ref.tag.empty() &&
+         ref.repository.size() <= kMaxJobImageNameBytes;
+}
+
 }  // namespace ringmaster::protocol

@@ -42,4 +42,9 @@ StatusOr<ImageRef> ParseImageRef(std::string_view text);
 // of at most 63 bytes.
 StatusOr<ImageRef> ParseJobImageRef(std::string_view text);
 
+// Whether a job's reference names one of the site's images: no registry, no
+// '/', no tag. Such a bare name is never Docker Hub's (no pull from the
+// Internet by accident): `docker.io/library/NAME` or `NAME:TAG` names that.
+bool MayNameSiteImage(const ImageRef& ref);
+
 }  // namespace ringmaster::protocol

@@ -424,9 +424,9 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (root["image"]) {
     RM_ASSIGN_OR_RETURN(spec.image, GetString(root["image"], "image"));
     if (spec.image.empty()) return InvalidArgument("image: must not be empty (leave it out to run the command as a process)");
-    if (StatusOr<ImageRef> ref = ParseJobImageRef(spec.image); !ref.ok()) {
-      return InvalidArgument(fmt::format("image: \"{}\" is not an image name ({}; e.g. torch, or "
-                                         "torch@sha256:<64 hex>; see `ringmaster images ls`)",
+    if (StatusOr<ImageRef> ref = ParseImageRef(spec.image); !ref.ok()) {
+      return InvalidArgument(fmt::format("image: \"{}\" is not an image reference ({}; e.g. torch, "
+                                         "registry.example:5000/lab/torch:2.1 or name@sha256:<64 hex>)",
                                          Printable(spec.image, 80), ref.status().message()));
     }
   }

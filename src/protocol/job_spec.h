@@ -32,10 +32,12 @@ struct JobSpec {
   std::string kind = "train";         // dev | train | distributed
   std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}
   std::map<std::string, std::string> env;
-  // The image a container executor runs the task in: `torch`, or pinned
-  // `torch@sha256:<64 hex>` (ParseJobImageRef). The server pins a name to its
-  // digest at submit (images/<name>/latest in the files service), so every
-  // task and every restart of a job runs the same image. "" = no image (the process executor).
+  // The image a container executor runs the task in (ParseImageRef): one of
+  // the site's (`torch`, images/<name>/latest in the files service) or any
+  // registry's (`registry.example:5000/lab/torch:2.1`, `ubuntu`, `name@sha256:..`).
+  // The server pins it to a digest at submit (`torch@sha256:<hex>`,
+  // `host/repo:tag@sha256:<platform manifest>`), so every task and every
+  // restart of a job runs the same bytes. "" = no image (the process executor).
   std::string image;
   // What runs the task: "" = any executor that fits (an image needs runc or
   // docker, no image the process executor), or one of process | runc | docker.

@@ -29,6 +29,7 @@
 #include "server/auth.h"
 #include "server/job_service.h"
 #include "server/log_store.h"
+#include "server/registries.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -112,6 +113,7 @@ struct Api {
   LogStore* metrics = nullptr;
   files::BlobStore* files = nullptr;
   Auth* auth = nullptr;
+  Registries* registries = nullptr;  // images from registries; nullptr = none
   http::Server* http = nullptr;
   Clock* clock = nullptr;
   ApiLimits limits;
@@ -161,6 +163,8 @@ void AddJobRoutes(Api& api);
 void AddLogRoutes(Api& api);
 void AddNodeRoutes(Api& api);
 void AddUserRoutes(Api& api);
+// Users' (and the site's) logins to OCI registries.
+void AddRegistryRoutes(Api& api);
 void AddAgentRoutes(Api& api);
 void AddFileRoutes(Api& api);
 // The agent's side of the files service: a task's staging plan, reads of its
@@ -187,10 +191,12 @@ struct LatestCheckpoint {
 StatusOr<std::optional<LatestCheckpoint>> ReadLatestCheckpoint(files::BlobStore& store, int64_t job_id);
 // Whether `c` may read every input of `spec`, and each is there: a submit's check.
 Status CheckJobInputs(Api& api, const Caller& c, const protocol::JobSpec& spec);
-// Pins spec->image ("torch") to the digest images/<name>/latest names
-// ("torch@sha256:<hex>"), so every task and restart runs the same image;
-// InvalidArgument naming `image` when no such image was pushed.
-Status ResolveJobImage(Api& api, protocol::JobSpec* spec);
+// Pins spec->image to a digest, so every task and restart runs the same
+// image: one of the site's ("torch") to the one images/<name>/latest names
+// ("torch@sha256:<hex>"); any other reference to the manifest its registry
+// serves `c` (Registries::Pin). InvalidArgument naming `image` when there is
+// no such image or its registry refuses `c`.
+Status ResolveJobImage(Api& api, const Caller& c, protocol::JobSpec* spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes
 // back to the job owner's quota (a job being deleted).
 Status DeleteJobFiles(Api& api, const store::Job& job);

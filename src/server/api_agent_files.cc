@@ -216,17 +216,24 @@ Status CheckJobInputs(Api& api, const Caller& c, const protocol::JobSpec& spec) 
   return Status::Ok();
 }
 
-Status ResolveJobImage(Api& api, protocol::JobSpec* spec) {
+Status ResolveJobImage(Api& api, const Caller& c, protocol::JobSpec* spec) {
   if (spec->image.empty()) return Status::Ok();
-  RM_ASSIGN_OR_RETURN(protocol::ImageRef ref, protocol::ParseJobImageRef(spec->image));
+  RM_ASSIGN_OR_RETURN(protocol::ImageRef ref, protocol::ParseImageRef(spec->image));
+  if (!protocol::MayNameSiteImage(ref)) {
+    if (!api.registries) return InvalidArgument("image: this server runs no images from registries");
+    RM_ASSIGN_OR_RETURN(spec->image, api.registries->Pin(c.user.id, ref));
+    return Status::Ok();
+  }
   const std::string& name = ref.repository;
   std::string hex = ref.digest;
   if (hex.empty()) {
     auto reader = api.files->Open(fmt::format("images/{}/latest", name), {});
     if (!reader.ok()) {
       if (reader.status().code() == StatusCode::kNotFound) {
-        return InvalidArgument(fmt::format("image: no image \"{}\" in the files service (an admin pushes one with "
-                                           "`ringmaster images push {}`)", name, name));
+        // A bare name is the site's, never Docker Hub's by accident.
+        return InvalidArgument(fmt::format("image: no image \"{0}\" among the site's (an admin pushes one with "
+                                           "`ringmaster images push {0}`; for Docker Hub's write docker.io/library/{0} "
+                                           "or {0}:TAG)", name));
       }
       return reader.status().Annotate("image");
     }
@@ -276,6 +283,22 @@ void AddAgentFileRoutes(Api& api) {
                     }
                     files_api::Get(api, req, std::move(respond), false, f.owner, key);
                   });
+  // The registry login a task's image needs: the job owner's, else the
+  // site's, else none ({}). Only to the agent of the node the task is placed
+  // on, at its current attempt, for the one registry its pinned image names;
+  // never logged (the access log has the path only).
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/registry-login", plan_route,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(AgentTaskFiles f, TaskFilesOf(api, req, c));
+                    if (f.spec.image.empty() || !api.registries) return Reply{200, json::object()};
+                    RM_ASSIGN_OR_RETURN(protocol::ImageRef ref, protocol::ParseImageRef(f.spec.image));
+                    if (ref.registry.empty()) return Reply{200, json::object()};  // the site's image
+                    const RegistryImage at = RegistryImageOf(ref);
+                    RM_ASSIGN_OR_RETURN(registry::Credentials login,
+                                        api.registries->CredentialsFor(f.owner.user.id, at.registry, nullptr));
+                    if (login.empty()) return Reply{200, json::object()};
+                    return Reply{200, {{"registry", at.registry}, {"username", login.username}, {"password", login.password}}};
+                  }));
   // Tasks' images (`images/<name>/<hex>.{tar,json}`), which every user may read anyway.
   api.http->Route("GET", "/api/v1/agent/images/{name}/{file}", agent, [&api](http::Request& req, http::Responder respond) {
     const std::string name = req.matches.at(0), file = req.matches.at(1);

@@ -124,7 +124,7 @@ void AddJobRoutes(Api& api) {
     if (req.body.empty()) return InvalidArgument("body: empty; send a job spec (YAML or JSON, docs/jobspec.md)");
     RM_ASSIGN_OR_RETURN(protocol::JobSpec spec, protocol::ParseJobSpec(req.body));
     RM_RETURN_IF_ERROR(CheckJobInputs(api, c, spec));
-    RM_RETURN_IF_ERROR(ResolveJobImage(api, &spec));
+    RM_RETURN_IF_ERROR(ResolveJobImage(api, c, &spec));
     RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->Submit(c.user, spec));
     return Reply{201, {{"id", id}}};
   }));

@@ -199,6 +199,13 @@ Status Server::Start() {
   api_->metrics = metrics_.get();
   api_->files = files_.get();
   api_->auth = auth_.get();
+  {
+    // Registry logins are sealed with a key outside the database.
+    auto box = SecretBox::Open(options_.secrets_key.empty() ? options_.data_dir + "/secrets.key" : options_.secrets_key);
+    if (!box.ok()) return box.status().Annotate("--secrets-key");
+    registries_ = std::make_unique<Registries>(store_.get(), std::move(*box), options_.registries, clock_);
+    api_->registries = registries_.get();
+  }
   api_->http = http_.get();
   api_->clock = clock_;
   api_->limits = options_.limits;
@@ -229,6 +236,7 @@ Status Server::Start() {
   AddLogRoutes(*api_);
   AddNodeRoutes(*api_);
   AddUserRoutes(*api_);
+  AddRegistryRoutes(*api_);
   AddAgentRoutes(*api_);
   AddFileRoutes(*api_);
   AddAgentFileRoutes(*api_);

@@ -24,6 +24,7 @@
 #include "monitor/monitor.h"
 #include "server/log_archiver.h"
 #include "server/log_store.h"
+#include "server/registries.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -49,6 +50,12 @@ struct ServerOptions {
   // Tests: this store instead of files_url's (e.g. a FakeBlobStore they take down).
   std::shared_ptr<files::BlobStore> files;
   ApiLimits limits;
+  // Images from registries (server/registries.h): their CAs, plain-http
+  // registries, the nodes' platform; and the key that seals users' registry
+  // passwords ("" = <data>/secrets.key; keep it off the database's disk and
+  // backups where you can).
+  RegistryOptions registries;
+  std::string secrets_key;
   int api_threads = 16;
   int agent_threads = 4;
   // false: no port and no scheduler loop; requests go through http()->Dispatch
@@ -101,6 +108,7 @@ class Server {
   std::unique_ptr<monitor::Monitor> monitor_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<Auth> auth_;
+  std::unique_ptr<Registries> registries_;
   std::unique_ptr<http::Server> http_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<LogArchiver> archiver_;  // uses api_: declared after it, so destroyed first

@@ -57,6 +57,10 @@ struct TaskLaunch {
     std::string tar;     // the rootfs tar (Docker imports it once)
     std::string rootfs;  // the unpacked rootfs, read-only (runc's overlay lower dir)
     std::map<std::string, std::string> env;  // the image's own (PATH, LANG, NODE_PATH, ...)
+    // A registry's image: "host/repo@sha256:<manifest hex>" (name is then
+    // the reference as the job wrote it). Docker runs it by this reference,
+    // pulled already; "" = one of the site's images (tar).
+    std::string reference;
   } image;
   std::string network = "host";  // containers: "host", "none" or "overlay"
   // "overlay": runc's createRuntime hook (argv) that attaches the

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/crypto.h"
+
 #include "common/json_limits.h"
 #include "common/strings.h"
 #include "http/client.h"
@@ -108,6 +110,32 @@ StatusOr<json> ParseReply(const Reply& r, const std::string& what) {
 
 // One request with an in-memory body; the answer read whole (up to kMaxBody)
 // before `timeout` from now.
+// Docker's answer to an image pull or import: 200 and then a stream of JSON
+// lines (progress, the image id, or an error that ends it).
+Status CheckProgress(std::string_view rest, const std::string& what) {
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    auto message = ParseJson(line, {.max_bytes = kMaxBody, .max_depth = 8}, "docker's progress line");
+    if (!message.ok()) return Internal(fmt::format("docker: {}: {}", what, message.status().message()));
+    if (message->is_object() && message->contains("error")) {
+      const json& error = (*message)["error"];
+      return Internal(fmt::format("docker: {}: {}", what,
+                                  Printable(error.is_string() ? error.get<std::string>() : error.dump(), 500)));
+    }
+  }
+  return Status::Ok();
+}
+
+// URL-safe base64 (RFC 4648 section 5), as X-Registry-Auth takes it.
+std::string Base64UrlEncode(std::string_view in) {
+  std::string out = Base64Encode(in);
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return out;
+}
+
 StatusOr<Reply> Call(const std::string& socket_path, const std::string& method, const std::string& target,
                      std::string body, std::chrono::milliseconds timeout, const std::string& what) {
   auto client = NewClient(socket_path, timeout);
@@ -237,23 +265,28 @@ Status DockerApi::ImportImage(const std::string& tar_path, const std::string& re
                       client->Do(req, {.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody}));
   Reply r{static_cast<unsigned>(reply.status), std::move(reply.body)};
   if (r.status != 200) return ErrorFor(r, what);
-  // 200 starts a stream of JSON lines: progress, the image id, or an error.
-  std::string_view rest = r.body;
-  while (!rest.empty()) {
-    size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    auto message = ParseJson(line, {.max_bytes = kMaxBody, .max_depth = 8}, "docker's progress line");
-    if (!message.ok()) return Internal(fmt::format("docker: {}: {}", what, message.status().message()));
-    if (message->is_object() && message->contains("error")) {
-      const json& error = (*message)["error"];
-      return Internal(fmt::format("docker: {}: {}", what,
-                                  Printable(error.is_string() ? error.get<std::string>() : error.dump(), 500)));
-    }
-  }
+  RM_RETURN_IF_ERROR(CheckProgress(r.body, what));
   if (!reply.send_error.ok()) return reply.send_error;  // a 200 that did not read it all
   return Status::Ok();
+}
+
+Status DockerApi::PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout) const {
+  const std::string what = "pull " + ref;
+  RM_RETURN_IF_ERROR(CheckImageRef(ref));
+  // fromImage takes the whole reference, digest included (Docker splits it).
+  http::ClientRequest req;
+  req.method = "POST";
+  req.target = std::string(kApiPrefix) + "/images/create?fromImage=" + PercentEncode(ref);
+  // The registry login rides in this header only for the pull: dockerd does
+  // not keep it, and it is never in a container's config.
+  if (!auth_json.empty()) req.headers.emplace_back("X-Registry-Auth", Base64UrlEncode(auth_json));
+  auto client = NewClient(socket_path_, timeout);
+  RM_ASSIGN_OR_RETURN(http::ClientResponse reply,
+                      client->Do(req, {.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody}));
+  Reply r{static_cast<unsigned>(reply.status), std::move(reply.body)};
+  if (r.status == 404) return NotFound(ErrorFor(r, what).message());
+  if (r.status != 200) return ErrorFor(r, what);
+  return CheckProgress(r.body, what);
 }
 
 StatusOr<std::string> DockerApi::CreateContainer(const std::string& name, const nlohmann::json& config) const {

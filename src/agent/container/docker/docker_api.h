@@ -64,6 +64,12 @@ class DockerApi {
                      const std::vector<std::string>& changes,
                      std::chrono::milliseconds deadline = std::chrono::minutes(10)) const;
 
+  // `docker pull` of `ref` ("host/repo@sha256:<hex>") with a registry login
+  // ({"username", "password", "serveraddress"} JSON; "" = anonymous), sent
+  // only as this call's X-Registry-Auth header. NotFound for a missing image;
+  // the registry's refusal (401, ...) in the error otherwise.
+  Status PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout) const;
+
   // POST /containers/create; `config` is the API's body (Image, Cmd, Env,
   // Labels, HostConfig, ...). Returns the container's id. Empty name lets
   // Docker choose one. AlreadyExists when the name is taken; NotFound when

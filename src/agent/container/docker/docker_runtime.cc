@@ -35,6 +35,7 @@ Status DockerRuntime::CheckDaemon(const json& info) {
 }
 
 std::string DockerRuntime::ImageRef(const TaskLaunch::Image& image) {
+  if (!image.reference.empty()) return image.reference;
   return fmt::format("ringmaster/{}:{}", image.name, image.digest);
 }
 
@@ -44,6 +45,8 @@ Status DockerRuntime::EnsureImage(const TaskLaunch::Image& image) {
   auto have = api_.InspectImage(ref);
   if (have.ok()) return Status::Ok();
   if (have.status().code() != StatusCode::kNotFound) return have.status().Annotate("docker: image " + ref);
+  // A registry's image is pulled (with its owner's login) before the task starts.
+  if (!image.reference.empty()) return FailedPrecondition("docker: image " + ref + " was not pulled to this node");
   if (image.tar.empty()) return FailedPrecondition("docker: the task's image has no tar on this node");
   spdlog::info("agent: importing image {} into docker", ref);
   std::vector<std::string> changes;

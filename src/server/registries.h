@@ -1,0 +1,77 @@
+// Registries: where jobs' images come from when they are not the site's own
+// (docs/containers.md, "Images from registries"). It keeps users' registry
+// logins, and the site's (user 0, for every user's jobs), with the password
+// sealed (SecretBox) and never logged or shown; and at submit it pins a job's
+// image reference to one manifest digest (an index resolved for the nodes'
+// platform) with the submitter's login, so every task and restart of the job
+// runs the same bytes and a registry that refuses the user is a 4xx then.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "protocol/image_ref.h"
+#include "registry/client.h"
+#include "server/secret_box.h"
+#include "store/meta_store.h"
+
+namespace ringmaster::server {
+
+struct RegistryOptions {
+  std::string ca_file;                // PEM CAs for https registries, besides the system's (--registry-ca)
+  std::vector<std::string> insecure;  // registries reached over plain http (--insecure-registry)
+  registry::Platform platform;        // the nodes' platform: an index is resolved for it
+  std::chrono::milliseconds timeout{15'000};  // each wait on a registry at submit
+};
+
+// A registry's name as logins and references use it: host[:port], lower-case;
+// Docker Hub's aliases (index.docker.io, registry-1.docker.io, "") are "docker.io".
+StatusOr<std::string> NormalizeRegistry(std::string_view host);
+
+// The registry and the repository on it a reference names: Docker Hub's
+// one-component names are under library/ ("ubuntu" -> docker.io, library/ubuntu).
+struct RegistryImage {
+  std::string registry;
+  std::string repository;
+};
+RegistryImage RegistryImageOf(const protocol::ImageRef& ref);
+
+class Registries {
+ public:
+  Registries(store::MetaStore* store, SecretBox box, RegistryOptions options, Clock* clock);
+
+  // user_id 0: the site's login. The password is kept sealed.
+  Status Login(int64_t user_id, const std::string& registry, const std::string& username,
+               const std::string& password);
+  Status Logout(int64_t user_id, const std::string& registry);
+  // The logins of user_id (0: the site's), passwords left out.
+  StatusOr<std::vector<store::RegistryCredential>> List(int64_t user_id);
+
+  // What a job of user_id presents to `registry`: the user's own login, else
+  // the site's, else none (anonymous). `whose` says which ("alice", "site", "").
+  StatusOr<registry::Credentials> CredentialsFor(int64_t user_id, const std::string& registry, std::string* whose);
+
+  registry::Endpoint EndpointFor(const std::string& registry) const;
+  const RegistryOptions& options() const { return options_; }
+
+  // `ref` (not the site's) resolved as user_id would pull it:
+  // "host/repo[:tag]@sha256:<platform manifest>". InvalidArgument naming
+  // `image` and the registry's answer (401, 404, another platform, ...);
+  // Unavailable when the registry cannot be reached in time.
+  StatusOr<std::string> Pin(int64_t user_id, const protocol::ImageRef& ref);
+
+ private:
+  static std::string Associated(int64_t user_id, const std::string& registry);
+
+  store::MetaStore* const store_;
+  const SecretBox box_;
+  const RegistryOptions options_;
+  Clock* const clock_;
+};
+
+}  // namespace ringmaster::server

@@ -1,0 +1,94 @@
+// Registries without a registry: names, logins and whose login a job uses.
+// Pinning against real registries is tested end to end (e2e.registry_images).
+#include "server/registries.h"
+
+#include <gtest/gtest.h>
+
+#include "store/memory/memory_meta_store.h"
+
+namespace ringmaster::server {
+namespace {
+
+TEST(RegistriesTest, RegistryNamesAreNormalized) {
+  EXPECT_EQ(*NormalizeRegistry("Registry.Example:5000"), "registry.example:5000");
+  EXPECT_EQ(*NormalizeRegistry(""), "docker.io");
+  EXPECT_EQ(*NormalizeRegistry("index.docker.io"), "docker.io");
+  EXPECT_EQ(*NormalizeRegistry("registry-1.docker.io"), "docker.io");
+  EXPECT_EQ(*NormalizeRegistry("127.0.0.1:35500"), "127.0.0.1:35500");
+  for (const char* bad : {"a b", "host:", "host:0", "host:99999", "host:12a", "-host", "host/x", "ho$t", ":80"}) {
+    auto r = NormalizeRegistry(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    if (!r.ok()) EXPECT_EQ(r.status().message().rfind("registry: ", 0), 0u) << r.status().message();
+  }
+}
+
+TEST(RegistriesTest, DockerHubsOfficialImagesAreUnderLibrary) {
+  auto at = RegistryImageOf(*protocol::ParseImageRef("ubuntu:22.04"));
+  EXPECT_EQ(at.registry, "docker.io");
+  EXPECT_EQ(at.repository, "library/ubuntu");
+  at = RegistryImageOf(*protocol::ParseImageRef("pytorch/pytorch:2.1.0"));
+  EXPECT_EQ(at.repository, "pytorch/pytorch");
+  at = RegistryImageOf(*protocol::ParseImageRef("nvcr.io/nvidia/pytorch:24.01-py3"));
+  EXPECT_EQ(at.registry, "nvcr.io");
+  EXPECT_EQ(at.repository, "nvidia/pytorch");
+  at = RegistryImageOf(*protocol::ParseImageRef("localhost:5000/torch"));
+  EXPECT_EQ(at.registry, "localhost:5000");
+  EXPECT_EQ(at.repository, "torch");  // only Docker Hub has library/
+}
+
+class RegistryLoginsTest : public ::testing::Test {
+ protected:
+  RegistryLoginsTest()
+      : store_(store::NewMemoryMetaStore()),
+        registries_(store_.get(), *SecretBox::WithKey(std::string(32, 'k')), RegistryOptions{}, &clock_) {}
+  FakeClock clock_;
+  std::unique_ptr<store::MetaStore> store_;
+  Registries registries_;
+};
+
+TEST_F(RegistryLoginsTest, AJobUsesItsOwnersLoginElseTheSitesElseNone) {
+  ASSERT_TRUE(registries_.Login(7, "Reg:5000", "ada", "ada-pw").ok());
+  ASSERT_TRUE(registries_.Login(0, "reg:5000", "robot", "site-pw").ok());
+  std::string whose;
+  auto ada = registries_.CredentialsFor(7, "reg:5000", &whose);
+  ASSERT_TRUE(ada.ok()) << ada.status().ToString();
+  EXPECT_EQ(ada->username, "ada");
+  EXPECT_EQ(ada->password, "ada-pw");
+  EXPECT_EQ(whose, "ada");
+  // Another user never gets ada's: the site's, where there is one.
+  auto bob = registries_.CredentialsFor(8, "reg:5000", &whose);
+  EXPECT_EQ(bob->username, "robot");
+  EXPECT_EQ(whose, "site");
+  auto none = registries_.CredentialsFor(8, "other:5000", &whose);
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(whose, "");
+  // The store holds no password in clear, and a listing none at all.
+  auto row = store_->GetRegistryCredential(7, "reg:5000");
+  EXPECT_EQ(row->sealed.find("ada-pw"), std::string::npos);
+  auto listed = registries_.List(7);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE((*listed)[0].sealed.empty());
+  ASSERT_TRUE(registries_.Logout(7, "reg:5000").ok());
+  EXPECT_EQ(registries_.CredentialsFor(7, "reg:5000", &whose)->username, "robot");
+  EXPECT_EQ(registries_.Logout(7, "reg:5000").code(), StatusCode::kNotFound);
+}
+
+TEST_F(RegistryLoginsTest, ASealedPasswordMovedToAnotherUserDoesNotOpen) {
+  ASSERT_TRUE(registries_.Login(7, "reg:5000", "ada", "ada-pw").ok());
+  auto row = *store_->GetRegistryCredential(7, "reg:5000");
+  row.user_id = 8;  // someone with the database copies ada's row to theirs
+  ASSERT_TRUE(store_->PutRegistryCredential(row).ok());
+  auto stolen = registries_.CredentialsFor(8, "reg:5000", nullptr);
+  EXPECT_EQ(stolen.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stolen.status().message().find("ada-pw"), std::string::npos);
+}
+
+TEST_F(RegistryLoginsTest, BadLoginsAreRefusedNamingTheField) {
+  EXPECT_EQ(registries_.Login(7, "reg:5000", "", "pw").message(), "username: 1 to 256 bytes");
+  EXPECT_EQ(registries_.Login(7, "reg:5000", "ada", "").message(), "password: 1 to 8192 bytes");
+  EXPECT_EQ(registries_.Login(7, "bad host", "ada", "pw").code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store_->ListRegistryCredentials(7)->empty());
+}
+
+}  // namespace
+}  // namespace ringmaster::server
