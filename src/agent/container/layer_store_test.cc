@@ -257,6 +257,17 @@ TEST_F(LayerStoreTest, RefusesDotDot) {
   }
 }
 
+// ".wh..." would white out "..": the layer's parent, the store itself.
+TEST_F(LayerStoreTest, RefusesWhiteoutsOfDotAndDotDot) {
+  fs::create_directories(Store());
+  std::ofstream(Store() + "/marker") << "x";
+  for (const char* path : {".wh...", "a/.wh...", "a/.wh..", ".wh."}) {
+    const Status s = UnpackFails(MakeBlob(TarBuilder().File("a/f", "x").File(path, "").Finish(), kTar));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << path << ": " << s.ToString();
+    EXPECT_TRUE(fs::exists(Store() + "/marker")) << path;
+  }
+}
+
 TEST_F(LayerStoreTest, NeverWritesThroughASymlink) {
   const std::string outside = (dir_ / "outside").string();
   Status s = UnpackFails(MakeBlob(TarBuilder().Symlink("a", outside).File("a/b", "out").Finish(), kTar));
@@ -380,9 +391,11 @@ TEST_F(LayerStoreTest, WhiteoutsHideLowerFilesUnderOverlayfs) {
   EXPECT_EQ(umount2((dir_ / "merged").c_str(), 0), 0);
 }
 
+// Four threads over two stores on one directory (two agents of a host, as
+// far as locking goes: their mutexes differ, the flock is shared).
 TEST_F(LayerStoreTest, ConcurrentAcquiresFetchOnce) {
   Blob b = MakeBlob(Gzip(TarBuilder().File("f", std::string(100'000, 'f')).Finish()), kGzip);
-  LayerStore store(Store(), uint64_t{1} << 30);
+  LayerStore one(Store(), uint64_t{1} << 30), two(Store(), uint64_t{1} << 30);
   BlobFetcher inner = Fetcher({b});
   BlobFetcher slow = [&](const LayerDescriptor& l, const std::function<Status(const char*, size_t)>& sink) {
     std::this_thread::sleep_for(50ms);  // the others arrive while this one fetches
@@ -391,8 +404,8 @@ TEST_F(LayerStoreTest, ConcurrentAcquiresFetchOnce) {
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      auto lease = store.Acquire({b.desc}, slow);
+    threads.emplace_back([&, i] {
+      auto lease = (i % 2 ? one : two).Acquire({b.desc}, slow);
       if (lease.ok() && lease->dirs().size() == 1 && fs::exists(lease->dirs()[0] + "/f")) ++ok;
     });
   }

@@ -500,6 +500,9 @@ class LayerUnpacker::Impl {
     if (name.rfind(".wh.", 0) == 0) {
       if (name.rfind(".wh..wh.", 0) == 0) return StartData(size);  // aufs bookkeeping
       const std::string hidden = name.substr(4);
+      if (hidden.empty() || hidden == "." || hidden == "..") {
+        return InvalidArgument(fmt::format("{}: {} whites out no name", what_, shown));
+      }
       RM_RETURN_IF_ERROR(Clear(parent, hidden, false).status());
       if (mknodat(parent, hidden.c_str(), S_IFCHR, makedev(0, 0)) != 0) {
         return Internal(fmt::format("{}: whiteout {}: {}", what_, shown, std::strerror(errno)));
