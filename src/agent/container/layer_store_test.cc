@@ -268,6 +268,17 @@ TEST_F(LayerStoreTest, RefusesWhiteoutsOfDotAndDotDot) {
   }
 }
 
+TEST_F(LayerStoreTest, RefusesAPaxPathWithANul) {
+  for (const std::string& key : {"path", "linkpath"}) {
+    TarBuilder t;
+    t.Pax({{key, std::string("..\0x/escaped", 12)}});
+    key == "path" ? t.File("f", "x") : t.HardLink("h", "f");
+    const Status s = UnpackFails(MakeBlob(t.Finish(), kTar));
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << key << ": " << s.ToString();
+  }
+  EXPECT_FALSE(fs::exists(Store() + "/escaped"));  // the layer dir's parent
+}
+
 TEST_F(LayerStoreTest, NeverWritesThroughASymlink) {
   const std::string outside = (dir_ / "outside").string();
   Status s = UnpackFails(MakeBlob(TarBuilder().Symlink("a", outside).File("a/b", "out").Finish(), kTar));

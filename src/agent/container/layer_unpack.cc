@@ -413,6 +413,10 @@ class LayerUnpacker::Impl {
     if (path.size() > limits_.max_path_bytes) {
       return InvalidArgument(fmt::format("{}: a path of {} bytes (at most {})", what_, path.size(), limits_.max_path_bytes));
     }
+    // Pax values are length-delimited: a NUL would cut "..\0x" to ".." in a system call.
+    if (path.find('\0') != std::string::npos) {
+      return InvalidArgument(fmt::format("{}: a path with a NUL byte", what_));
+    }
     std::vector<std::string> out;
     size_t start = 0;
     while (start <= path.size()) {
