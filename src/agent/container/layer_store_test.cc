@@ -13,6 +13,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -135,8 +136,9 @@ class LayerStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (owners, whiteouts, mounts)";
-    dir_ = fs::temp_directory_path() / fmt::format("rm-layers-{}-{}", getpid(),
-                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');  // parameterized: "Test/gzip"
+    dir_ = fs::temp_directory_path() / fmt::format("rm-layers-{}-{}", getpid(), name);
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "outside");
   }
