@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,9 +33,17 @@ std::string Join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
-Status MountOverlay(const std::vector<std::string>& layers, const std::string& upper, const std::string& work,
+Status MountOverlay(const std::vector<std::string>& stack, const std::string& upper, const std::string& work,
                     const std::string& merged) {
-  if (layers.empty()) return InvalidArgument("overlay: no lower dirs");
+  if (stack.empty()) return InvalidArgument("overlay: no lower dirs");
+  // Images repeat layers (the empty one above all); overlayfs refuses a dir
+  // twice. The topmost copy alone gives the same tree: the lower one's
+  // entries are all in it.
+  std::vector<std::string> layers;
+  std::set<std::string> seen;
+  for (const std::string& dir : stack) {
+    if (seen.insert(dir).second) layers.push_back(dir);
+  }
   std::string options = fmt::format("lowerdir={},upperdir={},workdir={}", Join(layers), upper, work);
   // The kernel takes at most a page of options. Past that, each lower dir
   // goes by a short name: /proc/self/fd/N of a descriptor open on it (this

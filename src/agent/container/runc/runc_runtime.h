@@ -19,8 +19,9 @@
 namespace ringmaster::agent {
 
 // Mounts an overlayfs at `merged`: `layers` read-only, top first, over
-// `upper` (with `work`, its workdir, on the same filesystem). Stacks too
-// many for one page of mount options go by short names.
+// `upper` (with `work`, its workdir, on the same filesystem). A repeated
+// layer counts once (its topmost place); stacks too long for one page of
+// mount options go by short names.
 inline constexpr size_t kMaxOverlayOptionBytes = 3500;
 Status MountOverlay(const std::vector<std::string>& layers, const std::string& upper, const std::string& work,
                     const std::string& merged);
