@@ -427,6 +427,16 @@ TEST_F(LayerStoreTest, ConcurrentAcquiresFetchOnce) {
   EXPECT_EQ(fetches_, 1);
 }
 
+TEST_F(LayerStoreTest, ALayerAnImageRepeatsIsFetchedOnce) {
+  Blob empty = MakeBlob(Gzip(TarBuilder().Finish()), kGzip), f = MakeBlob(TarBuilder().File("f", "x").Finish(), kTar);
+  LayerStore store(Store(), uint64_t{1} << 30);
+  auto lease = Acquire(store, {empty, f, empty});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->dirs().size(), 3u);
+  EXPECT_EQ(lease->dirs()[0], lease->dirs()[2]);
+  EXPECT_EQ(fetches_, 2);
+}
+
 Blob KiloLayer(char c) { return MakeBlob(TarBuilder().File("f", std::string(1000, c)).Finish(), kTar); }
 
 TEST_F(LayerStoreTest, EvictsLeastRecentlyUsed) {
