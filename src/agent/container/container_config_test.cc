@@ -1,9 +1,14 @@
 // The container runtimes' configurations and the out-of-memory verdict, as
 // data: what a task's container may and may not do is decided here.
 #include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "agent/container/docker/docker_runtime.h"
@@ -22,7 +27,7 @@ TaskLaunch Launch() {
   l.identity.switch_user = true;
   l.network = "host";
   l.gpus = {1};
-  l.image = {"torch", std::string(64, 'a'), "/cache/rootfs.tar", "/cache/rootfs", {}};
+  l.image = {"torch", std::string(64, 'a'), "/cache/rootfs.tar", {"/cache/rootfs"}, {}};
   return l;
 }
 
@@ -234,6 +239,42 @@ TEST(OutOfMemory, OnlyTheOomKillerSaysSo) {
   u.oom_kills = 1;
   EXPECT_EQ(OutOfMemoryReason(u, false, -1, SIGKILL, 1 << 30), "out of memory (limit 1Gi)");
   EXPECT_EQ(OutOfMemoryReason(u, true, -1, SIGKILL, 0), "");  // no limit, no verdict
+}
+
+// The overlay runc mounts, for real: the top layer wins, and a stack whose
+// paths pass one page of mount options still mounts (by short names).
+TEST(RuncOverlay, StacksLayersTopFirstEvenPastAPageOfOptions) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (mount)";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rm-overlay-{}", getpid());
+  fs::remove_all(dir);
+  std::vector<std::string> layers;
+  size_t joined = 0;
+  for (int i = 0; i < 60; ++i) {
+    const fs::path l = dir / "store" / fmt::format("{:064x}-{}", i, std::string(40, 'l'));
+    fs::create_directories(l);
+    std::ofstream(l / "who") << i;
+    std::ofstream(l / fmt::format("only-{}", i)) << i;
+    layers.push_back(l.string());
+    joined += l.string().size() + 1;
+  }
+  ASSERT_GT(joined, kMaxOverlayOptionBytes);
+  for (size_t n : {size_t{2}, layers.size()}) {
+    const fs::path run = dir / fmt::format("run-{}", n);
+    for (const char* d : {"upper", "work", "merged"}) fs::create_directories(run / d);
+    std::vector<std::string> stack(layers.begin(), layers.begin() + n);
+    stack.push_back(layers[0]);  // a layer an image repeats: the kernel takes a dir once
+    const Status s = MountOverlay(stack, (run / "upper").string(), (run / "work").string(), (run / "merged").string());
+    ASSERT_TRUE(s.ok()) << n << " layers: " << s.ToString();
+    {
+      std::ifstream who(run / "merged" / "who");
+      EXPECT_EQ(std::string(std::istreambuf_iterator<char>(who), {}), "0") << n << " layers";
+    }
+    EXPECT_TRUE(fs::exists(run / "merged" / fmt::format("only-{}", n - 1))) << n << " layers";
+    EXPECT_FALSE(fs::exists(run / "merged" / fmt::format("only-{}", n))) << n << " layers";
+    EXPECT_EQ(umount2((run / "merged").c_str(), 0), 0);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

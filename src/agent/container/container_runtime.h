@@ -5,7 +5,7 @@
 // and outlives the agent, stops with a grace period, re-adoption. The
 // runtime only makes the container and says what the shim runs, as root:
 //  - runc: `runc run` of an OCI bundle over an overlayfs on the image's
-//    unpacked rootfs (runc_runtime.cc);
+//    unpacked layers (runc_runtime.cc);
 //  - docker: `ringmaster docker-attach`, which starts a created container,
 //    streams its logs and waits for it over the Engine API (docker_runtime.cc).
 // Either way the container runs the task as its user's uid with no

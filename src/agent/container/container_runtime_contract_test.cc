@@ -94,7 +94,7 @@ class ContainerRuntimeContract : public ::testing::TestWithParam<std::string> {
     image_.name = "rmcontract";
     image_.digest = std::string(64, 'd');
     image_.tar = (dir_ / "image" / "rootfs.tar").string();
-    image_.rootfs = (dir_ / "image" / "rootfs").string();
+    image_.layers = {(dir_ / "image" / "rootfs").string()};
     Status built = testing::BuildImageTar(dir_ / "image", image_.tar);
     ASSERT_TRUE(built.ok()) << built.ToString();
     auto users = TaskUsers::Create({});

@@ -93,7 +93,7 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
   image.name = name;
   image.digest = digest;
   image.tar = dir + "/rootfs.tar";
-  if (unpack) image.rootfs = dir + "/rootfs";
+  if (unpack) image.layers = {dir + "/rootfs"};  // a site image is one layer
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/manifest.json"));
   try {
     const auto m = nlohmann::json::parse(text);

@@ -2,7 +2,7 @@
 // (ProcessExecutor) supervises every task under a detached shim, and runs it
 // one of three ways, as TaskLaunch::runtime says: "process" (a bare process
 // in its own session, as its user's unprivileged uid), "runc" (an OCI
-// container over the image's rootfs) or "docker" (a container through the
+// container over the image's layers) or "docker" (a container through the
 // Engine API); docs/containers.md compares them. Every task attempt has a
 // key unique on the node, its own cgroup with the job's limits (cgroups.h),
 // and its combined stdout/stderr and metrics are read back with ReadOutput.
@@ -55,7 +55,7 @@ struct TaskLaunch {
     std::string name;    // "torch"
     std::string digest;  // sha256 hex of its rootfs tar
     std::string tar;     // the rootfs tar (Docker imports it once)
-    std::string rootfs;  // the unpacked rootfs, read-only (runc's overlay lower dir)
+    std::vector<std::string> layers;  // unpacked, read-only, top first (overlayfs lowerdir order)
     std::map<std::string, std::string> env;  // the image's own (PATH, LANG, NODE_PATH, ...)
     // A registry's image: "host/repo@sha256:<manifest hex>" (name is then
     // the reference as the job wrote it). Docker runs it by this reference,

@@ -90,7 +90,7 @@ class ExecutorContract : public ::testing::TestWithParam<std::string> {
     image_.name = "rmcontract";
     image_.digest = std::string(64, 'c');
     image_.tar = (at / "rootfs.tar").string();
-    image_.rootfs = (at / "rootfs").string();
+    image_.layers = {(at / "rootfs").string()};
     image_.env = {{"PATH", "/bin:/usr/bin"}};
     return testing::BuildImageTar(at, image_.tar);
   }

@@ -1,5 +1,6 @@
 #include "agent/container/runc/runc_runtime.h"
 
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -8,10 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/executor/safe_fs.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/subprocess.h"
@@ -22,8 +25,49 @@ namespace {
 
 std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
 
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ":") + p;
+  return out;
+}
 
 }  // namespace
+
+Status MountOverlay(const std::vector<std::string>& stack, const std::string& upper, const std::string& work,
+                    const std::string& merged) {
+  if (stack.empty()) return InvalidArgument("overlay: no lower dirs");
+  // Images repeat layers (the empty one above all); overlayfs refuses a dir
+  // twice. The topmost copy alone gives the same tree: the lower one's
+  // entries are all in it.
+  std::vector<std::string> layers;
+  std::set<std::string> seen;
+  for (const std::string& dir : stack) {
+    if (seen.insert(dir).second) layers.push_back(dir);
+  }
+  std::string options = fmt::format("lowerdir={},upperdir={},workdir={}", Join(layers), upper, work);
+  // The kernel takes at most a page of options. Past that, each lower dir
+  // goes by a short name: /proc/self/fd/N of a descriptor open on it (this
+  // thread's own, so no chdir, no shared state), resolved at mount time.
+  std::vector<UniqueFd> held;
+  if (options.size() > kMaxOverlayOptionBytes) {
+    std::vector<std::string> short_names;
+    for (const std::string& dir : layers) {
+      UniqueFd fd(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!fd) return Internal(fmt::format("overlay: opening the lower dir {}: {}", dir, std::strerror(errno)));
+      short_names.push_back(fmt::format("/proc/self/fd/{}", fd.get()));
+      held.push_back(std::move(fd));
+    }
+    options = fmt::format("lowerdir={},upperdir={},workdir={}", Join(short_names), upper, work);
+    if (options.size() > kMaxOverlayOptionBytes) {
+      return InvalidArgument(fmt::format("overlay: {} layers are more than one mount can stack", layers.size()));
+    }
+  }
+  if (mount("overlay", merged.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return Internal(fmt::format("runc: mounting the task's root (overlay of {} layers, top {}): {}", layers.size(),
+                                layers.front(), std::strerror(errno)));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::string> RuncRuntime::Find(const std::string& runc_binary) {
   std::string path = runc_binary;
@@ -173,16 +217,12 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
 
 StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {
   const TaskLaunch& l = *t.launch;
-  if (l.image.rootfs.empty()) return FailedPrecondition("runc: the task's image has no unpacked rootfs on this node");
+  if (l.image.layers.empty()) return FailedPrecondition("runc: the task's image has no unpacked layers on this node");
   const std::string base = t.task_dir + "/rootfs";
   for (const char* d : {"upper", "work", "merged"}) RM_RETURN_IF_ERROR(MakeDirs(base + "/" + d, 0755));
-  // The image stays as it is (the lower dir, shared by every task of it);
+  // The image stays as it is (the lower dirs, shared by every task of it);
   // what the task writes outside its sandbox lands in its upper dir, gone with it.
-  const std::string options =
-      fmt::format("lowerdir={},upperdir={}/upper,workdir={}/work", l.image.rootfs, base, base);
-  if (mount("overlay", Rootfs(t.task_dir).c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-    return Internal(fmt::format("runc: mounting the task's root (overlay on {}): {}", l.image.rootfs, std::strerror(errno)));
-  }
+  RM_RETURN_IF_ERROR(MountOverlay(l.image.layers, base + "/upper", base + "/work", Rootfs(t.task_dir)));
   // runc makes the mount points of what is bound in, inside the root (in
   // the task's upper dir, never the shared image), resolving no symlink out of it.
   RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));

@@ -1,8 +1,8 @@
 // RuncRuntime: tasks as OCI containers run by runc (1.1, cgroupfs driver on cgroup v1 or v2). Each
-// task gets an overlayfs whose lower dir is the image's unpacked rootfs
-// (shared, read-only, cached per node by ImageCache) and whose upper dir is
-// the task's own, and a bundle (config.json) in its control dir: pid, mount,
-// ipc and uts namespaces (and net for network: none), no capabilities,
+// task gets an overlayfs whose lower dirs are the image's unpacked layers
+// (shared, read-only, cached per node) and whose upper dir is the task's
+// own, and a bundle (config.json) in its control dir: pid, mount, ipc and
+// uts namespaces (and net for network: none), no capabilities,
 // no_new_privs, the task's uid, a device cgroup that allows only the
 // defaults and the task's GPUs, the container's cgroup below the task's.
 // The shim runs `runc run` in the foreground, so the container's stdio is the
@@ -10,12 +10,21 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/container/container_runtime.h"
 
 namespace ringmaster::agent {
+
+// Mounts an overlayfs at `merged`: `layers` read-only, top first, over
+// `upper` (with `work`, its workdir, on the same filesystem). A repeated
+// layer counts once (its topmost place); stacks too long for one page of
+// mount options go by short names.
+inline constexpr size_t kMaxOverlayOptionBytes = 3500;
+Status MountOverlay(const std::vector<std::string>& layers, const std::string& upper, const std::string& work,
+                    const std::string& merged);
 
 class RuncRuntime final : public ContainerRuntime {
  public:
