@@ -399,8 +399,8 @@ int Main(int argc, char** argv) {
   auto* tokens_revoke = tokens->add_subcommand("revoke", "revoke a token (yours; admins: anyone's)");
   int64_t token_id = 0;
   tokens_revoke->add_option("id", token_id, "token id")->required();
-  auto* images = app.add_subcommand("images", "tasks' images, built from Debian packages and kept in the files "
-                                              "service (no registry): build, push, ls");
+  auto* images = app.add_subcommand("images", "the site's own images for tasks, built from Debian packages and kept in the files "
+                                              "service (registries: `image: HOST/REPO:TAG`, `ringmaster registry`): build, push, ls");
   images->require_subcommand(1);
   std::string image_name, image_dir = "images";
   auto* images_build = images->add_subcommand("build", "build base, torch, tfjs, tensorflow or mxnet with mmdebstrap into --out (as root)");

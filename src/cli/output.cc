@@ -106,6 +106,8 @@ void PrintJob(const json& j) {
   }
   std::cout << fmt::format("restarts: {} of {}\n", Str(j, "restarts"), Str(j, "max_restarts"));
   if (j.contains("spec")) {
+    // The image as the server pinned it: the digest every task and restart runs.
+    if (const std::string image = Str(j["spec"], "image"); !image.empty()) std::cout << fmt::format("image:    {}\n", image);
     const json& r = j["spec"]["resources"];
     std::cout << fmt::format("request:  {} x {{cpu {}, memory {}, gpu {}}}\n", Str(j, "replicas"), Str(r, "cpu"),
                              FormatBytes(r.value("memory", int64_t{0})), Str(r, "gpu"));

@@ -18,7 +18,9 @@ TEST(RegistriesTest, RegistryNamesAreNormalized) {
   for (const char* bad : {"a b", "host:", "host:0", "host:99999", "host:12a", "-host", "host/x", "ho$t", ":80"}) {
     auto r = NormalizeRegistry(bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
-    if (!r.ok()) EXPECT_EQ(r.status().message().rfind("registry: ", 0), 0u) << r.status().message();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().message().rfind("registry: ", 0), 0u) << r.status().message();
+    }
   }
 }
 
@@ -39,7 +41,7 @@ TEST(RegistriesTest, DockerHubsOfficialImagesAreUnderLibrary) {
 class RegistryLoginsTest : public ::testing::Test {
  protected:
   RegistryLoginsTest()
-      : store_(store::NewMemoryMetaStore()),
+      : store_(store::memory::NewMemoryMetaStore()),
         registries_(store_.get(), *SecretBox::WithKey(std::string(32, 'k')), RegistryOptions{}, &clock_) {}
   FakeClock clock_;
   std::unique_ptr<store::MetaStore> store_;

@@ -93,6 +93,7 @@ Status Fetch(int store_fd, const std::string& dir, const std::string& hex, const
   if (mkdirat(store_fd, tmp.c_str(), 0755) != 0) return FileError(dir + "/" + tmp, errno);
   UniqueFd root(openat(store_fd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return FileError(dir + "/" + tmp, errno);
+  (void)fchmod(root.get(), 0755);  // not the agent's umask
   LayerUnpacker unpacker(root.get(), what, compression, layer.media_type.empty(), limits);
   Sha256 sha;
   uint64_t received = 0;

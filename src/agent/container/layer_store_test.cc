@@ -251,6 +251,22 @@ INSTANTIATE_TEST_SUITE_P(Compression, LayerFormatTest, ::testing::Values(kTar, k
                            return m == kTar ? "plain" : m == kGzip ? "gzip" : m == kZstd ? "zstd" : "sniffed";
                          });
 
+TEST_F(LayerStoreTest, ParentsALayerDoesNotListAre0755WhateverTheUmask) {
+  // The agent runs with umask 077; a task (not root) must still reach opt/extra/README.
+  const mode_t old = umask(077);
+  LayerStore store(Store(), uint64_t{1} << 30);
+  auto lease = Acquire(store, {MakeBlob(TarBuilder().File("opt/extra/README", "hi").Finish(), kTar)});
+  umask(old);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const fs::path top = lease->dirs()[0];
+  for (const fs::path& d : {top, top / "opt", top / "opt/extra"}) {
+    EXPECT_EQ(fs::status(d).permissions() & fs::perms::all,
+              fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                  fs::perms::others_exec)
+        << d;
+  }
+}
+
 TEST_F(LayerStoreTest, RefusesDotDot) {
   for (const char* path : {"../x", "a/../../x", "/../x"}) {
     const Status s = UnpackFails(MakeBlob(TarBuilder().File(path, "out").Finish(), kTar));

@@ -450,6 +450,9 @@ class LayerUnpacker::Impl {
           return Internal(fmt::format("{}: mkdir {}: {}", what_, Join(comps, i + 1), std::strerror(errno)));
         }
         next = UniqueFd(openat(cur.get(), c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        // A parent the layer does not list is 0755, as Docker makes it,
+        // whatever the agent's umask (077) took away.
+        if (next) (void)fchmod(next.get(), 0755);
       }
       if (!next) {
         const int err = errno;

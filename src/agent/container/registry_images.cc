@@ -18,6 +18,28 @@ StatusOr<PinnedImage> ParsePinnedImage(const std::string& reference) {
   return PinnedImage{ref.registry, ref.repository, "sha256:" + ref.digest};
 }
 
+namespace {
+
+// dockerd words a registry's refusal as its own 500 ("unauthorized:
+// authentication required"): said the way our own pulls say it, naming the
+// registry, what it answered and whose login it refused.
+Status DockerPullError(const std::string& registry, const registry::Credentials& login, const Status& st) {
+  const std::string& m = st.message();
+  const std::string whose = login.empty() ? "no credentials" : "credentials of " + login.username;
+  if (m.find("unauthorized") != std::string::npos || m.find("authentication required") != std::string::npos) {
+    return Unauthenticated(fmt::format("registry {}: 401 Unauthorized ({}): {}", registry, whose, m));
+  }
+  if (m.find("denied") != std::string::npos) {
+    return PermissionDenied(fmt::format("registry {}: 403 Forbidden ({}): {}", registry, whose, m));
+  }
+  if (st.code() == StatusCode::kNotFound || m.find("manifest unknown") != std::string::npos) {
+    return NotFound(fmt::format("registry {}: 404 Not Found: {}", registry, m));
+  }
+  return st;
+}
+
+}  // namespace
+
 registry::Endpoint RegistryImages::EndpointFor(const std::string& host) const {
   registry::Endpoint e;
   e.host = host;
@@ -45,7 +67,9 @@ StatusOr<RegistryImages::Ready> RegistryImages::Ensure(const std::string& refere
                    .dump();
       }
       spdlog::info("agent: pulling image {} through docker{}", pinned, login.empty() ? "" : " with its owner's login");
-      RM_RETURN_IF_ERROR(docker.PullImage(pinned, auth, std::chrono::minutes(30)));
+      if (Status st = docker.PullImage(pinned, auth, std::chrono::minutes(30)); !st.ok()) {
+        return DockerPullError(at.registry, login, st);
+      }
     }
     RM_ASSIGN_OR_RETURN(nlohmann::json inspect, docker.InspectImage(pinned));
     for (const auto& kv : inspect.value("/Config/Env"_json_pointer, nlohmann::json::array())) {
