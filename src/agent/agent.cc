@@ -68,7 +68,7 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::uniq
       images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir),
       layers_((options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) + "/layers",
               options_.layer_cache_bytes, options_.unpack_limits),
-      registry_images_(&layers_, options_.registry) {
+      registry_images_(&layers_, WithServerRegistry(options_.registry, options_.server_url, options_.ca_file)) {
   inventory_ = DetectNode(options_.nvml_library);
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -372,6 +372,13 @@ StatusOr<RegistryImages::Ready> Agent::PullRegistryImage(const TaskRef& ref, con
   // The job owner's login to the image's registry (or the site's), for this
   // pull only: the server hands it to the agent of the task's node alone.
   registry::Credentials login;
+  // Users' own images come from the server itself, as its own registry: the
+  // agent presents its own token (the server lets it read only what its
+  // tasks run).
+  if (auto at = ParsePinnedImage(image); at.ok() && at->registry == registry_images_.options().server_registry) {
+    login = {"ringmaster", options_.token};
+    return registry_images_.Ensure(image, login, runtime, stopped);
+  }
   RM_ASSIGN_OR_RETURN(nlohmann::json j, api_.Get(fmt::format("/api/v1/agent/tasks/{}/registry-login?attempt={}",
                                                               ref.task_id, ref.attempt),
                                                   {std::chrono::seconds(30)}));

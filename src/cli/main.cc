@@ -6,6 +6,7 @@
 #include <csignal>
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <istream>
 #include <memory>
@@ -400,15 +401,20 @@ int Main(int argc, char** argv) {
   int64_t token_id = 0;
   tokens_revoke->add_option("id", token_id, "token id")->required();
   auto* images = app.add_subcommand("images", "the site's own images for tasks, built from Debian packages and kept in the files "
-                                              "service (registries: `image: HOST/REPO:TAG`, `ringmaster registry`): build, push, ls");
+                                              "service, and your own pushed from a saved tar (registries: `image: "
+                                              "HOST/REPO:TAG`, `ringmaster registry`): build, push, ls");
   images->require_subcommand(1);
   std::string image_name, image_dir = "images";
   auto* images_build = images->add_subcommand("build", "build base, torch, tfjs, tensorflow or mxnet with mmdebstrap into --out (as root)");
   images_build->add_option("name", image_name, "base, torch, tfjs, tensorflow or mxnet")->required();
   images_build->add_option("--out", image_dir, "where NAME.tar and NAME.json go")->capture_default_str();
   auto* images_push = images->add_subcommand("push", "store a built image in the files service as images/NAME/ (admins)");
-  images_push->add_option("name", image_name, "image name")->required();
-  images_push->add_option("--from", image_dir, "where NAME.tar and NAME.json are")->capture_default_str();
+  std::string image_user;
+  images_push->add_option("name", image_name, "image name (NAME[:TAG] for a tar: default what the tar names)");
+  images_push->add_option("--from", image_dir,
+                          "a directory with the site's NAME.tar and NAME.json, or your image as a `docker save` or "
+                          "OCI layout tar")->capture_default_str();
+  images_push->add_option("--user", image_user, "whose images a tar goes into (default: yours)");
   auto* images_ls = images->add_subcommand("ls", "the images jobs can name");
   auto* registry_cmd = app.add_subcommand("registry", "your logins to OCI registries, for your jobs' images (the "
                                                     "password is kept sealed on the server): login, logout, ls");
@@ -477,7 +483,12 @@ int Main(int argc, char** argv) {
   }
   if (*submit) return Submit(conn, spec_file, no_workdir);
   if (*images_build) return ImagesBuild(image_name, image_dir);
-  if (*images_push) return ImagesPush(conn, image_name, image_dir);
+  if (*images_push) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(image_dir, ec)) return ImagesPushTar(conn, image_name, image_dir, image_user);
+    if (image_name.empty()) Die("images push: NAME is required with a directory (--from DIR)");
+    return ImagesPush(conn, image_name, image_dir);
+  }
   if (*images_ls) return ImagesLs(conn);
   if (*registry_login) return RegistryLogin(conn, registry_host, registry_user, registry_site);
   if (*registry_logout) return RegistryLogout(conn, registry_host, registry_site);

@@ -165,6 +165,8 @@ void AddNodeRoutes(Api& api);
 void AddUserRoutes(Api& api);
 // Users' (and the site's) logins to OCI registries.
 void AddRegistryRoutes(Api& api);
+// This server as a read-only OCI registry of users' own images (/v2/).
+void AddRegistryV2Routes(Api& api);
 void AddAgentRoutes(Api& api);
 void AddFileRoutes(Api& api);
 // The agent's side of the files service: a task's staging plan, reads of its

@@ -239,6 +239,12 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
     caller = FromBearer(auth.substr(7));
   } else if (auth.rfind("Basic ", 0) == 0 && route.access == access::kLogin) {
     caller = FromPassword(head, auth.substr(6));
+  } else if (auth.rfind("Basic ", 0) == 0 && route.access == access::kRegistry) {
+    // The token is the password; the user name is whatever the client had to fill in.
+    const std::string decoded = Base64Decode(auth.substr(6));
+    const size_t colon = decoded.find(':');
+    caller = colon == std::string::npos ? StatusOr<Caller>(Unauthenticated("Basic: expected NAME:TOKEN"))
+                                        : FromBearer(decoded.substr(colon + 1));
   }
   RM_RETURN_IF_ERROR(caller.status());
   const Scope s = caller->scope;
@@ -247,6 +253,8 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
     // Valid is enough (GET /api/v1/version: what any client may need to know to talk to us).
   } else if (need == access::kAgent) {
     if (s != Scope::kAgent) return PermissionDenied("this call is for agents: it needs an agent token");
+  } else if (need == access::kRegistry) {
+    if (s == Scope::kMetrics) return PermissionDenied("a metrics token reaches only /metrics");
   } else if (need == access::kMetrics) {
     if (s != Scope::kMetrics && s != Scope::kAdmin) return PermissionDenied("this call needs a metrics or admin token");
   } else if (UserRoute(need)) {

@@ -50,6 +50,10 @@ inline constexpr const char* kAgent = "agent";
 inline constexpr const char* kMetrics = "metrics";  // admin or metrics tokens
 inline constexpr const char* kLogin = "login";  // a submit token, or HTTP Basic user:password
 inline constexpr const char* kAnyToken = "any";  // any valid token, agent and metrics ones included
+// The read-only OCI registry (/v2/): a user or agent token, as a bearer or as
+// the password of HTTP Basic (any user name), which is what docker login and
+// registry clients send.
+inline constexpr const char* kRegistry = "registry";
 }  // namespace access
 
 // The authenticated caller of one request (http::Principal::data).

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "server/user_images.h"
 
 namespace ringmaster::server {
 
@@ -100,8 +101,57 @@ registry::Endpoint Registries::EndpointFor(const std::string& registry) const {
   return e;
 }
 
+StatusOr<std::pair<std::string, std::string>> SplitOwnRepository(const std::string& repository) {
+  const size_t slash = repository.find('/');
+  if (slash == std::string::npos || slash == 0 || repository.find('/', slash + 1) != std::string::npos) {
+    return InvalidArgument(fmt::format("\"{}\": users' images are USER/NAME", repository));
+  }
+  std::pair<std::string, std::string> out{repository.substr(0, slash), repository.substr(slash + 1)};
+  RM_RETURN_IF_ERROR(user_images::ValidateName(out.second));
+  return out;
+}
+
+void Registries::ServeOwn(std::string name, files::BlobStore* files) {
+  std::lock_guard<std::mutex> l(own_mu_);
+  auto host = NormalizeRegistry(name);
+  own_name_ = host.ok() ? *host : name;
+  own_files_ = files;
+}
+
+std::string Registries::own_name() const {
+  std::lock_guard<std::mutex> l(own_mu_);
+  return own_name_;
+}
+
+StatusOr<std::string> Registries::PinOwn(int64_t user_id, const protocol::ImageRef& ref, const RegistryImage& at) {
+  files::BlobStore* files = nullptr;
+  {
+    std::lock_guard<std::mutex> l(own_mu_);
+    files = own_files_;
+  }
+  const std::string missing = fmt::format("image: {}: not found on this server's registry", ref.ToString());
+  auto parts = SplitOwnRepository(at.repository);
+  if (!parts.ok()) return InvalidArgument(fmt::format("image: {}: {}", ref.ToString(), parts.status().message()));
+  RM_ASSIGN_OR_RETURN(store::User user, store_->GetUser(user_id));
+  // Another user's images are not even confirmed to exist.
+  if (parts->first != user.name && user.role != store::Role::kAdmin) return InvalidArgument(missing);
+  const std::string reference = ref.digest.empty() ? ref.Tag() : "sha256:" + ref.digest;
+  auto digest = user_images::Resolve(*files, parts->first, parts->second, reference);
+  if (!digest.ok()) {
+    if (digest.status().code() == StatusCode::kNotFound) return InvalidArgument(missing);
+    if (digest.status().code() == StatusCode::kInvalidArgument) {
+      return InvalidArgument(fmt::format("image: {}: {}", ref.ToString(), digest.status().message()));
+    }
+    return digest.status().Annotate("image");
+  }
+  std::string pinned = at.registry + "/" + at.repository;
+  if (!ref.tag.empty()) pinned += ":" + ref.tag;
+  return pinned + "@" + *digest;
+}
+
 StatusOr<std::string> Registries::Pin(int64_t user_id, const protocol::ImageRef& ref) {
   const RegistryImage at = RegistryImageOf(ref);
+  if (!at.registry.empty() && at.registry == own_name()) return PinOwn(user_id, ref, at);
   std::string whose;
   RM_ASSIGN_OR_RETURN(registry::Credentials creds, CredentialsFor(user_id, at.registry, &whose));
   registry::Options o;

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "files/blob_store.h"
 #include "protocol/image_ref.h"
 #include "registry/client.h"
 #include "server/secret_box.h"
@@ -59,6 +61,11 @@ class Registries {
   registry::Endpoint EndpointFor(const std::string& registry) const;
   const RegistryOptions& options() const { return options_; }
 
+  // This server's own read-only registry (api_registry_v2.cc), which serves
+  // users' images from `files`: references to `name` are pinned from there.
+  void ServeOwn(std::string name, files::BlobStore* files);
+  std::string own_name() const;
+
   // `ref` (not the site's) resolved as user_id would pull it:
   // "host/repo[:tag]@sha256:<platform manifest>". InvalidArgument naming
   // `image` and the registry's answer (401, 404, another platform, ...);
@@ -67,11 +74,19 @@ class Registries {
 
  private:
   static std::string Associated(int64_t user_id, const std::string& registry);
+  StatusOr<std::string> PinOwn(int64_t user_id, const protocol::ImageRef& ref, const RegistryImage& at);
 
   store::MetaStore* const store_;
   const SecretBox box_;
   const RegistryOptions options_;
   Clock* const clock_;
+  mutable std::mutex own_mu_;
+  std::string own_name_;                // GUARDED_BY(own_mu_)
+  files::BlobStore* own_files_ = nullptr;  // GUARDED_BY(own_mu_)
 };
+
+// Users' images on this server's registry are "<user>/<name>": the two parts,
+// or InvalidArgument.
+StatusOr<std::pair<std::string, std::string>> SplitOwnRepository(const std::string& repository);
 
 }  // namespace ringmaster::server

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/crypto.h"
+#include "files/fake_store.h"
+#include "server/user_images.h"
 #include "store/memory/memory_meta_store.h"
 
 namespace ringmaster::server {
@@ -90,6 +93,56 @@ TEST_F(RegistryLoginsTest, BadLoginsAreRefusedNamingTheField) {
   EXPECT_EQ(registries_.Login(7, "reg:5000", "ada", "").message(), "password: 1 to 8192 bytes");
   EXPECT_EQ(registries_.Login(7, "bad host", "ada", "pw").code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(store_->ListRegistryCredentials(7)->empty());
+}
+
+}  // namespace
+}  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// This server's own registry: users' images pinned from the files store.
+class OwnRegistryTest : public RegistryLoginsTest {
+ protected:
+  void SetUp() override {
+    alice_ = *store_->CreateUser({0, "alice", store::Role::kUser});
+    bob_ = *store_->CreateUser({0, "bob", store::Role::kUser});
+    admin_ = *store_->CreateUser({0, "root", store::Role::kAdmin});
+    registries_.ServeOwn("127.0.0.1:8080", files_.get());
+    manifest_hex_ = Sha256Hex(R"({"schemaVersion":2})");
+    Put(user_images::BlobKey("alice", manifest_hex_), R"({"schemaVersion":2})");
+    Put(user_images::TagKey("alice", "base", "v1"), "sha256:" + manifest_hex_ + "\n");
+  }
+  void Put(const std::string& key, const std::string& bytes) {
+    auto w = files_->Create(key, {});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Write(bytes).ok());
+    ASSERT_TRUE((*w)->Commit().ok());
+  }
+  StatusOr<std::string> Pin(int64_t user, const std::string& image) {
+    return registries_.Pin(user, *protocol::ParseImageRef(image));
+  }
+  std::unique_ptr<files::FakeBlobStore> files_ = files::NewFakeBlobStore();
+  int64_t alice_ = 0, bob_ = 0, admin_ = 0;
+  std::string manifest_hex_;
+};
+
+TEST_F(OwnRegistryTest, AUserPinsTheirOwnImagesOthersSeeNothing) {
+  auto mine = Pin(alice_, "127.0.0.1:8080/alice/base:v1");
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_EQ(*mine, "127.0.0.1:8080/alice/base:v1@sha256:" + manifest_hex_);
+  auto by_digest = Pin(alice_, "127.0.0.1:8080/alice/base@sha256:" + manifest_hex_);
+  ASSERT_TRUE(by_digest.ok()) << by_digest.status().ToString();
+  EXPECT_TRUE(Pin(admin_, "127.0.0.1:8080/alice/base:v1").ok());
+  // Bob's refusal reads as a missing image's: alice's is not confirmed to exist.
+  auto theirs = Pin(bob_, "127.0.0.1:8080/alice/base:v1");
+  auto missing = Pin(alice_, "127.0.0.1:8080/alice/base:v2");
+  ASSERT_FALSE(theirs.ok());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(theirs.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(theirs.status().message().find("not found"), std::string::npos) << theirs.status().message();
+  EXPECT_NE(missing.status().message().find("not found"), std::string::npos) << missing.status().message();
+  EXPECT_EQ(Pin(alice_, "127.0.0.1:8080/base:v1").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -237,6 +237,7 @@ Status Server::Start() {
   AddNodeRoutes(*api_);
   AddUserRoutes(*api_);
   AddRegistryRoutes(*api_);
+  AddRegistryV2Routes(*api_);
   AddAgentRoutes(*api_);
   AddFileRoutes(*api_);
   AddAgentFileRoutes(*api_);
@@ -249,6 +250,11 @@ Status Server::Start() {
   if (!options_.listen) return Status::Ok();
   RM_RETURN_IF_ERROR(http_->Start());
   port_ = http_->port();
+  {
+    std::string own = options_.registry_name;
+    if (own.empty()) own = url().substr(url().find("://") + 3);
+    registries_->ServeOwn(own, files_.get());
+  }
   jobs_->Start();
   monitor_saver_ = std::thread([this] {
     std::unique_lock<std::mutex> l(saver_mu_);

@@ -56,6 +56,9 @@ struct ServerOptions {
   // backups where you can).
   RegistryOptions registries;
   std::string secrets_key;
+  // The name jobs use for this server's own registry of users' images
+  // (`image: NAME/alice/mytorch:v1`): "" = the host:port of url().
+  std::string registry_name;
   int api_threads = 16;
   int agent_threads = 4;
   // false: no port and no scheduler loop; requests go through http()->Dispatch

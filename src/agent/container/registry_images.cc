@@ -1,6 +1,7 @@
 #include "agent/container/registry_images.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -40,9 +41,27 @@ Status DockerPullError(const std::string& registry, const registry::Credentials&
 
 }  // namespace
 
+RegistryImageOptions WithServerRegistry(RegistryImageOptions options, const std::string& server_url,
+                                        const std::string& server_ca_file) {
+  const size_t scheme = server_url.find("://");
+  if (scheme == std::string::npos) return options;
+  std::string authority = server_url.substr(scheme + 3);
+  authority = authority.substr(0, authority.find('/'));
+  std::transform(authority.begin(), authority.end(), authority.begin(), [](unsigned char c) { return std::tolower(c); });
+  options.server_registry = authority;
+  options.server_plain_http = server_url.rfind("http://", 0) == 0;
+  options.server_ca_file = server_ca_file;
+  return options;
+}
+
 registry::Endpoint RegistryImages::EndpointFor(const std::string& host) const {
   registry::Endpoint e;
   e.host = host;
+  if (!options_.server_registry.empty() && host == options_.server_registry) {
+    e.plain_http = options_.server_plain_http;
+    e.ca_file = options_.server_ca_file;
+    return e;
+  }
   e.plain_http = std::find(options_.insecure.begin(), options_.insecure.end(), host) != options_.insecure.end();
   e.ca_file = options_.ca_file;
   return e;

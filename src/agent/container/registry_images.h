@@ -27,7 +27,16 @@ struct RegistryImageOptions {
   registry::Platform platform;        // this node's
   std::string docker_socket;          // for Docker's pulls
   std::chrono::milliseconds timeout{60'000};  // each wait on a registry or dockerd's pull progress
+  // The agent's own server, which serves users' images as a registry: its
+  // host:port, reached over plain http or trusting its CA file.
+  std::string server_registry;
+  bool server_plain_http = false;
+  std::string server_ca_file;
 };
+
+// `options` with the server_* fields set for the server at `server_url`.
+RegistryImageOptions WithServerRegistry(RegistryImageOptions options, const std::string& server_url,
+                                        const std::string& server_ca_file);
 
 // The registry and repository of a pinned reference ("host/repo:tag@sha256:..").
 struct PinnedImage {
@@ -49,6 +58,7 @@ class RegistryImages {
   // does not match, a layer with a path outside it, ...).
   StatusOr<Ready> Ensure(const std::string& reference, const registry::Credentials& login, const std::string& runtime,
                          const std::function<bool()>& cancelled);
+  const RegistryImageOptions& options() const { return options_; }
 
  private:
   registry::Endpoint EndpointFor(const std::string& host) const;

@@ -1,0 +1,173 @@
+// This server as a read-only OCI registry (Registry HTTP API V2) of users'
+// own images (server/user_images.h), so runc's layer store and dockerd pull
+// them as from any registry: GET /v2/, GET|HEAD of /v2/<user>/<name>/
+// manifests/<tag or digest> and /v2/<user>/<name>/blobs/sha256:<hex>.
+// Tokens come as a bearer or as HTTP Basic's password (any user name). A user
+// reads their own namespace (admins any); an agent reads <user>/<name> only
+// while a task on its node belongs to a job of <user> pinned to that image.
+// Another's namespace answers 404 NAME_UNKNOWN, as one that does not exist.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api.h"
+#include "server/files_access.h"
+#include "server/user_images.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+http::Response V2Error(int status, const std::string& code, const std::string& message) {
+  http::Response r;
+  r.status = status;
+  r.body = json{{"errors", json::array({{{"code", code}, {"message", message}}})}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
+  r.headers.emplace_back("Docker-Distribution-API-Version", "registry/2.0");
+  if (status == 401) r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"ringmaster\"");
+  return r;
+}
+
+http::Response V2ErrorFor(const http::Request& req, const Status& st, const std::string& not_found_code) {
+  switch (st.code()) {
+    case StatusCode::kUnauthenticated: return V2Error(401, "UNAUTHORIZED", st.message());
+    case StatusCode::kPermissionDenied: return V2Error(403, "DENIED", st.message());
+    case StatusCode::kNotFound: return V2Error(404, not_found_code, st.message());
+    case StatusCode::kInvalidArgument: return V2Error(400, "NAME_INVALID", st.message());
+    default: {
+      http::Response r = ErrorFor(req, st);  // logs an Internal one
+      return V2Error(r.status, "UNKNOWN", r.status == 500 ? "internal error; the server log has the cause" : st.message());
+    }
+  }
+}
+
+StatusOr<Caller> Authenticate(Api& api, const http::Request& req) {
+  http::RouteOptions route;
+  route.access = access::kRegistry;
+  RM_ASSIGN_OR_RETURN(http::Principal p, api.auth->Authenticate(req, route));
+  return std::any_cast<Caller>(p.data);
+}
+
+// Whether a task on the agent's node runs a job of `owner` pinned to
+// `own`/<owner>/<name> (what that agent has to pull).
+StatusOr<bool> AgentNeeds(Api& api, const Caller& c, const store::User& owner, const std::string& repository,
+                          const std::string& own) {
+  RM_ASSIGN_OR_RETURN(std::vector<store::Task> tasks, api.store->ListPlacedTasks());
+  const std::string prefix = own + "/" + repository;
+  for (const store::Task& t : tasks) {
+    auto node = api.store->GetNode(t.node_id);
+    if (!node.ok() || node->name != c.token.node) continue;
+    auto job = api.store->GetJob(t.job_id);
+    if (!job.ok() || job->user_id != owner.id) continue;
+    const json spec = json::parse(job->spec_json, nullptr, false);
+    const std::string image = spec.is_object() ? spec.value("image", "") : "";
+    if (image.size() > prefix.size() && image.rfind(prefix, 0) == 0 && (image[prefix.size()] == ':' || image[prefix.size()] == '@')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The caller, reading as the namespace's owner; or the answer to send.
+struct Access {
+  Caller reader;
+  std::optional<http::Response> refused;
+};
+Access Authorize(Api& api, const http::Request& req, const std::string& user, const std::string& name) {
+  Access a;
+  auto c = Authenticate(api, req);
+  if (!c.ok()) {
+    a.refused = V2ErrorFor(req, c.status(), "UNKNOWN");
+    return a;
+  }
+  const std::string repository = user + "/" + name;
+  const Status unknown = NotFound(fmt::format("repository {} not known to this registry", repository));
+  if (Status st = user_images::ValidateName(name); !st.ok()) {
+    a.refused = V2ErrorFor(req, st, "NAME_INVALID");
+    return a;
+  }
+  auto owner = api.store->GetUserByName(user);
+  if (!owner.ok()) {
+    a.refused = V2ErrorFor(req, owner.status().code() == StatusCode::kNotFound ? unknown : owner.status(), "NAME_UNKNOWN");
+    return a;
+  }
+  bool may = c->user.name == user || c->admin();
+  if (c->scope == Scope::kAgent) {
+    auto needs = AgentNeeds(api, *c, *owner, repository, api.registries ? api.registries->own_name() : "");
+    if (!needs.ok()) {
+      a.refused = V2ErrorFor(req, needs.status(), "UNKNOWN");
+      return a;
+    }
+    may = *needs;
+  }
+  if (!may) {
+    a.refused = V2ErrorFor(req, unknown, "NAME_UNKNOWN");
+    return a;
+  }
+  a.reader = Caller{std::move(*owner), store::Token{}, Scope::kRead};
+  return a;
+}
+
+void Manifest(Api& api, http::Request& req, const http::Responder& respond, bool head_only) {
+  const std::string user = req.matches.at(0), name = req.matches.at(1), reference = req.matches.at(2);
+  Access a = Authorize(api, req, user, name);
+  if (a.refused) return respond(std::move(*a.refused));
+  if (Status st = user_images::ValidateReference(reference); !st.ok()) {
+    return respond(V2Error(400, "MANIFEST_INVALID", st.message()));
+  }
+  auto digest = user_images::Resolve(*api.files, user, name, reference);
+  if (!digest.ok()) return respond(V2ErrorFor(req, digest.status(), "MANIFEST_UNKNOWN"));
+  auto body = user_images::ReadSmall(*api.files, user_images::BlobKey(user, digest->substr(7)), user_images::kMaxManifestBytes);
+  if (!body.ok()) return respond(V2ErrorFor(req, body.status(), "MANIFEST_UNKNOWN"));
+  const json m = json::parse(*body, nullptr, false);
+  http::Response r;
+  r.content_type = m.is_object() && m.contains("mediaType") && m["mediaType"].is_string()
+                       ? m["mediaType"].get<std::string>()
+                       : "application/vnd.oci.image.manifest.v1+json";
+  r.headers.emplace_back("Docker-Content-Digest", *digest);
+  r.headers.emplace_back("Docker-Distribution-API-Version", "registry/2.0");
+  if (!head_only) r.body = std::move(*body);
+  respond(std::move(r));
+}
+
+void Blob(Api& api, http::Request& req, const http::Responder& respond, bool head_only) {
+  const std::string user = req.matches.at(0), name = req.matches.at(1), digest = req.matches.at(2);
+  Access a = Authorize(api, req, user, name);
+  if (a.refused) return respond(std::move(*a.refused));
+  if (digest.rfind("sha256:", 0) != 0 || !user_images::ValidateReference(digest).ok()) {
+    return respond(V2Error(400, "DIGEST_INVALID", "digest: expected sha256:<64 lowercase hex digits>"));
+  }
+  const std::string key = user_images::BlobKey(user, digest.substr(7));
+  if (auto head = api.files->Head(key); !head.ok()) return respond(V2ErrorFor(req, head.status(), "BLOB_UNKNOWN"));
+  files_api::Get(api, req, [respond, digest](http::Response r) {
+    if (r.status < 300) r.headers.emplace_back("Docker-Content-Digest", digest);
+    respond(std::move(r));
+  }, head_only, a.reader, key);
+}
+
+}  // namespace
+
+void AddRegistryV2Routes(Api& api) {
+  http::RouteOptions open;
+  open.authenticate = false;  // the handlers do, to answer as a registry (401 with a Basic challenge)
+  open.max_body = 0;
+  auto base = [&api](http::Request& req, http::Responder respond) {
+    auto c = Authenticate(api, req);
+    if (!c.ok()) return respond(V2ErrorFor(req, c.status(), "UNKNOWN"));
+    http::Response r;
+    r.body = json{{"registry", api.registries ? api.registries->own_name() : ""}}.dump();
+    r.headers.emplace_back("Docker-Distribution-API-Version", "registry/2.0");
+    respond(std::move(r));
+  };
+  api.http->Route("GET", "/v2/", open, base);
+  api.http->Route("GET", "/v2", open, base);
+  for (const bool head : {false, true}) {
+    const char* method = head ? "HEAD" : "GET";
+    api.http->Route(method, "/v2/{name}/{name}/manifests/{name}", open,
+                    [&api, head](http::Request& req, http::Responder respond) { Manifest(api, req, respond, head); });
+    api.http->Route(method, "/v2/{name}/{name}/blobs/{name}", open,
+                    [&api, head](http::Request& req, http::Responder respond) { Blob(api, req, respond, head); });
+  }
+}
+
+}  // namespace ringmaster::server
