@@ -105,13 +105,19 @@ namespace {
 class OwnRegistryTest : public RegistryLoginsTest {
  protected:
   void SetUp() override {
-    alice_ = *store_->CreateUser({0, "alice", store::Role::kUser});
-    bob_ = *store_->CreateUser({0, "bob", store::Role::kUser});
-    admin_ = *store_->CreateUser({0, "root", store::Role::kAdmin});
+    alice_ = User("alice", store::Role::kUser);
+    bob_ = User("bob", store::Role::kUser);
+    admin_ = User("root", store::Role::kAdmin);
     registries_.ServeOwn("127.0.0.1:8080", files_.get());
     manifest_hex_ = Sha256Hex(R"({"schemaVersion":2})");
     Put(user_images::BlobKey("alice", manifest_hex_), R"({"schemaVersion":2})");
     Put(user_images::TagKey("alice", "base", "v1"), "sha256:" + manifest_hex_ + "\n");
+  }
+  int64_t User(const std::string& name, store::Role role) {
+    store::User u;
+    u.name = name;
+    u.role = role;
+    return *store_->CreateUser(u);
   }
   void Put(const std::string& key, const std::string& bytes) {
     auto w = files_->Create(key, {});
