@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Users' own images: `ringmaster images push --from FILE.tar` of a `docker save`
 # tar and of an OCI layout tar into alice's namespace, served by the server as
-# a read-only registry:
+# a read-only registry, under one container executor ($1: runc, the default, or docker):
 #  1. both push; `images ls` shows them to alice and not to bob; alice's file
 #     usage grew by the image's bytes;
-#  2. alice's job on runc runs in <server>/alice/base:v1, pinned to its digest;
+#  2. alice's job runs in <server>/alice/base:v1, pinned to its digest;
 #  3. bob's submit of it fails (not found), and bob's reads of /v2/alice/...
-#     answer 404 NAME_UNKNOWN, as do anonymous ones 401 with a Basic challenge;
+#     answer 404 NAME_UNKNOWN, as does an agent's of an image none of its
+#     tasks runs; anonymous ones 401 with a Basic challenge;
 #  4. a tampered tar is refused, with one line, storing nothing.
 source "$(dirname "$0")/lib.sh"
+EXEC=${1:-runc}
 : "${REGISTRY_DIR:?set REGISTRY_DIR to the directory of tests/fixtures/registry.sh}"
 # shellcheck source=/dev/null
 source "$REGISTRY_DIR/registry.env"
@@ -23,7 +25,12 @@ TARS=$(mktemp -d /tmp/rm-e2e-tars.XXXXXX)
   "oci-archive:$TARS/oci.tar:v1" || fail "skopeo oci-archive"
 
 start_server
-start_agent node-a 32600-32619 "$SANDBOXES" --executors process,runc --image-cache "$IMAGE_CACHE"
+case $EXEC in
+  runc) PORTS=32600-32619; FLAGS=(--executors process,runc) ;;
+  docker) PORTS=32620-32639; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}") ;;
+  *) fail "unknown executor $EXEC" ;;
+esac
+start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}" --image-cache "$IMAGE_CACHE"
 await_nodes 1
 OWN=${URL#*://}
 rmc users create alice > /dev/null 2>&1
@@ -34,7 +41,7 @@ as_alice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
 as_bob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
 usage() { curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$URL/api/v1/users" |
   jq -r --arg u "$1" '.users[] | select(.name == $u) | .files.bytes'; }
-pass "server and a runc agent at $OWN; $TARS/save.tar and oci.tar of lab/base:v1"
+pass "server and a $EXEC agent at $OWN; $TARS/save.tar and oci.tar of lab/base:v1"
 
 # ---- 1. push both; ls; usage
 BEFORE=$(usage alice)
@@ -54,16 +61,16 @@ BLOBS=$(as_alice files ls users/alice/images/blobs/sha256/ --json | jq '[.[].siz
   fail "alice's usage grew by $((AFTER - BEFORE)) bytes, her image blobs hold $BLOBS"
 pass "both tars pushed; images ls shows them to alice only; her usage grew by $((AFTER - BEFORE)) bytes"
 
-# ---- 2. alice's job in her image, on runc
-ID=$(jq -n --arg i "$OWN/alice/base:v1" '{name: "mine", image: $i, executor: "runc",
+# ---- 2. alice's job in her image
+ID=$(jq -n --arg i "$OWN/alice/base:v1" --arg e "$EXEC" '{name: "mine", image: $i, executor: $e,
   resources: {cpu: 0.5, memory: "256Mi"}, command: ["sh", "-c", "cat /etc/os-release | head -1; echo IN-MY-IMAGE"]}' |
   as_alice submit --no-workdir -)
 PINNED=$(as_alice show "$ID" --json | jq -r .spec.image)
 [[ "$PINNED" == "$OWN/alice/base:v1@sha256:"* ]] || fail "job $ID pinned to $PINNED"
 as_alice wait "$ID" --timeout 240 > /dev/null || { as_alice show "$ID"; as_alice logs "$ID"; fail "job $ID did not succeed"; }
 as_alice logs "$ID" | grep -q IN-MY-IMAGE || fail "job $ID printed $(as_alice logs "$ID")"
-grep -q "started task .* with runc (image $OWN/alice/base:v1@" "$DATA/agent-node-a.log" || fail "not run with runc"
-pass "runc: alice's job ran in $PINNED"
+grep -q "started task .* with $EXEC (image $OWN/alice/base:v1@" "$DATA/agent-node-a.log" || fail "not run with $EXEC"
+pass "$EXEC: alice's job ran in $PINNED"
 
 # ---- 3. bob may not
 if ERR=$(jq -n --arg i "$OWN/alice/base:v1" '{name: "theirs", image: $i, executor: "runc",
@@ -77,6 +84,10 @@ for path in "manifests/v1" "manifests/$DIGEST"; do
   [ "$CODE" = 404 ] && [ "$(jq -r '.errors[0].code' "$TARS/bob.json")" = NAME_UNKNOWN ] ||
     fail "bob's GET /v2/alice/base/$path: $CODE $(cat "$TARS/bob.json")"
 done
+# The agent's token reads only what a task on its node runs: nothing of alice's now.
+CODE=$(curl -s -o "$TARS/agent.json" -w '%{http_code}' -u "ringmaster:$(cat "$DATA/node-a.token")" \
+  "$URL/v2/alice/oci-base/manifests/v1")
+[ "$CODE" = 404 ] || fail "the agent's token read alice/oci-base, which none of its tasks runs: $CODE"
 CODE=$(curl -s -o /dev/null -D "$TARS/anon.h" -w '%{http_code}' "$URL/v2/alice/base/manifests/v1")
 [ "$CODE" = 401 ] && grep -qi '^www-authenticate: Basic realm="ringmaster"' "$TARS/anon.h" ||
   fail "an anonymous GET answered $CODE $(cat "$TARS/anon.h")"
