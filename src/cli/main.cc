@@ -408,7 +408,8 @@ int Main(int argc, char** argv) {
   auto* images_build = images->add_subcommand("build", "build base, torch, tfjs, tensorflow or mxnet with mmdebstrap into --out (as root)");
   images_build->add_option("name", image_name, "base, torch, tfjs, tensorflow or mxnet")->required();
   images_build->add_option("--out", image_dir, "where NAME.tar and NAME.json go")->capture_default_str();
-  auto* images_push = images->add_subcommand("push", "store a built image in the files service as images/NAME/ (admins)");
+  auto* images_push = images->add_subcommand("push", "store a built image in the files service as images/NAME/ (admins), or your own from a "
+                                                "`docker save` or OCI layout tar (--from FILE.tar) as users/YOU/images/");
   std::string image_user;
   images_push->add_option("name", image_name, "image name (NAME[:TAG] for a tar: default what the tar names)");
   images_push->add_option("--from", image_dir,
