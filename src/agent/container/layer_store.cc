@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -30,9 +32,14 @@ StatusOr<std::string> HexOf(const std::string& digest) {
   return digest.substr(prefix.size());
 }
 
-Status Flock(int fd, int op, const std::string& what) {
-  while (flock(fd, op) != 0) {
-    if (errno != EINTR) return Internal(fmt::format("flock {}: {}", what, std::strerror(errno)));
+// Waits for the lock, asking `cancelled` every 200 ms: a task stopped while
+// another agent fetches the same layer (from a slow registry) stops waiting.
+Status Flock(int fd, int op, const std::string& what, const std::function<bool()>& cancelled = {}) {
+  while (flock(fd, op | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Internal(fmt::format("flock {}: {}", what, std::strerror(errno)));
+    if (cancelled && cancelled()) return Aborted(fmt::format("{}: cancelled while another pull held it", what));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return Status::Ok();
 }
@@ -135,26 +142,30 @@ StatusOr<LayerLease> LayerStore::Acquire(const std::vector<LayerDescriptor>& lay
   bool fetched_any = false;
   for (const LayerDescriptor& layer : layers) {
     RM_ASSIGN_OR_RETURN(std::string hex, HexOf(layer.digest));
-    std::shared_ptr<std::mutex> one;
+    std::shared_ptr<std::timed_mutex> one;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto& slot = fetching_[hex];
-      if (!slot) slot = std::make_shared<std::mutex>();
+      if (!slot) slot = std::make_shared<std::timed_mutex>();
       one = slot;
     }
-    std::lock_guard<std::mutex> fetching(*one);  // threads of this agent
+    // Threads of this agent, one at a time; a stopped task stops waiting.
+    std::unique_lock<std::timed_mutex> fetching(*one, std::defer_lock);
+    while (!fetching.try_lock_for(std::chrono::milliseconds(200))) {
+      if (cancelled && cancelled()) return Aborted(fmt::format("layer {}: cancelled while another pull held it", layer.digest));
+    }
     const std::string base = dir_ + "/" + hex, lock_path = base + ".lock";
     // Lock files stay for good: removing one while another agent opens it
     // would let two agents lock different files for one layer.
     UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!lock) return FileError(lock_path, errno);
     for (;;) {
-      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_SH, lock_path));
+      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_SH, lock_path, cancelled));
       if (Present(base)) break;
       // Missing: fetch it under the exclusive lock (other agents wait), then
       // hold it shared. The lock is dropped between the two, so an eviction
       // may slip in: look again.
-      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_EX, lock_path));
+      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_EX, lock_path, cancelled));
       if (!Present(base)) {
         if (cancelled && cancelled()) return Aborted(fmt::format("layer {}: cancelled", layer.digest));
         RM_RETURN_IF_ERROR(Scrub(store.get(), hex));
