@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,12 +97,27 @@ Status Fetch(int store_fd, const std::string& dir, const std::string& hex, const
              const UnpackLimits& limits, const BlobFetcher& fetch, const std::function<bool()>& cancelled) {
   const std::string what = "layer " + layer.digest;
   RM_ASSIGN_OR_RETURN(LayerCompression compression, CompressionOf(layer.media_type));
+  // The disk the cache is on holds other users' inputs and checkpoints too: a
+  // layer may use what is free less a reserve, whatever its own limit says.
+  UnpackLimits bounded = limits;
+  if (struct statvfs fs {}; fstatvfs(store_fd, &fs) == 0) {
+    constexpr uint64_t kReserve = uint64_t{1} << 30;
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    const uint64_t free_inodes = fs.f_files > 0 ? static_cast<uint64_t>(fs.f_favail) : UINT64_MAX;
+    if (free_bytes < kReserve + static_cast<uint64_t>(std::max<int64_t>(layer.size, 0)) || free_inodes < 10'000) {
+      return ResourceExhausted(fmt::format("{}: the layer cache's disk has {} bytes and {} inodes free, too few for a "
+                                           "layer of {} bytes (1 GiB stays free)", what, free_bytes, free_inodes,
+                                           layer.size));
+    }
+    bounded.max_bytes = std::min(bounded.max_bytes, free_bytes - kReserve);
+    if (free_inodes != UINT64_MAX) bounded.max_entries = std::min<uint64_t>(bounded.max_entries, free_inodes / 2);
+  }
   const std::string tmp = hex + ".unpacking";
   if (mkdirat(store_fd, tmp.c_str(), 0755) != 0) return FileError(dir + "/" + tmp, errno);
   UniqueFd root(openat(store_fd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return FileError(dir + "/" + tmp, errno);
   (void)fchmod(root.get(), 0755);  // not the agent's umask
-  LayerUnpacker unpacker(root.get(), what, compression, layer.media_type.empty(), limits);
+  LayerUnpacker unpacker(root.get(), what, compression, layer.media_type.empty(), bounded);
   Sha256 sha;
   uint64_t received = 0;
   Status sink_status;
