@@ -66,9 +66,16 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::uniq
       clock_(clock ? clock : RealClock::Get()),
       files_(&api_, TaskFilesOptions{options_.data_dir + "/cache", options_.input_cache_bytes}),
       images_(&api_, options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir),
-      layers_((options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) + "/layers",
-              options_.layer_cache_bytes, options_.unpack_limits),
-      registry_images_(&layers_, WithServerRegistry(options_.registry, options_.server_url, options_.ca_file)) {
+      registry_images_((options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) +
+                           "/layers",
+                       options_.layer_cache_bytes, options_.unpack_limits, [this] {
+        RegistryImageOptions o = WithServerRegistry(options_.registry, options_.server_url, options_.ca_file);
+        if (o.manifest_dir.empty()) {
+          o.manifest_dir = (options_.image_cache_dir.empty() ? options_.data_dir + "/images" : options_.image_cache_dir) +
+                           "/manifests";
+        }
+        return o;
+      }()) {
   inventory_ = DetectNode(options_.nvml_library);
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
@@ -371,21 +378,24 @@ StatusOr<RegistryImages::Ready> Agent::PullRegistryImage(const TaskRef& ref, con
                                                          const std::string& runtime, const std::function<bool()>& stopped) {
   // The job owner's login to the image's registry (or the site's), for this
   // pull only: the server hands it to the agent of the task's node alone.
-  registry::Credentials login;
   // Users' own images come from the server itself, as its own registry: the
   // agent presents its own token (the server lets it read only what its
   // tasks run).
   if (auto at = ParsePinnedImage(image); at.ok() && at->registry == registry_images_.options().server_registry) {
-    login = {"ringmaster", options_.token};
-    return registry_images_.Ensure(image, login, runtime, stopped);
+    const registry::Credentials own{"ringmaster", options_.token};
+    return registry_images_.Ensure(image, [own]() -> StatusOr<registry::Credentials> { return own; }, runtime, stopped);
   }
-  RM_ASSIGN_OR_RETURN(nlohmann::json j, api_.Get(fmt::format("/api/v1/agent/tasks/{}/registry-login?attempt={}",
-                                                              ref.task_id, ref.attempt),
-                                                  {std::chrono::seconds(30)}));
-  if (j.is_object() && j.contains("username")) {
-    login.username = j.value("username", "");
-    login.password = j.value("password", "");
-  }
+  const auto login = [this, &ref]() -> StatusOr<registry::Credentials> {
+    registry::Credentials c;
+    RM_ASSIGN_OR_RETURN(nlohmann::json j, api_.Get(fmt::format("/api/v1/agent/tasks/{}/registry-login?attempt={}",
+                                                                ref.task_id, ref.attempt),
+                                                    {std::chrono::seconds(30)}));
+    if (j.is_object() && j.contains("username")) {
+      c.username = j.value("username", "");
+      c.password = j.value("password", "");
+    }
+    return c;
+  };
   return registry_images_.Ensure(image, login, runtime, stopped);
 }
 

@@ -221,7 +221,6 @@ class Agent {
   std::vector<Worker> zombies_;        // GUARDED_BY(mu_): threads of forgotten tasks, joined once finished
   TaskFiles files_;
   ImageCache images_;
-  LayerStore layers_;
   RegistryImages registry_images_;
   // GUARDED_BY(mu_): reported and forgotten, while the server still lists
   // them (a reply may predate the report); pruned to what it lists.

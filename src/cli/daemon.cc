@@ -142,6 +142,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   o.image_cache_dir = f.image_cache.empty() ? "" : std::filesystem::absolute(f.image_cache).lexically_normal().string();
   o.registry.ca_file = f.registry_ca.empty() ? "" : std::filesystem::absolute(f.registry_ca).string();
   o.registry.insecure = f.insecure_registries;
+  o.registry.allowed = f.allowed_registries;
   o.registry.platform = HostPlatform();
   o.registry.docker_socket = f.docker_socket;
   auto layers = ParseBytes(f.layer_cache_size);
@@ -262,6 +263,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.meta_url = flags.meta;
   so.registries.ca_file = node.registry_ca.empty() ? "" : std::filesystem::absolute(node.registry_ca).string();
   so.registries.insecure = node.insecure_registries;
+  so.registries.allowed = node.allowed_registries;
   so.registries.platform = HostPlatform();
   so.secrets_key = node.secrets_key;
   so.files_url = flags.files;

@@ -33,6 +33,7 @@ struct NodeFlags {
   // Images from registries (docs/containers.md): server and agent alike.
   std::string registry_ca;                       // PEM CAs to trust besides the system's
   std::vector<std::string> insecure_registries;  // host[:port] reached over plain http
+  std::vector<std::string> allowed_registries;   // host[:port] or *.domain jobs may name; empty = any
   std::string secrets_key;                       // server: "" = <data>/secrets.key
   std::string layer_cache_size = "100Gi";        // agent: unpacked layers kept (LRU past it)
   std::string max_layer_size = "64Gi";           // agent: what one layer may unpack to

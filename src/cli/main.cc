@@ -240,6 +240,9 @@ int Main(int argc, char** argv) {
                     "PEM CA certificates to trust for https registries, besides the system's (default: none)");
     cmd->add_option("--insecure-registry", node.insecure_registries,
                     "a registry (host[:port]) reached over plain http; repeat for more (default: none)");
+    cmd->add_option("--allowed-registries", node.allowed_registries,
+                    "the only registries jobs may name: host[:port] or *.domain, comma-separated (default: any)")
+        ->delimiter(',');
     if (server) {
       cmd->add_option("--secrets-key", node.secrets_key,
                       "the key file that seals users' registry passwords (32 bytes, 0600, made if absent; keep it off "

@@ -1,5 +1,6 @@
 #include "cli/registry.h"
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -15,9 +16,23 @@ using nlohmann::json;
 
 int RegistryLogin(const Connection& c, const std::string& registry, const std::string& username, bool site) {
   if (username.empty()) Die("registry login: --username is required");
-  if (isatty(STDIN_FILENO)) std::cerr << fmt::format("password for {} at {}: ", username, registry) << std::flush;
   std::string password;
-  std::getline(std::cin, password);
+  if (isatty(STDIN_FILENO)) {
+    // Typed at a terminal: not echoed.
+    std::cerr << fmt::format("password for {} at {}: ", username, registry) << std::flush;
+    termios old {};
+    const bool quiet = tcgetattr(STDIN_FILENO, &old) == 0;
+    if (quiet) {
+      termios no_echo = old;
+      no_echo.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      tcsetattr(STDIN_FILENO, TCSANOW, &no_echo);
+    }
+    std::getline(std::cin, password);
+    if (quiet) tcsetattr(STDIN_FILENO, TCSANOW, &old);
+    std::cerr << "\n";
+  } else {
+    std::getline(std::cin, password);
+  }
   if (!password.empty() && password.back() == '\r') password.pop_back();
   if (password.empty()) Die("registry login: no password on stdin (pipe it in: echo \"$PW\" | ringmaster registry login ...)");
   client::ApiClient api = Connect(c);

@@ -34,11 +34,14 @@ std::string Words(int status, std::string_view body) {
 }  // namespace
 
 Authenticator::Authenticator(std::string registry, Credentials credentials, std::string ca_file,
-                             http::ClientOptions realm_options)
+                             http::ClientOptions realm_options, bool plain_http,
+                             std::optional<std::chrono::steady_clock::time_point> deadline)
     : registry_(std::move(registry)),
       credentials_(std::move(credentials)),
       ca_file_(std::move(ca_file)),
-      realm_options_(std::move(realm_options)) {}
+      realm_options_(std::move(realm_options)),
+      plain_http_(plain_http),
+      deadline_(deadline) {}
 
 Status Authenticator::Refused(std::string_view body) const {
   const std::string who = credentials_.empty()
@@ -112,6 +115,14 @@ StatusOr<Authenticator::Token> Authenticator::FetchToken(const Challenge& challe
   if (!target.ok()) {
     return Unauthenticated(fmt::format("registry {}: its token realm '{}' is not a URL", registry_, Printable(realm, 200)));
   }
+  // The login goes only over https (http when the registry itself is plain,
+  // or to a token service on this machine's loopback), never to a unix socket.
+  const bool loopback = target->host == "localhost" || target->host == "::1" || target->host.rfind("127.", 0) == 0;
+  if (!(target->transport == http::ClientTarget::Transport::kTls ||
+        ((plain_http_ || loopback) && target->transport == http::ClientTarget::Transport::kTcp))) {
+    return Unauthenticated(fmt::format("registry {}: its token realm '{}' is not https; no login is sent there",
+                                       registry_, Printable(realm, 200)));
+  }
   target->ca_file = ca_file_;
   http::ClientRequest req;
   req.target = path_start == std::string::npos ? "/" : realm.substr(path_start);
@@ -130,6 +141,7 @@ StatusOr<Authenticator::Token> Authenticator::FetchToken(const Challenge& challe
   http::CallOptions call;
   call.what = "GET " + origin + " (token)";
   call.io_timeout = realm_options_.io_timeout;
+  call.deadline = deadline_;
   call.max_body = kMaxTokenAnswer;
   RM_ASSIGN_OR_RETURN(http::ClientResponse resp, client.Do(req, call));
   if (resp.status == 401 || resp.status == 403) {

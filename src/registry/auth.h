@@ -20,7 +20,10 @@ class Authenticator {
  public:
   // `registry` names the registry in messages; `realm_options` (timeouts,
   // CA file) serve the calls to a token realm.
-  Authenticator(std::string registry, Credentials credentials, std::string ca_file, http::ClientOptions realm_options);
+  // The realm must be https unless `plain_http` (the registry's own scheme);
+  // a token fetch ends by `deadline` when set.
+  Authenticator(std::string registry, Credentials credentials, std::string ca_file, http::ClientOptions realm_options,
+                bool plain_http = false, std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
   struct Header {
     std::string value;          // "" = anonymous
@@ -50,6 +53,8 @@ class Authenticator {
   const Credentials credentials_;
   const std::string ca_file_;
   const http::ClientOptions realm_options_;
+  const bool plain_http_;
+  const std::optional<std::chrono::steady_clock::time_point> deadline_;
   std::mutex mu_;
   std::optional<Challenge> challenge_;   // GUARDED_BY(mu_): the registry's, once it asked
   std::map<std::string, Token> tokens_;  // GUARDED_BY(mu_), by scope

@@ -145,4 +145,17 @@ std::string DescribeRegistryError(std::string_view host, int status, std::string
   return out;
 }
 
+bool RegistryAllowed(const std::vector<std::string>& allowed, const std::string& registry) {
+  if (allowed.empty()) return true;
+  const std::string host = registry.substr(0, registry.rfind(':') == std::string::npos ? registry.size() : registry.rfind(':'));
+  for (const std::string& a : allowed) {
+    if (a == registry) return true;
+    if (a.size() > 2 && a.rfind("*.", 0) == 0) {
+      const std::string suffix = a.substr(1);  // ".domain"
+      if (host.size() > suffix.size() && host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace ringmaster::registry

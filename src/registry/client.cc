@@ -75,7 +75,8 @@ struct Client::Impl {
   Impl(const Endpoint& endpoint, Credentials credentials, const Options& opts)
       : registry(endpoint.host.empty() ? "docker.io" : endpoint.host),
         options(opts),
-        auth(registry, std::move(credentials), endpoint.ca_file, HttpOptions(0)) {
+        auth(registry, std::move(credentials), endpoint.ca_file, HttpOptions(0), endpoint.plain_http, opts.deadline),
+        plain_http(endpoint.plain_http) {
     const std::string api_host = ApiHost(endpoint.host);
     auto target = http::ParseClientUrl((endpoint.plain_http ? "http://" : "https://") + api_host);
     if (!target.ok()) {
@@ -102,6 +103,7 @@ struct Client::Impl {
     http::CallOptions c;
     c.what = what;
     c.io_timeout = options.io_timeout;
+    c.deadline = options.deadline;
     if (cancelled) {
       c.poll = std::chrono::milliseconds(200);
       c.stop = cancelled;
@@ -148,6 +150,13 @@ struct Client::Impl {
         const size_t scheme_end = location.find("://");
         const size_t path_start = scheme_end == std::string::npos ? std::string::npos : location.find('/', scheme_end + 3);
         auto target = http::ParseClientUrl(location.substr(0, path_start));
+        // Only to https (http when the registry itself is plain), never to a
+        // unix socket: a registry must not point the node at its local services.
+        if (target.ok() && !(target->transport == http::ClientTarget::Transport::kTls ||
+                             (plain_http && target->transport == http::ClientTarget::Transport::kTcp))) {
+          return Unavailable(fmt::format("registry {}: a redirect to '{}', which is not https ({})", registry,
+                                         Printable(location, 200), what));
+        }
         if (!target.ok()) {
           return Unavailable(fmt::format("registry {}: a redirect to '{}', not a URL ({})", registry,
                                          Printable(location, 200), what));
@@ -266,6 +275,7 @@ struct Client::Impl {
   Authenticator auth;
   Status bad_endpoint;
   std::string api_origin;            // "https://host:port"
+  bool plain_http = false;           // the registry speaks http: so may its redirects and realm
   std::unique_ptr<http::Client> api;  // null when bad_endpoint
 };
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,10 @@ struct Options {
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds io_timeout{60'000};  // each read or write wait
   uint64_t max_manifest_bytes = 4 << 20;         // a longer manifest or config is refused
+  // When set, every call of the Client (token fetches and redirects
+  // included) ends by then: a registry that trickles bytes cannot hold a
+  // caller longer than this however long each wait is.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 class Client {
@@ -119,6 +124,11 @@ class Client {
   Endpoint endpoint_;
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether `registry` ("host[:port]", lower-case) matches one of `allowed`:
+// "host[:port]" exactly, or "*.domain" (any host under it, any port). An
+// empty list allows every registry.
+bool RegistryAllowed(const std::vector<std::string>& allowed, const std::string& registry);
 
 // The registry's error, worded for a user: "registry H: 401 Unauthorized:
 // <the registry's own errors[].message>". Exposed for tests.

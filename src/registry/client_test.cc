@@ -480,5 +480,29 @@ TEST(RegistryClientRedirect, TooManyRedirectsFail) {
   EXPECT_EQ(front.storage_hits(), 0);
 }
 
+// A registry must not point a node at its local services: no redirect to a
+// unix socket (or from https to http), no login sent to a realm that is not https.
+TEST(RegistryClientRedirect, NeitherARedirectNorARealmReachesAUnixSocket) {
+  http::Server front{http::ServerOptions{}};
+  front.Route("GET", "/v2/{path...}", Open(), [](http::Request& r, http::Responder respond) {
+    if (r.path.find("/blobs/") != std::string::npos) {
+      respond(Answer(307, "", {{"Location", "unix:/var/run/docker.sock"}}));
+    } else {
+      respond(Answer(401, "{}", {{"WWW-Authenticate", R"(Bearer realm="unix:/var/run/docker.sock",service="x")"}}));
+    }
+  });
+  ASSERT_TRUE(front.Start().ok());
+  const std::string host = "127.0.0.1:" + std::to_string(front.port());
+  Client client(Endpoint{.host = host, .plain_http = true, .ca_file = ""}, {.username = "bob", .password = "pw"});
+  Status s = client.StreamBlob("lab/x", "sha256:" + Sha256Hex("x"), [](const char*, size_t) { return Status::Ok(); });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("not https"), std::string::npos) << s.message();
+  auto m = client.Resolve("lab/x", "v1", Platform{});
+  EXPECT_EQ(m.status().code(), StatusCode::kUnauthenticated) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("not https"), std::string::npos) << m.status().message();
+  EXPECT_EQ(m.status().message().find("pw"), std::string::npos);
+  front.Stop();
+}
+
 }  // namespace
 }  // namespace ringmaster::registry

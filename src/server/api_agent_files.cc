@@ -287,7 +287,7 @@ void AddAgentFileRoutes(Api& api) {
   // site's, else none ({}). Only to the agent of the node the task is placed
   // on, at its current attempt, for the one registry its pinned image names;
   // never logged (the access log has the path only).
-  api.http->Route("GET", "/api/v1/agent/tasks/{id}/registry-login", plan_route,
+  api.http->Route("GET", "/api/v1/agent/tasks/{id}/registry-login", agent,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(AgentTaskFiles f, TaskFilesOf(api, req, c));
                     if (f.spec.image.empty() || !api.registries) return Reply{200, json::object()};

@@ -152,11 +152,34 @@ StatusOr<std::string> Registries::PinOwn(int64_t user_id, const protocol::ImageR
 StatusOr<std::string> Registries::Pin(int64_t user_id, const protocol::ImageRef& ref) {
   const RegistryImage at = RegistryImageOf(ref);
   if (!at.registry.empty() && at.registry == own_name()) return PinOwn(user_id, ref, at);
+  if (!registry::RegistryAllowed(options_.allowed, at.registry)) {
+    return InvalidArgument(fmt::format("image: registry {} is not one this site's jobs may use (the server's "
+                                       "--allowed-registries)", at.registry));
+  }
+  {
+    std::lock_guard<std::mutex> l(pins_mu_);
+    if (pins_ >= options_.max_pins || pins_by_user_[user_id] >= options_.max_pins_per_user) {
+      return Unavailable(fmt::format("image: {} registry lookups are in progress (at most {} per user); submit again "
+                                     "in a moment", pins_, options_.max_pins_per_user));
+    }
+    ++pins_;
+    ++pins_by_user_[user_id];
+  }
+  struct Release {
+    Registries* r;
+    int64_t user;
+    ~Release() {
+      std::lock_guard<std::mutex> l(r->pins_mu_);
+      --r->pins_;
+      if (--r->pins_by_user_[user] == 0) r->pins_by_user_.erase(user);
+    }
+  } release{this, user_id};
   std::string whose;
   RM_ASSIGN_OR_RETURN(registry::Credentials creds, CredentialsFor(user_id, at.registry, &whose));
   registry::Options o;
   o.connect_timeout = options_.timeout;
   o.io_timeout = options_.timeout;
+  o.deadline = std::chrono::steady_clock::now() + options_.deadline;
   registry::Client client(EndpointFor(at.registry), creds, o);
   const std::string reference = ref.digest.empty() ? ref.Tag() : "sha256:" + ref.digest;
   auto manifest = client.Resolve(at.repository, reference, options_.platform);

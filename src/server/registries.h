@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,7 +30,17 @@ struct RegistryOptions {
   std::vector<std::string> insecure;  // registries reached over plain http (--insecure-registry)
   registry::Platform platform;        // the nodes' platform: an index is resolved for it
   std::chrono::milliseconds timeout{15'000};  // each wait on a registry at submit
+  std::chrono::milliseconds deadline{30'000};  // a whole pin, however the registry trickles
+  // Registries jobs may name (--allowed-registries): "host[:port]" or
+  // "*.domain" (any host under it); empty = any. Sites list theirs so that a
+  // job cannot make the server or an agent reach hosts it should not.
+  std::vector<std::string> allowed;
+  // Pins in flight at once, in all and per user: each holds an API thread
+  // while its registry answers, so a user cannot tie the API up with slow ones.
+  int max_pins = 8;
+  int max_pins_per_user = 2;
 };
+
 
 // A registry's name as logins and references use it: host[:port], lower-case;
 // Docker Hub's aliases (index.docker.io, registry-1.docker.io, "") are "docker.io".
@@ -78,6 +89,9 @@ class Registries {
 
   store::MetaStore* const store_;
   const SecretBox box_;
+  std::mutex pins_mu_;
+  int pins_ = 0;                          // GUARDED_BY(pins_mu_)
+  std::map<int64_t, int> pins_by_user_;  // GUARDED_BY(pins_mu_)
   const RegistryOptions options_;
   Clock* const clock_;
   mutable std::mutex own_mu_;

@@ -41,6 +41,18 @@ TEST(RegistriesTest, DockerHubsOfficialImagesAreUnderLibrary) {
   EXPECT_EQ(at.repository, "torch");  // only Docker Hub has library/
 }
 
+TEST(RegistriesTest, OnlyAllowedRegistriesMayBeNamed) {
+  EXPECT_TRUE(registry::RegistryAllowed({}, "anything:1"));
+  const std::vector<std::string> allowed = {"registry.example:5000", "*.corp.example"};
+  EXPECT_TRUE(registry::RegistryAllowed(allowed, "registry.example:5000"));
+  EXPECT_FALSE(registry::RegistryAllowed(allowed, "registry.example"));  // another port is another registry
+  EXPECT_TRUE(registry::RegistryAllowed(allowed, "harbor.corp.example"));
+  EXPECT_TRUE(registry::RegistryAllowed(allowed, "harbor.corp.example:8443"));
+  EXPECT_FALSE(registry::RegistryAllowed(allowed, "corp.example"));
+  EXPECT_FALSE(registry::RegistryAllowed(allowed, "evilcorp.example"));
+  EXPECT_FALSE(registry::RegistryAllowed(allowed, "169.254.169.254"));
+}
+
 class RegistryLoginsTest : public ::testing::Test {
  protected:
   RegistryLoginsTest()
@@ -86,6 +98,16 @@ TEST_F(RegistryLoginsTest, ASealedPasswordMovedToAnotherUserDoesNotOpen) {
   auto stolen = registries_.CredentialsFor(8, "reg:5000", nullptr);
   EXPECT_EQ(stolen.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(stolen.status().message().find("ada-pw"), std::string::npos);
+}
+
+TEST_F(RegistryLoginsTest, APinOfARegistryNotAllowedNeverLeavesTheServer) {
+  RegistryOptions o;
+  o.allowed = {"registry.example:5000"};
+  Registries limited(store_.get(), *SecretBox::WithKey(std::string(32, 'k')), o, &clock_);
+  auto pinned = limited.Pin(7, *protocol::ParseImageRef("169.254.169.254/x/y:1"));
+  EXPECT_EQ(pinned.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pinned.status().message(),
+            "image: registry 169.254.169.254 is not one this site's jobs may use (the server's --allowed-registries)");
 }
 
 TEST_F(RegistryLoginsTest, BadLoginsAreRefusedNamingTheField) {

@@ -27,7 +27,15 @@ using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)
 
 StatusOr<SecretBox> SecretBox::Open(const std::string& path) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (errno == ELOOP) return FailedPrecondition(fmt::format("secrets key {} is a symlink; name the file itself", path));
     if (errno != ENOENT) return Internal(fmt::format("secrets key {}: {}", path, std::strerror(errno)));
     std::string key(kKeyBytes, '\0');
     if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), kKeyBytes) != 1) {
@@ -36,11 +44,17 @@ StatusOr<SecretBox> SecretBox::Open(const std::string& path) {
     RM_RETURN_IF_ERROR(WriteFileAtomic(path, key, 0600).Annotate("secrets key"));
     return SecretBox(std::move(key));
   }
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    return FailedPrecondition(fmt::format("secrets key {} is not a regular file of the server's user", path));
+  }
   if ((st.st_mode & 077) != 0) {
     return FailedPrecondition(fmt::format("secrets key {} may be read by others (mode {:o}): chmod 600 it", path,
                                           st.st_mode & 0777));
   }
-  RM_ASSIGN_OR_RETURN(std::string key, ReadFile(path));
+  std::string key(kKeyBytes + 1, '\0');
+  const ssize_t n = pread(fd, key.data(), key.size(), 0);
+  if (n < 0) return Internal(fmt::format("secrets key {}: {}", path, std::strerror(errno)));
+  key.resize(static_cast<size_t>(n));
   if (key.size() != kKeyBytes) {
     return FailedPrecondition(fmt::format("secrets key {} holds {} bytes, not {}", path, key.size(), kKeyBytes));
   }

@@ -1,6 +1,7 @@
 #include "server/secret_box.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -53,6 +54,10 @@ TEST(SecretBoxTest, TheKeyFileIsMadeOnceAndMustBePrivate) {
   chmod(path.c_str(), 0600);
   ASSERT_TRUE(WriteFileAtomic(path, "too short", 0600).ok());
   EXPECT_EQ(SecretBox::Open(path).status().code(), StatusCode::kFailedPrecondition);
+  // A symlink in its place (to a key someone else controls) is refused, not followed.
+  const std::string link = (dir / "link.key").string();
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  EXPECT_EQ(SecretBox::Open(link).status().code(), StatusCode::kFailedPrecondition);
   fs::remove_all(dir);
 }
 

@@ -91,8 +91,8 @@ ENV_JOB=$(jq -n --arg e "$EXEC" --arg i "$AUTH/lab/base:v1" '{name: "env", image
 as_alice wait "$ENV_JOB" --timeout 240 > /dev/null || { as_alice show "$ENV_JOB"; fail "env job did not succeed"; }
 as_alice logs "$ENV_JOB" | grep -q "^\[0\] PATH=" || fail "the env job printed no environment"
 as_alice logs "$ENV_JOB" | grep -q -- "$RM_REGISTRY_PASSWORD" && fail "the password is in a task's environment"
-if grep -rlq --binary-files=text -- "$RM_REGISTRY_PASSWORD" "$DATA"; then
-  fail "the password is in $(grep -rl --binary-files=text -- "$RM_REGISTRY_PASSWORD" "$DATA" | head -3)"
+if grep -rlqs --binary-files=text -- "$RM_REGISTRY_PASSWORD" "$DATA"; then
+  fail "the password is in $(grep -rls --binary-files=text -- "$RM_REGISTRY_PASSWORD" "$DATA" | head -3)"
 fi
 pass "the password is in no file under the server's and agent's data dirs and not in a task's environment"
 
@@ -182,7 +182,7 @@ if [ "$EXEC" = runc ]; then
   for f in /escaped "$IMAGE_CACHE/escaped" "$IMAGE_CACHE/../escaped" "$IMAGE_CACHE/layers/escaped"; do
     [ ! -e "$f" ] || fail "a layer wrote $f"
   done
-  LEFT=$(find "$IMAGE_CACHE/layers" -maxdepth 1 -name '*.unpacking' | head -3)
+  LEFT=$(find "$IMAGE_CACHE/layers" -maxdepth 2 -name "*.unpacking" | head -3)
   [ -z "$LEFT" ] || fail "half-unpacked layers left in the cache: $LEFT"
   # The cache still serves: a good image of the same registry runs.
   OK=$(jq -n --arg i "$ANON/lab/base:v1" '{name: "after-bad", image: $i, executor: "runc",

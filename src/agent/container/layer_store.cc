@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -30,9 +33,14 @@ StatusOr<std::string> HexOf(const std::string& digest) {
   return digest.substr(prefix.size());
 }
 
-Status Flock(int fd, int op, const std::string& what) {
-  while (flock(fd, op) != 0) {
-    if (errno != EINTR) return Internal(fmt::format("flock {}: {}", what, std::strerror(errno)));
+// Waits for the lock, asking `cancelled` every 200 ms: a task stopped while
+// another agent fetches the same layer (from a slow registry) stops waiting.
+Status Flock(int fd, int op, const std::string& what, const std::function<bool()>& cancelled = {}) {
+  while (flock(fd, op | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Internal(fmt::format("flock {}: {}", what, std::strerror(errno)));
+    if (cancelled && cancelled()) return Aborted(fmt::format("{}: cancelled while another pull held it", what));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return Status::Ok();
 }
@@ -89,12 +97,27 @@ Status Fetch(int store_fd, const std::string& dir, const std::string& hex, const
              const UnpackLimits& limits, const BlobFetcher& fetch, const std::function<bool()>& cancelled) {
   const std::string what = "layer " + layer.digest;
   RM_ASSIGN_OR_RETURN(LayerCompression compression, CompressionOf(layer.media_type));
+  // The disk the cache is on holds other users' inputs and checkpoints too: a
+  // layer may use what is free less a reserve, whatever its own limit says.
+  UnpackLimits bounded = limits;
+  if (struct statvfs fs {}; fstatvfs(store_fd, &fs) == 0) {
+    constexpr uint64_t kReserve = uint64_t{1} << 30;
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    const uint64_t free_inodes = fs.f_files > 0 ? static_cast<uint64_t>(fs.f_favail) : UINT64_MAX;
+    if (free_bytes < kReserve + static_cast<uint64_t>(std::max<int64_t>(layer.size, 0)) || free_inodes < 10'000) {
+      return ResourceExhausted(fmt::format("{}: the layer cache's disk has {} bytes and {} inodes free, too few for a "
+                                           "layer of {} bytes (1 GiB stays free)", what, free_bytes, free_inodes,
+                                           layer.size));
+    }
+    bounded.max_bytes = std::min(bounded.max_bytes, free_bytes - kReserve);
+    if (free_inodes != UINT64_MAX) bounded.max_entries = std::min<uint64_t>(bounded.max_entries, free_inodes / 2);
+  }
   const std::string tmp = hex + ".unpacking";
   if (mkdirat(store_fd, tmp.c_str(), 0755) != 0) return FileError(dir + "/" + tmp, errno);
   UniqueFd root(openat(store_fd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return FileError(dir + "/" + tmp, errno);
   (void)fchmod(root.get(), 0755);  // not the agent's umask
-  LayerUnpacker unpacker(root.get(), what, compression, layer.media_type.empty(), limits);
+  LayerUnpacker unpacker(root.get(), what, compression, layer.media_type.empty(), bounded);
   Sha256 sha;
   uint64_t received = 0;
   Status sink_status;
@@ -135,26 +158,30 @@ StatusOr<LayerLease> LayerStore::Acquire(const std::vector<LayerDescriptor>& lay
   bool fetched_any = false;
   for (const LayerDescriptor& layer : layers) {
     RM_ASSIGN_OR_RETURN(std::string hex, HexOf(layer.digest));
-    std::shared_ptr<std::mutex> one;
+    std::shared_ptr<std::timed_mutex> one;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto& slot = fetching_[hex];
-      if (!slot) slot = std::make_shared<std::mutex>();
+      if (!slot) slot = std::make_shared<std::timed_mutex>();
       one = slot;
     }
-    std::lock_guard<std::mutex> fetching(*one);  // threads of this agent
+    // Threads of this agent, one at a time; a stopped task stops waiting.
+    std::unique_lock<std::timed_mutex> fetching(*one, std::defer_lock);
+    while (!fetching.try_lock_for(std::chrono::milliseconds(200))) {
+      if (cancelled && cancelled()) return Aborted(fmt::format("layer {}: cancelled while another pull held it", layer.digest));
+    }
     const std::string base = dir_ + "/" + hex, lock_path = base + ".lock";
     // Lock files stay for good: removing one while another agent opens it
     // would let two agents lock different files for one layer.
     UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!lock) return FileError(lock_path, errno);
     for (;;) {
-      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_SH, lock_path));
+      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_SH, lock_path, cancelled));
       if (Present(base)) break;
       // Missing: fetch it under the exclusive lock (other agents wait), then
       // hold it shared. The lock is dropped between the two, so an eviction
       // may slip in: look again.
-      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_EX, lock_path));
+      RM_RETURN_IF_ERROR(Flock(lock.get(), LOCK_EX, lock_path, cancelled));
       if (!Present(base)) {
         if (cancelled && cancelled()) return Aborted(fmt::format("layer {}: cancelled", layer.digest));
         RM_RETURN_IF_ERROR(Scrub(store.get(), hex));

@@ -80,7 +80,7 @@ class LayerStore {
   const uint64_t max_bytes_;
   const UnpackLimits limits_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<std::mutex>> fetching_;  // one per digest
+  std::map<std::string, std::shared_ptr<std::timed_mutex>> fetching_;  // one per digest
 };
 
 }  // namespace ringmaster::agent

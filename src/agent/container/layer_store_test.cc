@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "common/crypto.h"
+#include "common/small_tmpfs_for_tests.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -265,6 +266,21 @@ TEST_F(LayerStoreTest, ParentsALayerDoesNotListAre0755WhateverTheUmask) {
                   fs::perms::others_exec)
         << d;
   }
+}
+
+TEST_F(LayerStoreTest, ALayerNeverFillsTheDisk) {
+  // 64 MiB of disk: less than the 1 GiB every layer leaves free for the
+  // node's other users, so no layer is unpacked there, and nothing is left.
+  SmallTmpfs disk(64 << 20);
+  if (!disk.ok()) GTEST_SKIP() << "cannot mount a tmpfs";
+  LayerStore store(disk.dir() + "/store", uint64_t{1} << 30);
+  const Blob blob = MakeBlob(TarBuilder().File("a", "tiny").Finish(), kTar);
+  auto lease = Acquire(store, {blob});
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.status().code(), StatusCode::kResourceExhausted) << lease.status().ToString();
+  EXPECT_NE(lease.status().message().find("1 GiB stays free"), std::string::npos) << lease.status().message();
+  EXPECT_FALSE(fs::exists(disk.dir() + "/store/" + blob.desc.digest.substr(7)));
+  EXPECT_FALSE(fs::exists(disk.dir() + "/store/" + blob.desc.digest.substr(7) + ".unpacking"));
 }
 
 TEST_F(LayerStoreTest, RefusesDotDot) {

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/container/docker/docker_api.h"
+#include "common/crypto.h"
+#include "common/files.h"
 #include "common/log.h"
 
 namespace ringmaster::agent {
@@ -67,27 +70,43 @@ registry::Endpoint RegistryImages::EndpointFor(const std::string& host) const {
   return e;
 }
 
-StatusOr<RegistryImages::Ready> RegistryImages::Ensure(const std::string& reference, const registry::Credentials& login,
+StatusOr<RegistryImages::Ready> RegistryImages::Ensure(const std::string& reference, const LoginSource& login_source,
                                                        const std::string& runtime,
                                                        const std::function<bool()>& cancelled) {
   RM_ASSIGN_OR_RETURN(PinnedImage at, ParsePinnedImage(reference));
+  // The agent's own server (users' images) is always allowed.
+  if (at.registry != options_.server_registry && !registry::RegistryAllowed(options_.allowed, at.registry)) {
+    return PermissionDenied(fmt::format("registry {} is not one this node pulls from (its --allowed-registries)",
+                                        at.registry));
+  }
   Ready ready;
   ready.image.name = reference.substr(0, reference.find('@'));
   ready.image.digest = at.digest.substr(7);
   const std::string pinned = at.registry + "/" + at.repository + "@" + at.digest;
+  // The login is asked of the server only when the registry is: a warm start
+  // (manifest, config and layers on this node) touches neither.
+  std::optional<registry::Credentials> login;
+  const auto get_login = [&]() -> StatusOr<registry::Credentials> {
+    if (!login) {
+      RM_ASSIGN_OR_RETURN(registry::Credentials c, login_source());
+      login = std::move(c);
+    }
+    return *login;
+  };
   if (runtime == "docker") {
     // dockerd pulls (and verifies) by digest itself, with the login in the
     // request's header only. Its image config gives the environment.
     DockerApi docker(options_.docker_socket, options_.timeout);
     if (auto have = docker.InspectImage(pinned); !have.ok()) {
+      RM_ASSIGN_OR_RETURN(registry::Credentials creds, get_login());
       std::string auth;
-      if (!login.empty()) {
-        auth = nlohmann::json{{"username", login.username}, {"password", login.password}, {"serveraddress", at.registry}}
+      if (!creds.empty()) {
+        auth = nlohmann::json{{"username", creds.username}, {"password", creds.password}, {"serveraddress", at.registry}}
                    .dump();
       }
-      spdlog::info("agent: pulling image {} through docker{}", pinned, login.empty() ? "" : " with its owner's login");
+      spdlog::info("agent: pulling image {} through docker{}", pinned, creds.empty() ? "" : " with its owner's login");
       if (Status st = docker.PullImage(pinned, auth, std::chrono::minutes(30)); !st.ok()) {
-        return DockerPullError(at.registry, login, st);
+        return DockerPullError(at.registry, creds, st);
       }
     }
     RM_ASSIGN_OR_RETURN(nlohmann::json inspect, docker.InspectImage(pinned));
@@ -103,29 +122,103 @@ StatusOr<RegistryImages::Ready> RegistryImages::Ensure(const std::string& refere
   registry::Options o;
   o.connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(10'000));
   o.io_timeout = options_.timeout;
-  registry::Client client(EndpointFor(at.registry), login, o);
-  RM_ASSIGN_OR_RETURN(registry::Manifest manifest, client.Resolve(at.repository, at.digest, options_.platform));
-  if (manifest.digest != at.digest) {
-    return DataLoss(fmt::format("registry {}: {} resolved to manifest {}, not the pinned one", at.registry, pinned,
-                                manifest.digest));
+  std::unique_ptr<registry::Client> client;
+  int64_t image_bytes = 0;  // known once the manifest is: it bounds the pull's time
+  const auto get_client = [&]() -> StatusOr<registry::Client*> {
+    if (!client) {
+      RM_ASSIGN_OR_RETURN(registry::Credentials creds, get_login());
+      // A pull slower than 1 MiB/s on average (after 2 minutes of grace) ends:
+      // a registry that trickles cannot hold a layer's lock, and the tasks
+      // of other users waiting on it, for ever.
+      o.deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2) +
+                   std::chrono::seconds(std::max<int64_t>(image_bytes, 0) >> 20);
+      client = std::make_unique<registry::Client>(EndpointFor(at.registry), creds, o);
+    }
+    return client.get();
+  };
+  // A manifest named by its digest never changes: kept on the node with its
+  // config, both checked against their digests when read back.
+  auto cached = ReadCachedManifest(at.digest);
+  CachedManifest m;
+  if (cached.ok()) {
+    m = std::move(*cached);
+  } else {
+    registry::Options mo = o;
+    mo.deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    RM_ASSIGN_OR_RETURN(registry::Credentials creds, get_login());
+    registry::Client c0(EndpointFor(at.registry), creds, mo);
+    registry::Client* c = &c0;
+    RM_ASSIGN_OR_RETURN(registry::Manifest manifest, c->Resolve(at.repository, at.digest, options_.platform));
+    if (manifest.digest != at.digest) {
+      return DataLoss(fmt::format("registry {}: {} resolved to manifest {}, not the pinned one", at.registry, pinned,
+                                  manifest.digest));
+    }
+    RM_ASSIGN_OR_RETURN(m.config, c->FetchBlob(at.repository, manifest.config.digest));
+    for (const auto& d : manifest.layers) m.layers.push_back({d.digest, d.media_type, d.size});
+    m.raw = manifest.raw;
+    m.config_digest = manifest.config.digest;
+    WriteCachedManifest(at.digest, m);
   }
-  RM_ASSIGN_OR_RETURN(std::string config_json, client.FetchBlob(at.repository, manifest.config.digest));
-  RM_ASSIGN_OR_RETURN(registry::ImageConfig config, registry::ParseImageConfig(config_json));
+  for (const auto& l : m.layers) image_bytes += l.size;
+  RM_ASSIGN_OR_RETURN(registry::ImageConfig config, registry::ParseImageConfig(m.config));
   for (const std::string& kv : config.env) {
     const size_t eq = kv.find('=');
     if (eq != std::string::npos && eq > 0) ready.image.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  std::vector<LayerDescriptor> layers;
-  for (const auto& d : manifest.layers) layers.push_back({d.digest, d.media_type, d.size});
-  const auto fetch = [&](const LayerDescriptor& layer, const std::function<Status(const char*, size_t)>& sink) {
+  const auto fetch = [&](const LayerDescriptor& layer, const std::function<Status(const char*, size_t)>& sink) -> Status {
+    RM_ASSIGN_OR_RETURN(registry::Client * c, get_client());
     spdlog::info("agent: fetching layer {} ({} bytes) of {}", layer.digest.substr(0, 19), layer.size, pinned);
-    return client.StreamBlob(at.repository, layer.digest, sink, cancelled);
+    return c->StreamBlob(at.repository, layer.digest, sink, cancelled);
   };
-  RM_ASSIGN_OR_RETURN(LayerLease lease, layers_->Acquire(layers, fetch, cancelled));
+  RM_ASSIGN_OR_RETURN(LayerLease lease, LayersOf(at.registry)->Acquire(m.layers, fetch, cancelled));
   ready.image.layers = lease.dirs();
   ready.image.reference = pinned;
   ready.lease = std::make_shared<LayerLease>(std::move(lease));
   return ready;
+}
+
+LayerStore* RegistryImages::LayersOf(const std::string& registry) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto& store = layers_[registry];
+  if (!store) {
+    std::string dir = registry;  // host[:port]: a name, never a path
+    for (char& c : dir) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+    }
+    store = std::make_unique<LayerStore>(layers_dir_ + "/" + dir, max_bytes_, limits_);
+  }
+  return store.get();
+}
+
+StatusOr<RegistryImages::CachedManifest> RegistryImages::ReadCachedManifest(const std::string& digest) const {
+  if (options_.manifest_dir.empty()) return NotFound("no manifest cache");
+  const std::string hex = digest.substr(7);
+  RM_ASSIGN_OR_RETURN(std::string raw, ReadFile(options_.manifest_dir + "/" + hex + ".manifest"));
+  RM_ASSIGN_OR_RETURN(std::string config, ReadFile(options_.manifest_dir + "/" + hex + ".config"));
+  if (Sha256Hex(raw) != hex) return DataLoss("cached manifest " + digest + " is damaged");
+  CachedManifest m;
+  try {
+    const auto j = nlohmann::json::parse(raw);
+    m.config_digest = j.at("config").at("digest").get<std::string>();
+    for (const auto& l : j.at("layers")) {
+      m.layers.push_back({l.at("digest").get<std::string>(), l.value("mediaType", ""), l.value("size", int64_t{0})});
+    }
+  } catch (const std::exception& e) {
+    return DataLoss("cached manifest " + digest + ": " + e.what());
+  }
+  if (m.config_digest != "sha256:" + Sha256Hex(config)) return DataLoss("cached config of " + digest + " is damaged");
+  m.raw = std::move(raw);
+  m.config = std::move(config);
+  return m;
+}
+
+void RegistryImages::WriteCachedManifest(const std::string& digest, const CachedManifest& m) const {
+  if (options_.manifest_dir.empty()) return;
+  const std::string hex = digest.substr(7);
+  Status st = MakeDirs(options_.manifest_dir, 0700);
+  if (st.ok()) st = WriteFileAtomic(options_.manifest_dir + "/" + hex + ".config", m.config, 0600);
+  if (st.ok()) st = WriteFileAtomic(options_.manifest_dir + "/" + hex + ".manifest", m.raw, 0600);
+  if (!st.ok()) spdlog::warn("agent: keeping manifest {}: {}", digest, st.ToString());
 }
 
 }  // namespace ringmaster::agent
