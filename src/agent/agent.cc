@@ -374,31 +374,6 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
   return std::nullopt;
 }
 
-StatusOr<RegistryImages::Ready> Agent::PullRegistryImage(const TaskRef& ref, const std::string& image,
-                                                         const std::string& runtime, const std::function<bool()>& stopped) {
-  // The job owner's login to the image's registry (or the site's), for this
-  // pull only: the server hands it to the agent of the task's node alone.
-  // Users' own images come from the server itself, as its own registry: the
-  // agent presents its own token (the server lets it read only what its
-  // tasks run).
-  if (auto at = ParsePinnedImage(image); at.ok() && at->registry == registry_images_.options().server_registry) {
-    const registry::Credentials own{"ringmaster", options_.token};
-    return registry_images_.Ensure(image, [own]() -> StatusOr<registry::Credentials> { return own; }, runtime, stopped);
-  }
-  const auto login = [this, &ref]() -> StatusOr<registry::Credentials> {
-    registry::Credentials c;
-    RM_ASSIGN_OR_RETURN(nlohmann::json j, api_.Get(fmt::format("/api/v1/agent/tasks/{}/registry-login?attempt={}",
-                                                                ref.task_id, ref.attempt),
-                                                    {std::chrono::seconds(30)}));
-    if (j.is_object() && j.contains("username")) {
-      c.username = j.value("username", "");
-      c.password = j.value("password", "");
-    }
-    return c;
-  };
-  return registry_images_.Ensure(image, login, runtime, stopped);
-}
-
 void Agent::StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assignment> assignment) {
   if (auto w = workers_.find(ref); w != workers_.end()) {
     zombies_.push_back(std::move(w->second));  // an earlier one of the same id: joined once it has ended

@@ -292,6 +292,15 @@ void Put(Api& api, http::Request& req, http::Responder respond, const Caller& c,
   if (!options.expected_sha256.empty() && !IsSha256Hex(options.expected_sha256)) {
     return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-SHA256: expected 64 lowercase hex digits")));
   }
+  // An image blob is stored only under its own SHA-256 (server/user_images.h):
+  // the name is then proof of holding the bytes.
+  if (const size_t at = key->find("/images/blobs/sha256/"); key->rfind("users/", 0) == 0 && at != std::string::npos) {
+    const std::string hex = key->substr(at + 21);
+    if (options.expected_sha256 != hex) {
+      return respond(ErrorFor(req, InvalidArgument("X-Ringmaster-SHA256: an image blob is stored under its own "
+                                                   "SHA-256; send it (" + hex.substr(0, 16) + "...)")));
+    }
+  }
   options.max_bytes = api.limits.max_file_bytes;
   // ?dry_run=1 with X-Ringmaster-Size: N: would an upload of N bytes be taken?
   // (Clients ask first: an answer sent before a large body is read reaches

@@ -121,9 +121,16 @@ void Manifest(Api& api, http::Request& req, const http::Responder& respond, bool
   if (!body.ok()) return respond(V2ErrorFor(req, body.status(), "MANIFEST_UNKNOWN"));
   const json m = json::parse(*body, nullptr, false);
   http::Response r;
-  r.content_type = m.is_object() && m.contains("mediaType") && m["mediaType"].is_string()
-                       ? m["mediaType"].get<std::string>()
-                       : "application/vnd.oci.image.manifest.v1+json";
+  // The manifest's own type, when it is one a registry serves: never bytes of
+  // the user's straight into a header.
+  r.content_type = "application/vnd.oci.image.manifest.v1+json";
+  if (m.is_object() && m.contains("mediaType") && m["mediaType"].is_string()) {
+    const std::string type = m["mediaType"].get<std::string>();
+    for (const char* known : {"application/vnd.oci.image.manifest.v1+json",
+                              "application/vnd.docker.distribution.manifest.v2+json"}) {
+      if (type == known) r.content_type = type;
+    }
+  }
   r.headers.emplace_back("Docker-Content-Digest", *digest);
   r.headers.emplace_back("Docker-Distribution-API-Version", "registry/2.0");
   if (!head_only) r.body = std::move(*body);

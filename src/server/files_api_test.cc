@@ -214,6 +214,17 @@ TEST_F(FilesApiTest, AWrongChecksumStoresNothingAndKeepsThePreviousVersion) {
   EXPECT_EQ(Body(p, alice_), "version 2");
 }
 
+TEST_F(FilesApiTest, AnImageBlobIsStoredOnlyUnderItsOwnSha256) {
+  Start();
+  const std::string hex = Sha256Hex("layer bytes");
+  const std::string p = "/api/v1/files/users/alice/images/blobs/sha256/" + hex;
+  // Without the checksum, or with bytes of another hash: refused, nothing stored.
+  EXPECT_EQ(Code("PUT", p, alice_, "layer bytes"), 400);
+  EXPECT_EQ(Code("PUT", p, alice_, "other bytes", {{"X-Ringmaster-SHA256", Sha256Hex("other bytes")}}), 400);
+  EXPECT_EQ(Code("GET", p, alice_), 404);
+  EXPECT_EQ(Code("PUT", p, alice_, "layer bytes", {{"X-Ringmaster-SHA256", hex}}), 201);
+}
+
 TEST_F(FilesApiTest, OverTheSizeLimitIs413AndStoresNothing) {
   ServerOptions o;
   o.limits.max_file_bytes = 1 << 20;

@@ -144,6 +144,9 @@ StatusOr<std::string> Registries::PinOwn(int64_t user_id, const protocol::ImageR
     }
     return digest.status().Annotate("image");
   }
+  if (Status whole = user_images::CheckWhole(*files, parts->first, *digest); !whole.ok()) {
+    return InvalidArgument(fmt::format("image: {}: {}", ref.ToString(), whole.message()));
+  }
   std::string pinned = at.registry + "/" + at.repository;
   if (!ref.tag.empty()) pinned += ":" + ref.tag;
   return pinned + "@" + *digest;

@@ -2,6 +2,7 @@
 // Pinning against real registries is tested end to end (e2e.registry_images).
 #include "server/registries.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/crypto.h"
@@ -131,9 +132,19 @@ class OwnRegistryTest : public RegistryLoginsTest {
     bob_ = User("bob", store::Role::kUser);
     admin_ = User("root", store::Role::kAdmin);
     registries_.ServeOwn("127.0.0.1:8080", files_.get());
-    manifest_hex_ = Sha256Hex(R"({"schemaVersion":2})");
-    Put(user_images::BlobKey("alice", manifest_hex_), R"({"schemaVersion":2})");
+    // A whole image of alice's: config and layer stored under their hashes.
+    config_hex_ = Sha256Hex("{}");
+    layer_hex_ = Sha256Hex("layer");
+    Put(user_images::BlobKey("alice", config_hex_), "{}");
+    Put(user_images::BlobKey("alice", layer_hex_), "layer");
+    manifest_hex_ = PutManifest("alice", config_hex_, layer_hex_);
     Put(user_images::TagKey("alice", "base", "v1"), "sha256:" + manifest_hex_ + "\n");
+  }
+  std::string PutManifest(const std::string& user, const std::string& config, const std::string& layer) {
+    const std::string m = fmt::format(
+        R"({{"schemaVersion":2,"config":{{"digest":"sha256:{}"}},"layers":[{{"digest":"sha256:{}"}}]}})", config, layer);
+    Put(user_images::BlobKey(user, Sha256Hex(m)), m);
+    return Sha256Hex(m);
   }
   int64_t User(const std::string& name, store::Role role) {
     store::User u;
@@ -152,7 +163,7 @@ class OwnRegistryTest : public RegistryLoginsTest {
   }
   std::unique_ptr<files::FakeBlobStore> files_ = files::NewFakeBlobStore();
   int64_t alice_ = 0, bob_ = 0, admin_ = 0;
-  std::string manifest_hex_;
+  std::string manifest_hex_, config_hex_, layer_hex_;
 };
 
 TEST_F(OwnRegistryTest, AUserPinsTheirOwnImagesOthersSeeNothing) {
@@ -171,6 +182,23 @@ TEST_F(OwnRegistryTest, AUserPinsTheirOwnImagesOthersSeeNothing) {
   EXPECT_NE(theirs.status().message().find("not found"), std::string::npos) << theirs.status().message();
   EXPECT_NE(missing.status().message().find("not found"), std::string::npos) << missing.status().message();
   EXPECT_EQ(Pin(alice_, "127.0.0.1:8080/base:v1").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(OwnRegistryTest, AManifestNamingAnotherUsersLayersIsRefused) {
+  // Bob writes a manifest that lists alice's layer (its digest leaked), hoping
+  // a node that ran alice's image hands him the layer from its cache.
+  Put(user_images::BlobKey("bob", config_hex_), "{}");
+  const std::string hex = PutManifest("bob", config_hex_, layer_hex_);
+  Put(user_images::TagKey("bob", "steal", "v1"), "sha256:" + hex + "\n");
+  auto pinned = Pin(bob_, "127.0.0.1:8080/bob/steal:v1");
+  ASSERT_FALSE(pinned.ok());
+  EXPECT_NE(pinned.status().message().find("not among bob's images"), std::string::npos) << pinned.status().message();
+  // A manifest whose stored bytes are not its digest's is refused too.
+  Put(user_images::BlobKey("bob", std::string(64, 'a')), "junk");
+  Put(user_images::TagKey("bob", "junk", "v1"), "sha256:" + std::string(64, 'a') + "\n");
+  auto junk = Pin(bob_, "127.0.0.1:8080/bob/junk:v1");
+  ASSERT_FALSE(junk.ok());
+  EXPECT_NE(junk.status().message().find("does not hash to its digest"), std::string::npos) << junk.status().message();
 }
 
 }  // namespace

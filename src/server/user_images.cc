@@ -1,6 +1,7 @@
 #include "server/user_images.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
 
@@ -71,6 +72,45 @@ StatusOr<std::string> Resolve(files::BlobStore& files, const std::string& user, 
     return head.status();
   }
   return digest;
+}
+
+
+Status CheckWhole(files::BlobStore& files, const std::string& user, const std::string& digest) {
+  RM_ASSIGN_OR_RETURN(std::string raw, ReadSmall(files, BlobKey(user, digest.substr(7)), kMaxManifestBytes));
+  if ("sha256:" + Sha256Hex(raw) != digest) {
+    return InvalidArgument(fmt::format("{}/...@{}: the stored manifest does not hash to its digest", user, digest));
+  }
+  const auto m = nlohmann::json::parse(raw, nullptr, false);
+  std::vector<std::string> blobs;
+  if (m.is_object() && m.contains("config") && m["config"].is_object() && m["config"].contains("digest") &&
+      m["config"]["digest"].is_string()) {
+    blobs.push_back(m["config"]["digest"].get<std::string>());
+  }
+  if (!m.is_object() || blobs.empty() || !m.contains("layers") || !m["layers"].is_array()) {
+    return InvalidArgument(fmt::format("{}: not an image manifest (an index is not served here)", digest));
+  }
+  if (m["layers"].size() > kMaxLayers) {
+    return InvalidArgument(fmt::format("{}: {} layers, more than {}", digest, m["layers"].size(), kMaxLayers));
+  }
+  for (const auto& l : m["layers"]) {
+    if (!l.is_object() || !l.contains("digest") || !l["digest"].is_string()) {
+      return InvalidArgument(fmt::format("{}: a layer without a digest", digest));
+    }
+    blobs.push_back(l["digest"].get<std::string>());
+  }
+  for (const std::string& b : blobs) {
+    if (b.rfind("sha256:", 0) != 0 || !IsSha256Hex(b.substr(7))) {
+      return InvalidArgument(fmt::format("{}: \"{}\" is not a sha256 digest", digest, b.substr(0, 80)));
+    }
+    auto head = files.Head(BlobKey(user, b.substr(7)));
+    if (!head.ok()) {
+      if (head.status().code() == StatusCode::kNotFound) {
+        return NotFound(fmt::format("{}: it names blob {}, which is not among {}'s images", digest, b, user));
+      }
+      return head.status();
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace ringmaster::server::user_images

@@ -32,4 +32,12 @@ StatusOr<std::string> Resolve(files::BlobStore& files, const std::string& user, 
 // A whole small file of the store (a manifest, a tag): ResourceExhausted past `max`.
 StatusOr<std::string> ReadSmall(files::BlobStore& files, const std::string& key, size_t max);
 
+inline constexpr size_t kMaxLayers = 256;
+// The manifest `digest` of `user`'s images is whole: its bytes hash to the
+// digest, and its config and every layer (at most kMaxLayers) are blobs of
+// the same user. A user can store a blob only under its own SHA-256, so this
+// is proof that they hold every byte of the image: a manifest that names
+// another user's layers (to be given them from a node's cache) is refused.
+Status CheckWhole(files::BlobStore& files, const std::string& user, const std::string& digest);
+
 }  // namespace ringmaster::server::user_images
