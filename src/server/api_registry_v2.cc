@@ -3,9 +3,12 @@
 // them as from any registry: GET /v2/, GET|HEAD of /v2/<user>/<name>/
 // manifests/<tag or digest> and /v2/<user>/<name>/blobs/sha256:<hex>.
 // Tokens come as a bearer or as HTTP Basic's password (any user name). A user
-// reads their own namespace (admins any); an agent reads <user>/<name> only
-// while a task on its node belongs to a job of <user> pinned to that image.
+// reads their own namespace (admins any); an agent reads only the manifests
+// that jobs of <user> with a task on its node are pinned to, and the blobs
+// those manifests list.
 // Another's namespace answers 404 NAME_UNKNOWN, as one that does not exist.
+#include <set>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -48,30 +51,59 @@ StatusOr<Caller> Authenticate(Api& api, const http::Request& req) {
   return std::any_cast<Caller>(p.data);
 }
 
-// Whether a task on the agent's node runs a job of `owner` pinned to
-// `own`/<owner>/<name> (what that agent has to pull).
-StatusOr<bool> AgentNeeds(Api& api, const Caller& c, const store::User& owner, const std::string& repository,
-                          const std::string& own) {
+// The manifests of `own`/<owner>/<name> that jobs of `owner` with a task
+// placed on the agent's node are pinned to: all that agent has to pull.
+StatusOr<std::set<std::string>> AgentPins(Api& api, const Caller& c, const store::User& owner,
+                                          const std::string& repository, const std::string& own) {
+  std::set<std::string> pins;
+  int64_t node_id = -1;
+  RM_ASSIGN_OR_RETURN(std::vector<store::Node> nodes, api.store->ListNodes());
+  for (const store::Node& n : nodes) {
+    if (n.name == c.token.node) node_id = n.id;
+  }
+  if (node_id < 0) return pins;
   RM_ASSIGN_OR_RETURN(std::vector<store::Task> tasks, api.store->ListPlacedTasks());
   const std::string prefix = own + "/" + repository;
+  std::set<int64_t> seen;
   for (const store::Task& t : tasks) {
-    auto node = api.store->GetNode(t.node_id);
-    if (!node.ok() || node->name != c.token.node) continue;
+    if (t.node_id != node_id || !seen.insert(t.job_id).second) continue;
     auto job = api.store->GetJob(t.job_id);
     if (!job.ok() || job->user_id != owner.id) continue;
     const json spec = json::parse(job->spec_json, nullptr, false);
     const std::string image = spec.is_object() ? spec.value("image", "") : "";
-    if (image.size() > prefix.size() && image.rfind(prefix, 0) == 0 && (image[prefix.size()] == ':' || image[prefix.size()] == '@')) {
-      return true;
+    const size_t at = image.find('@');
+    if (image.size() > prefix.size() && image.rfind(prefix, 0) == 0 &&
+        (image[prefix.size()] == ':' || image[prefix.size()] == '@') && at != std::string::npos) {
+      pins.insert(image.substr(at + 1));
     }
   }
-  return false;
+  return pins;
+}
+
+// The blobs (config and layers) the manifests `pins` of `user` list.
+std::set<std::string> BlobsOf(Api& api, const std::string& user, const std::set<std::string>& pins) {
+  std::set<std::string> blobs;
+  for (const std::string& pin : pins) {
+    auto body = user_images::ReadSmall(*api.files, user_images::BlobKey(user, pin.substr(7)), user_images::kMaxManifestBytes);
+    if (!body.ok()) continue;
+    const json m = json::parse(*body, nullptr, false);
+    if (!m.is_object()) continue;
+    if (m.contains("config") && m["config"].is_object()) blobs.insert(m["config"].value("digest", ""));
+    if (m.contains("layers") && m["layers"].is_array()) {
+      for (const auto& l : m["layers"]) {
+        if (l.is_object()) blobs.insert(l.value("digest", ""));
+      }
+    }
+  }
+  return blobs;
 }
 
 // The caller, reading as the namespace's owner; or the answer to send.
 struct Access {
   Caller reader;
   std::optional<http::Response> refused;
+  // An agent reads only the manifests its node's tasks are pinned to (and their blobs).
+  std::optional<std::set<std::string>> agent_pins;
 };
 Access Authorize(Api& api, const http::Request& req, const std::string& user, const std::string& name) {
   Access a;
@@ -93,12 +125,13 @@ Access Authorize(Api& api, const http::Request& req, const std::string& user, co
   }
   bool may = c->user.name == user || c->admin();
   if (c->scope == Scope::kAgent) {
-    auto needs = AgentNeeds(api, *c, *owner, repository, api.registries ? api.registries->own_name() : "");
-    if (!needs.ok()) {
-      a.refused = V2ErrorFor(req, needs.status(), "UNKNOWN");
+    auto pins = AgentPins(api, *c, *owner, repository, api.registries ? api.registries->own_name() : "");
+    if (!pins.ok()) {
+      a.refused = V2ErrorFor(req, pins.status(), "UNKNOWN");
       return a;
     }
-    may = *needs;
+    may = !pins->empty();
+    a.agent_pins = std::move(*pins);
   }
   if (!may) {
     a.refused = V2ErrorFor(req, unknown, "NAME_UNKNOWN");
@@ -117,6 +150,9 @@ void Manifest(Api& api, http::Request& req, const http::Responder& respond, bool
   }
   auto digest = user_images::Resolve(*api.files, user, name, reference);
   if (!digest.ok()) return respond(V2ErrorFor(req, digest.status(), "MANIFEST_UNKNOWN"));
+  if (a.agent_pins && !a.agent_pins->count(*digest)) {
+    return respond(V2Error(404, "MANIFEST_UNKNOWN", "manifest unknown to this registry"));
+  }
   auto body = user_images::ReadSmall(*api.files, user_images::BlobKey(user, digest->substr(7)), user_images::kMaxManifestBytes);
   if (!body.ok()) return respond(V2ErrorFor(req, body.status(), "MANIFEST_UNKNOWN"));
   const json m = json::parse(*body, nullptr, false);
@@ -143,6 +179,9 @@ void Blob(Api& api, http::Request& req, const http::Responder& respond, bool hea
   if (a.refused) return respond(std::move(*a.refused));
   if (digest.rfind("sha256:", 0) != 0 || !user_images::ValidateReference(digest).ok()) {
     return respond(V2Error(400, "DIGEST_INVALID", "digest: expected sha256:<64 lowercase hex digits>"));
+  }
+  if (a.agent_pins && !BlobsOf(api, user, *a.agent_pins).count(digest)) {
+    return respond(V2Error(404, "BLOB_UNKNOWN", "blob unknown to this registry"));
   }
   const std::string key = user_images::BlobKey(user, digest.substr(7));
   if (auto head = api.files->Head(key); !head.ok()) return respond(V2ErrorFor(req, head.status(), "BLOB_UNKNOWN"));
