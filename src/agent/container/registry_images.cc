@@ -105,7 +105,7 @@ StatusOr<RegistryImages::Ready> RegistryImages::Ensure(const std::string& refere
                    .dump();
       }
       spdlog::info("agent: pulling image {} through docker{}", pinned, creds.empty() ? "" : " with its owner's login");
-      if (Status st = docker.PullImage(pinned, auth, std::chrono::minutes(30)); !st.ok()) {
+      if (Status st = docker.PullImage(pinned, auth, std::chrono::minutes(30), cancelled); !st.ok()) {
         return DockerPullError(at.registry, creds, st);
       }
     }

@@ -270,7 +270,8 @@ Status DockerApi::ImportImage(const std::string& tar_path, const std::string& re
   return Status::Ok();
 }
 
-Status DockerApi::PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout) const {
+Status DockerApi::PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout,
+                            const std::function<bool()>& stop) const {
   const std::string what = "pull " + ref;
   RM_RETURN_IF_ERROR(CheckImageRef(ref));
   // fromImage takes the whole reference, digest included (Docker splits it).
@@ -281,8 +282,12 @@ Status DockerApi::PullImage(const std::string& ref, const std::string& auth_json
   // not keep it, and it is never in a container's config.
   if (!auth_json.empty()) req.headers.emplace_back("X-Registry-Auth", Base64UrlEncode(auth_json));
   auto client = NewClient(socket_path_, timeout);
-  RM_ASSIGN_OR_RETURN(http::ClientResponse reply,
-                      client->Do(req, {.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody}));
+  http::CallOptions call{.what = what, .deadline = SteadyClock::now() + timeout, .max_body = kMaxBody};
+  if (stop) {
+    call.poll = std::chrono::milliseconds(200);
+    call.stop = stop;
+  }
+  RM_ASSIGN_OR_RETURN(http::ClientResponse reply, client->Do(req, call));
   Reply r{static_cast<unsigned>(reply.status), std::move(reply.body)};
   if (r.status == 404) return NotFound(ErrorFor(r, what).message());
   if (r.status != 200) return ErrorFor(r, what);

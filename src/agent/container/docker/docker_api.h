@@ -68,7 +68,9 @@ class DockerApi {
   // ({"username", "password", "serveraddress"} JSON; "" = anonymous), sent
   // only as this call's X-Registry-Auth header. NotFound for a missing image;
   // the registry's refusal (401, ...) in the error otherwise.
-  Status PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout) const;
+  // `stop` (asked every 200 ms; may be empty) ends a pull with Aborted.
+  Status PullImage(const std::string& ref, const std::string& auth_json, std::chrono::milliseconds timeout,
+                   const std::function<bool()>& stop = {}) const;
 
   // POST /containers/create; `config` is the API's body (Image, Cmd, Env,
   // Labels, HostConfig, ...). Returns the container's id. Empty name lets
