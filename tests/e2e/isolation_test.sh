@@ -13,12 +13,7 @@
 source "$(dirname "$0")/lib.sh"
 start_up --cpus 4 --memory 4Gi --ports 32450-32499 --max-log-size 1Mi
 
-rmc users create alice > /dev/null 2>&1
-rmc users create bob > /dev/null 2>&1
-ALICE=$(rmc tokens create --user alice)
-BOB=$(rmc tokens create --user bob)
-as_alice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
-as_bob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
+alice_and_bob
 ADMIN_TOKEN=$(tr -d '\n' < "$DATA/admin.token")
 INSTANCE=$(cat "$DATA/agent/sandbox-instance")
 

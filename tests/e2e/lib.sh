@@ -187,6 +187,16 @@ wait_reason() {
   fail "job $id reason is '$r', not /$want/, after ${limit}s"
 }
 
+# alice_and_bob: two users with submit tokens ($ALICE, $BOB) and commands as each (as_alice, as_bob).
+alice_and_bob() {
+  rmc users create alice > /dev/null 2>&1
+  rmc users create bob > /dev/null 2>&1
+  ALICE=$(rmc tokens create --user alice)
+  BOB=$(rmc tokens create --user bob)
+}
+as_alice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
+as_bob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
+
 write_spec() {  # write_spec FILE <<EOF ... EOF
   cat > "$1"
 }

@@ -50,12 +50,7 @@ start_server "${REG_FLAGS[@]}"
 start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}" "${REG_FLAGS[@]}" --image-cache "$IMAGE_CACHE" \
   --max-layer-size 2Gi
 await_nodes 1
-rmc users create alice > /dev/null 2>&1
-rmc users create bob > /dev/null 2>&1
-ALICE=$(rmc tokens create --user alice)
-BOB=$(rmc tokens create --user bob)
-as_alice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
-as_bob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
+alice_and_bob
 rmc files put /usr/share/datasets/fashion-mnist datasets/fashion-mnist > /dev/null
 pass "server and agent with $EXEC, the registries $AUTH (TLS, htpasswd) and $ANON (anonymous)"
 

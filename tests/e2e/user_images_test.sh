@@ -33,12 +33,7 @@ esac
 start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}" --image-cache "$IMAGE_CACHE"
 await_nodes 1
 OWN=${URL#*://}
-rmc users create alice > /dev/null 2>&1
-rmc users create bob > /dev/null 2>&1
-ALICE=$(rmc tokens create --user alice)
-BOB=$(rmc tokens create --user bob)
-as_alice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
-as_bob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
+alice_and_bob
 usage() { curl -sf -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$URL/api/v1/users" |
   jq -r --arg u "$1" '.users[] | select(.name == $u) | .files.bytes'; }
 pass "server and a $EXEC agent at $OWN; $TARS/save.tar and oci.tar of lab/base:v1"
