@@ -16,19 +16,14 @@ fi
 start_up "${EXTRA[@]}"
 grep -q "users' files: ${FILES:-local}" "$DATA/up.log" || fail "the server does not say it keeps files in ${FILES:-local}"
 
-rmc users create alice > /dev/null 2>&1
-rmc users create bob > /dev/null 2>&1
-ALICE=$(rmc tokens create --user alice)
-BOB=$(rmc tokens create --user bob)
-asalice() { RINGMASTER_TOKEN=$ALICE rmc "$@"; }
-asbob() { RINGMASTER_TOKEN=$BOB rmc "$@"; }
+alice_and_bob
 
 # 1. 200 MiB up and back: same SHA-256; ls shows the size.
 head -c $((200 << 20)) /dev/urandom > "$TOOLS/big.bin"
-asalice files put "$TOOLS/big.bin" > /dev/null || fail "put of 200 MiB failed"
-asalice files get big.bin "$TOOLS/big.back" 2> /dev/null || fail "get of 200 MiB failed"
+as_alice files put "$TOOLS/big.bin" > /dev/null || fail "put of 200 MiB failed"
+as_alice files get big.bin "$TOOLS/big.back" 2> /dev/null || fail "get of 200 MiB failed"
 [ "$(sha256sum < "$TOOLS/big.bin")" = "$(sha256sum < "$TOOLS/big.back")" ] || fail "the file came back different"
-asalice files ls | grep -Eq "^ *209715200  .*  users/alice/big.bin$" || fail "ls does not show the size: $(asalice files ls)"
+as_alice files ls | grep -Eq "^ *209715200  .*  users/alice/big.bin$" || fail "ls does not show the size: $(as_alice files ls)"
 rm -f "$TOOLS/big.back"
 pass "200 MiB put and got back with the same SHA-256; ls shows 209715200 bytes"
 
@@ -36,17 +31,17 @@ pass "200 MiB put and got back with the same SHA-256; ls shows 209715200 bytes"
 rmc users quota alice 250Mi 2> /dev/null
 head -c $((100 << 20)) /dev/zero > "$TOOLS/more.bin"
 set +e
-ERR=$(asalice files put "$TOOLS/more.bin" 2>&1); RC=$?
+ERR=$(as_alice files put "$TOOLS/more.bin" 2>&1); RC=$?
 set -e
 [ "$RC" = 2 ] && grep -q "quota: alice's files would use" <<<"$ERR" || fail "an upload over quota was not refused: $ERR"
-! asalice files ls | grep -q more.bin || fail "the refused upload left a file"
-asalice files du | grep -q "quota: 200.0 MiB used (your files and your jobs'), of 250.0 MiB" || fail "du: $(asalice files du)"
+! as_alice files ls | grep -q more.bin || fail "the refused upload left a file"
+as_alice files du | grep -q "quota: 200.0 MiB used (your files and your jobs'), of 250.0 MiB" || fail "du: $(as_alice files du)"
 rmc users quota alice none 2> /dev/null
 pass "over quota: 413 with what it would take, nothing stored; du shows 200 of 250 MiB"
 
 # 2. Others' files are not even confirmed to exist; datasets/ is admins'.
 set +e
-ERR=$(asbob files cat users/alice/big.bin 2>&1); RC=$?
+ERR=$(as_bob files cat users/alice/big.bin 2>&1); RC=$?
 set -e
 [ "$RC" != 0 ] && grep -q "users/alice/big.bin: no such file" <<<"$ERR" || fail "bob read alice's file: $ERR"
 URL=$(jq -r .url "$DATA/server.json")
@@ -56,23 +51,23 @@ echo x > "$TOOLS/x.txt"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ALICE" --data-binary @"$TOOLS/x.txt" \
       "$URL/api/v1/files/datasets/x.txt")" = 403 ] || fail "alice wrote under datasets/"
 set +e
-ERR=$(asalice files put "$TOOLS/x.txt" datasets/x.txt 2>&1); RC=$?
+ERR=$(as_alice files put "$TOOLS/x.txt" datasets/x.txt 2>&1); RC=$?
 set -e
 [ "$RC" = 2 ] && grep -q "datasets/ is writable by admins only" <<<"$ERR" || fail "the CLI did not say why: $ERR"
 rmc files put "$TOOLS/x.txt" datasets/x.txt > /dev/null
-[ "$(asbob files cat datasets/x.txt)" = x ] || fail "bob cannot read datasets/"
+[ "$(as_bob files cat datasets/x.txt)" = x ] || fail "bob cannot read datasets/"
 pass "bob gets 404 for alice's file; alice gets 403 writing datasets/; everyone reads datasets/"
 
 # 3. A directory, recursively, and removed again.
 mkdir -p "$TOOLS/run/sub"
 echo one > "$TOOLS/run/one.txt"
 echo two > "$TOOLS/run/sub/two.txt"
-asalice files put "$TOOLS/run" results > /dev/null 2>&1
-asalice files get results "$TOOLS/back" 2> /dev/null
+as_alice files put "$TOOLS/run" results > /dev/null 2>&1
+as_alice files get results "$TOOLS/back" 2> /dev/null
 diff -r "$TOOLS/run" "$TOOLS/back" > /dev/null || fail "the directory came back different"
-[ "$(asalice files du results | cut -f2)" = "2 files" ] || fail "du: $(asalice files du results)"
-asalice files rm -r results 2> /dev/null
-[ -z "$(asalice files ls results/)" ] || fail "rm -r left files"
+[ "$(as_alice files du results | cut -f2)" = "2 files" ] || fail "du: $(as_alice files du results)"
+as_alice files rm -r results 2> /dev/null
+[ -z "$(as_alice files ls results/)" ] || fail "rm -r left files"
 pass "a directory round-trips recursively; du counts it; rm -r removes it"
 
 # 4. (s3) The storage backend stops: 503 naming it, other calls still served; it returns: recovery.
@@ -85,10 +80,10 @@ if [ -n "$CEPH" ]; then
   rmc nodes > /dev/null || fail "the server stopped serving other calls"
   CEPH_CONF=$CEPH/ceph.conf radosgw -n client.rgw.a
   for _ in $(seq 100); do
-    [ "$(asbob files cat datasets/x.txt 2> /dev/null)" = x ] && break
+    [ "$(as_bob files cat datasets/x.txt 2> /dev/null)" = x ] && break
     sleep 0.1
   done
-  [ "$(asbob files cat datasets/x.txt)" = x ] || fail "no recovery after RGW returned"
+  [ "$(as_bob files cat datasets/x.txt)" = x ] || fail "no recovery after RGW returned"
   pass "RGW down: 503 naming the storage backend, the rest served; back: files served again"
 fi
 echo "files_test: all passed"
