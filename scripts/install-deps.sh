@@ -49,6 +49,10 @@ PACKAGES=(
   prometheus-node-exporter
   # `make fuzz`: libFuzzer with ASan+UBSan
   clang libclang-rt-14-dev
+  # the dashboard's browser suite (tests/browser/): headless Chromium driven by Selenium
+  chromium chromium-driver python3-selenium
+  # notebooks for `kind: dev` (Jupyter Notebook with terminals)
+  jupyter-notebook python3-terminado
 )
 
 # npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)
