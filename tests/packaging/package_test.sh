@@ -102,10 +102,14 @@ grep -qx 'ExecStart=/usr/bin/ringmaster agent --config /etc/ringmaster/agent.tom
   fail "ringmaster-agent.service: $(grep ExecStart "$ROOT/usr/lib/systemd/system/ringmaster-agent.service")"
 for f in usr/bin/ringmaster-sim usr/share/doc/ringmaster/examples/server.toml usr/share/doc/ringmaster/examples/agent.toml \
          usr/share/doc/ringmaster/docs/install.md usr/lib/ringmaster/scripts/images/build.sh \
-         usr/lib/ringmaster/scripts/images/pip-target.sh usr/lib/ringmaster/scripts/images/requirements/mxnet.txt; do
+         usr/lib/ringmaster/scripts/images/pip-target.sh usr/lib/ringmaster/scripts/images/requirements/mxnet.txt \
+         usr/lib/python3/dist-packages/ringmaster/__init__.py; do
   [ -e "$ROOT/$f" ] || fail "the package lacks /$f"
 done
-pass "maintainer scripts, stripped binaries, units naming /usr/bin/ringmaster, docs and examples"
+# The Python client imports from where Debian's python3 looks.
+(cd / && PYTHONPATH=$ROOT/usr/lib/python3/dist-packages /usr/bin/python3 -c 'import ringmaster; ringmaster.Client') ||
+  fail "import ringmaster from the package failed"
+pass "maintainer scripts, stripped binaries, units naming /usr/bin/ringmaster, docs, examples and the Python client"
 
 # 4. The packaged binary: its version is the project's, its commit the build's.
 OUT=$("$ROOT/usr/bin/ringmaster" version --client --json)
