@@ -14,6 +14,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "http/tls_cert.h"
+#include "server/dashboard.h"
 
 namespace ringmaster::server {
 
@@ -247,6 +248,7 @@ Status Server::Start() {
   AddMonitorRoutes(*api_);
   AddVersionRoutes(*api_);
   AddSessionRoutes(*api_);
+  AddDashboardRoutes(*http_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
