@@ -384,6 +384,13 @@ class HttpSession : public SessionBase {
     bytes_ = 0;
     if (r.status == 500) spdlog::error("request {} ({} {}) answered 500: {}", req_.id, req_.method, req_.path, r.body);
     const bool keep = keep_alive_ && !impl_.stopping;
+    if (r.content_type == "application/json") {
+      // No JSON answer is a page: browsers neither sniff it into one nor frame it
+      // (a handler's own values, set below, win).
+      using Field = std::pair<std::string, std::string>;
+      const Field fields[] = {{"X-Content-Type-Options", "nosniff"}, {"X-Frame-Options", "DENY"}};
+      r.headers.insert(r.headers.begin(), std::begin(fields), std::end(fields));
+    }
     if (!r.stream) {
       auto res = std::make_shared<bhttp::response<bhttp::string_body>>(static_cast<bhttp::status>(r.status), 11);
       res->set(bhttp::field::content_type, r.content_type);
