@@ -273,6 +273,11 @@ CREATE TABLE registry_credentials (
   updated_ms INTEGER NOT NULL,
   PRIMARY KEY (user_id, registry));
 )sql",
+    // 12: a user's jobs by state, newest first, and their count, from the
+    // index alone (the jobs list's filters).
+    R"sql(
+CREATE INDEX jobs_by_user_state ON jobs(user_id, state, id);
+)sql",
 };
 
 }  // namespace
