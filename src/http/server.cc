@@ -161,6 +161,9 @@ void Server::Dispatch(Request req, Responder respond) {
                                                                      route->options.max_body)));
   }
   if (route->options.stream_body) req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
+  if (route->options.takeover) {
+    req.connection = std::make_shared<NoConnection>(respond);
+  }
   req.body.clear();
   Impl::RunHandler(*route, req, respond, I.opt.before_respond);
   RunQueued();
