@@ -512,6 +512,10 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (root["time_limit"]) {
     RM_ASSIGN_OR_RETURN(spec.time_limit_ms, DurationMs(root["time_limit"], "time_limit", 366 * 86400));
   }
+  if (spec.notebook() && (!spec.image.empty() || (!spec.executor.empty() && spec.executor != "process"))) {
+    return InvalidArgument(fmt::format("{}: a notebook (kind: dev with no command) runs on the process executor for now",
+                                       spec.image.empty() ? "executor" : "image"));
+  }
   if (root["idle_timeout"]) {
     if (!spec.notebook()) return InvalidArgument("idle_timeout: only a notebook (kind: dev with no command) has one");
     const YAML::Node& t = root["idle_timeout"];

@@ -203,6 +203,9 @@ Status Server::Start() {
     // Registry logins are sealed with a key outside the database.
     auto box = SecretBox::Open(options_.secrets_key.empty() ? options_.data_dir + "/secrets.key" : options_.secrets_key);
     if (!box.ok()) return box.status().Annotate("--secrets-key");
+    // Notebook tunnels' node keys come from the same key: they survive restarts.
+    lab_ = std::make_unique<LabTunnels>(box->Derive("lab-tunnel"));
+    api_->lab = lab_.get();
     registries_ = std::make_unique<Registries>(store_.get(), std::move(*box), options_.registries, clock_);
     api_->registries = registries_.get();
   }
@@ -243,6 +246,7 @@ Status Server::Start() {
   AddAgentFileRoutes(*api_);
   AddMonitorRoutes(*api_);
   AddVersionRoutes(*api_);
+  AddLabRoutes(*api_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
