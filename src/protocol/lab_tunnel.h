@@ -30,8 +30,8 @@ std::string SignTunnelTicket(const TunnelTicket& ticket, std::string_view key);
 // The ticket `text` names: InvalidArgument when malformed, PermissionDenied
 // when signed with another key (or altered), DeadlineExceeded once expired.
 StatusOr<TunnelTicket> VerifyTunnelTicket(std::string_view text, std::string_view key, int64_t now_ms);
-// A node's tunnel key (32 raw bytes) from the server's own secret: stable
-// across server restarts, different for every node.
+// A node's tunnel key (32 raw bytes; sent and used as its 64-hex form) from
+// the server's own secret: stable across server restarts, different per node.
 std::string NodeTunnelKey(std::string_view server_secret, std::string_view node_name);
 
 }  // namespace ringmaster::protocol

@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "common/crypto.h"
 #include "common/log.h"
 #include "protocol/agent.h"
 #include "server/agent_service.h"
@@ -68,7 +67,7 @@ void AddAgentRoutes(Api& api) {
     RM_ASSIGN_OR_RETURN(protocol::RegisterReply reply, svc->Register(b));
     if (api.lab) {  // notebooks: where the agent takes tunnels, and the key their tickets are signed with
       api.lab->SetPort(reply.node_id, b.tunnel_port);
-      reply.tunnel_key = HexEncode(api.lab->NodeKey(b.name));
+      reply.tunnel_key = api.lab->NodeKey(b.name);
     }
     api.auth->Audit(req, c.user.name, "agent.register", "node " + b.name, "ok", b.address);
     return Reply{200, protocol::ToJson(reply)};

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "common/crypto.h"
 #include "protocol/job_spec.h"
 #include "protocol/lab_tunnel.h"
 #include "server/api.h"

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/crypto.h"
 #include "protocol/lab_tunnel.h"
 
 namespace ringmaster::server {
@@ -106,16 +107,18 @@ std::vector<std::string> NotebookCommand(int64_t job_id, int64_t idle_timeout_ms
       "export JUPYTER_RUNTIME_DIR=\"$lab/runtime\" JUPYTER_DATA_DIR=\"$lab/data\" "
       "JUPYTER_CONFIG_DIR=\"$lab/config\" IPYTHONDIR=\"$lab/ipython\" && "
       "exec jupyter-notebook --no-browser --sock=\"$lab/notebook.sock\" --sock-mode=0600 "
-      "--NotebookApp.base_url=/jobs/{}/lab/ --NotebookApp.token= --NotebookApp.password= "
+      "--NotebookApp.base_url=/jobs/{0}/lab/ --NotebookApp.token= --NotebookApp.password= "
+      // Its XSRF cookie on its own path: the proxy drops cookies for any other.
+      "'--NotebookApp.tornado_settings={{\"xsrf_cookie_kwargs\": {{\"path\": \"/jobs/{0}/lab/\"}}}}' "
       "--NotebookApp.allow_remote_access=True --NotebookApp.notebook_dir=\"$PWD\" "
-      "--NotebookApp.shutdown_no_activity_timeout={} --MappingKernelManager.cull_idle_timeout={} "
-      "--MappingKernelManager.cull_interval={}",
-      job_id, idle_s, idle_s, idle_s == 0 ? 300 : std::clamp<int64_t>(idle_s / 2, 1, 300));
+      "--NotebookApp.shutdown_no_activity_timeout={1} --MappingKernelManager.cull_idle_timeout={1} "
+      "--MappingKernelManager.cull_interval={2}",
+      job_id, idle_s, idle_s == 0 ? 300 : std::clamp<int64_t>(idle_s / 2, 1, 300));
   return {"/bin/sh", "-c", script};
 }
 
 std::string LabTunnels::NodeKey(std::string_view node_name) const {
-  return protocol::NodeTunnelKey(secret_, node_name);
+  return HexEncode(protocol::NodeTunnelKey(secret_, node_name));
 }
 
 void LabTunnels::SetPort(int64_t node_id, int64_t port) {

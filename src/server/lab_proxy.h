@@ -37,7 +37,7 @@ std::vector<std::string> NotebookCommand(int64_t job_id, int64_t idle_timeout_ms
 class LabTunnels {
  public:
   explicit LabTunnels(std::string secret) : secret_(std::move(secret)) {}
-  // The key (32 raw bytes) node `name`'s agent checks tickets with.
+  // The key (64 hex characters) node `name`'s agent checks tickets with.
   std::string NodeKey(std::string_view node_name) const;
   void SetPort(int64_t node_id, int64_t port);
   // 0: the node's agent has not said (since this server started).

@@ -82,7 +82,7 @@ TEST(LabProxy, TheNotebookListensOnAPrivateSocketUnderItsJobsPath) {
 
 TEST(LabTunnels, KeysDifferByNodeAndPortsAreRemembered) {
   LabTunnels t("secret");
-  EXPECT_EQ(t.NodeKey("a").size(), 32u);
+  EXPECT_EQ(t.NodeKey("a").size(), 64u);
   EXPECT_NE(t.NodeKey("a"), t.NodeKey("b"));
   EXPECT_EQ(t.Port(1), 0);
   t.SetPort(1, 7070);
