@@ -2,9 +2,9 @@
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
 // audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
 // api_agent_files.cc (jobs' files, for agents), api_monitor.cc (usage
-// series and /metrics), api_version.cc, api_lab.cc (notebooks). This header
-// holds what they share: the service handles, JSON replies and errors,
-// parameter parsing.
+// series and /metrics), api_version.cc, api_session.cc (browser sessions),
+// api_lab.cc (notebooks). This header holds what they share: the service
+// handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
 
@@ -136,6 +136,7 @@ struct Api {
 struct Reply {
   int status = 200;
   nlohmann::json body;
+  std::vector<std::pair<std::string, std::string>> headers = {};  // besides Content-Type
 };
 
 using JsonFn = std::function<StatusOr<Reply>(const http::Request&, const Caller&)>;
@@ -178,6 +179,8 @@ void AddAgentFileRoutes(Api& api);
 void AddMonitorRoutes(Api& api);
 // GET /api/v1/version (any valid token).
 void AddVersionRoutes(Api& api);
+// Browser sessions: /api/v1/session (log in, look, log out).
+void AddSessionRoutes(Api& api);
 // /jobs/{id}/lab/{path...}: a notebook job's Jupyter, through its node's agent (api_lab.cc).
 void AddLabRoutes(Api& api);
 // "/jobs/<id>/lab/" for a running notebook job; nullopt for any other.

@@ -47,8 +47,8 @@ std::optional<std::string> LabUrl(const store::Job& job) {
 }
 
 void AddLabRoutes(Api& api) {
-  // Running a notebook's code is a change: submit scope, as for a job.
-  http::RouteOptions lab{0, http::Pool::kApi, true, access::kSubmit};
+  // Submit scope (running code is a change); no X-CSRF-Token: Jupyter checks its own _xsrf.
+  http::RouteOptions lab{0, http::Pool::kApi, true, access::kProxy};
   lab.takeover = true;
   auto proxy = [&api](http::Request& req, http::Responder respond) {
     const Caller& c = CallerOf(req);
@@ -80,7 +80,7 @@ void AddLabRoutes(Api& api) {
     api.http->Route(method, "/jobs/{id}/lab/{path...}", lab, proxy);
   }
   // The notebook's pages are relative to /jobs/<id>/lab/: the bare path redirects.
-  http::RouteOptions bare{0, http::Pool::kApi, true, access::kSubmit};
+  http::RouteOptions bare{0, http::Pool::kApi, true, access::kProxy};
   api.http->Route("GET", "/jobs/{id}/lab", bare, [&api](http::Request& req, http::Responder respond) {
     auto nb = OpenableNotebook(api, PathId(req), CallerOf(req));
     if (!nb.ok()) return respond(ErrorFor(req, nb.status()));
