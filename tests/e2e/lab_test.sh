@@ -10,7 +10,7 @@ start_up
 alice_and_bob
 URL=$(jq -r .url "$DATA/server.json")
 
-ID=$(echo '{"kind": "dev", "name": "nb", "resources": {"memory": "1Gi"}}' | as_alice submit -)
+ID=$(echo '{"kind": "dev", "name": "nb", "resources": {"memory": "1Gi"}}' | as_alice submit --no-workdir -)
 wait_state "$ID" RUNNING 60
 LAB="$URL/jobs/$ID/lab"
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
@@ -108,7 +108,7 @@ fi
 as_alice cancel "$ID" > /dev/null
 
 # idle_timeout: a notebook nobody uses ends by itself.
-IDLE=$(echo '{"kind": "dev", "name": "idle", "idle_timeout": "20s", "resources": {"memory": "1Gi"}}' | as_alice submit -)
+IDLE=$(echo '{"kind": "dev", "name": "idle", "idle_timeout": "20s", "resources": {"memory": "1Gi"}}' | as_alice submit --no-workdir -)
 wait_state "$IDLE" RUNNING 60
 for _ in $(seq 1 900); do
   s=$(job_field "$IDLE" state)
