@@ -32,7 +32,8 @@ StatusOr<std::string> Agent::NotebookSocket(int64_t task_id, int64_t attempt) {
     }
   }
   RM_ASSIGN_OR_RETURN(TaskSandbox sandbox, executor_->SandboxOf(ref.Key()));
-  return sandbox.dir + "/work/.lab/notebook.sock";
+  static constexpr const char* kSocket = ".lab/notebook.sock";  // under the work directory
+  return sandbox.dir + "/work/" + kSocket;
 }
 
 }  // namespace ringmaster::agent

@@ -84,7 +84,7 @@ as_alice cancel "$OTHER" > /dev/null
 pass "dev open prints the notebook's URL, and refuses a job that is no notebook"
 
 # The socket: 0600 in a 0700 directory of alice's task user; bob's task cannot connect.
-SOCK=$(ls -d "$SANDBOXES"/*/*/work/.lab/notebook.sock | head -1)
+SOCK=$(find "$SANDBOXES" -name notebook.sock -type s | head -1)
 [ -S "$SOCK" ] || fail "no notebook socket under $SANDBOXES"
 [ "$(stat -c %a "$SOCK")" = 600 ] && [ "$(stat -c %a "$(dirname "$SOCK")")" = 700 ] ||
   fail "socket $(stat -c %a "$SOCK"), directory $(stat -c %a "$(dirname "$SOCK")")"
