@@ -87,6 +87,7 @@ Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
   Open();
+  StartLabTunnel();
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -143,6 +144,7 @@ void Agent::Stop() {
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (sample_thread_.joinable()) sample_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
+  if (lab_tunnel_) lab_tunnel_->Stop();
   std::map<TaskRef, Worker> workers;
   std::vector<Worker> zombies;
   {

@@ -27,6 +27,7 @@
 #include "agent/control_plane.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/task_users.h"
+#include "agent/lab_tunnel.h"
 #include "agent/node/node_info.h"
 #include "agent/task_files.h"
 #include "client/api_client.h"
@@ -87,6 +88,9 @@ struct AgentOptions {
   // The agent protocol this agent speaks (protocol/agent.h); another
   // value only to test how a server refuses a skewed agent.
   int protocol_version = protocol::kAgentProtocol;
+  // Where the server reaches notebooks on this node (agent/lab_tunnel.h):
+  // 0 = any free port (told to the server), -1 = no notebooks here.
+  int tunnel_port = 0;
 };
 
 class Agent {
@@ -197,6 +201,11 @@ class Agent {
   // What the overlay keeps for an ended task (its port, flows); not under mu_.
   void Detach(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);
+  // Notebooks (agent_lab.cc): the tunnel's listener, and the socket of a
+  // running task's notebook for a ticket that names it.
+  void StartLabTunnel();
+  StatusOr<std::string> NotebookSocket(int64_t task_id, int64_t attempt);
+  std::unique_ptr<LabTunnel> lab_tunnel_;
 
   const AgentOptions options_;
   const std::unique_ptr<Executor> executor_;

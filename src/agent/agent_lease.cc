@@ -88,6 +88,7 @@ Status Agent::Register() {
   req.labels = options_.labels;
   req.executors = executor_->Runtimes();
   req.network = options_.network;
+  req.tunnel_port = lab_tunnel_ ? lab_tunnel_->port() : 0;
   const int64_t sent = SteadyMs();
   auto res = control_->Register(req, std::chrono::seconds(30));
   if (!res.ok()) {
@@ -106,6 +107,7 @@ Status Agent::Register() {
   AdoptFenceWindow(fence);
   NoteContact(sent);
   if (options_.network != "host" && res->overlay) ApplyOverlay(*res->overlay);
+  if (lab_tunnel_ && !res->tunnel_key.empty()) lab_tunnel_->SetKey(res->tunnel_key);
   spdlog::info("agent: registered node {} as {} ({} cpus, {} memory, {} gpus)", inventory_.name,
                node_id_.load(), inventory_.cpu_milli / 1000.0, inventory_.memory_bytes, inventory_.gpus.size());
   return Status::Ok();
@@ -205,6 +207,7 @@ void Agent::HeartbeatOnce() {
   protocol::Heartbeat beat;
   beat.samples.assign(taken.begin(), taken.end());
   beat.fence_after_ms = FenceWindowMs();
+  beat.tunnel_port = lab_tunnel_ ? lab_tunnel_->port() : 0;
   // A heartbeat that waits long is as good as lost: within the fencing
   // window there is time for a few more.
   auto deadline = std::max(options_.heartbeat_interval * 3, std::chrono::milliseconds(3000));

@@ -145,6 +145,19 @@ int Show(const Connection& c, int64_t id, bool as_json) {
   return 0;
 }
 
+int DevOpen(const Connection& c, int64_t id) {
+  json job = Must(Connect(c).Get(fmt::format("/api/v1/jobs/{}", id)));
+  if (!job.contains("lab_url") || !job["lab_url"].is_string()) {
+    std::cerr << fmt::format("job {} is not a running notebook (kind: dev with no command); it is {}\n", id,
+                             job.value("state", "?"));
+    return kExitFailure;
+  }
+  std::string server = FindServer(c);
+  while (!server.empty() && server.back() == '/') server.pop_back();
+  std::cout << server << job["lab_url"].get<std::string>() << "\n";
+  return 0;
+}
+
 int Cancel(const Connection& c, int64_t id, bool no_wait) {
   Must(Connect(c).Post(fmt::format("/api/v1/jobs/{}/cancel", id), json::object()));
   if (no_wait) {

@@ -19,6 +19,8 @@ int Logs(const Connection& c, int64_t id, bool follow, int rank);
 int Wait(const Connection& c, int64_t id, double timeout_s, bool quiet);
 int Ls(const Connection& c, bool all, bool as_json);
 int Show(const Connection& c, int64_t id, bool as_json);
+// `dev open`: prints the URL of a running notebook job's notebook; exit 1 with one line when it has none.
+int DevOpen(const Connection& c, int64_t id);
 // Cancels, then waits (up to 60 s) until every task has ended unless `no_wait`.
 int Cancel(const Connection& c, int64_t id, bool no_wait);
 int Delete(const Connection& c, int64_t id);

@@ -96,6 +96,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     if (eq == std::string::npos || eq == 0) Die("--label: \"" + kv + "\" is not key=value (e.g. rack=r1)");
     o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  o.tunnel_port = f.tunnel_port;
   if (sscanf(f.ports.c_str(), "%d-%d", &o.port_lo, &o.port_hi) != 2 || o.port_lo < 1 || o.port_hi > 65535 ||
       o.port_lo > o.port_hi) {
     Die("--ports: \"" + f.ports + "\" is not a port range like 31000-31999");

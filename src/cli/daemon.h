@@ -17,6 +17,7 @@ struct NodeFlags {
   std::string memory;
   std::string address;
   std::string ports = "31000-31999";  // below the kernel's ephemeral ports (32768+ by default)
+  int tunnel_port = 0;  // notebooks' tunnel (agent/lab_tunnel.h): 0 = any free port, -1 = none
   std::vector<std::string> labels;  // key=value
   // Who tasks run as and where (docs/isolation.md).
   std::string task_uids;                  // "" = 200000-299999 when root

@@ -162,6 +162,10 @@ int Main(int argc, char** argv) {
     cmd->add_option("--memory", node.memory, "memory to offer, e.g. 8Gi (default: all)");
     cmd->add_option("--address", node.address, "address other nodes reach tasks here at (default: this host's)");
     cmd->add_option("--ports", node.ports, "ports the platform may give tasks here")->capture_default_str();
+    cmd->add_option("--tunnel-port", node.tunnel_port,
+                    "where the server reaches notebooks on this node (0 = any free port, told to the server; -1 = none)")
+        ->check(CLI::Range(-1, 65535))
+        ->capture_default_str();
     cmd->add_option("--label", node.labels, "a node label key=value that jobs' node_selector can match; repeatable");
     cmd->add_option("--task-uids", node.task_uids,
                     "tasks of Ringmaster user N run as uid LO+N (default 200000-299999 when root; none = only "
@@ -296,6 +300,10 @@ int Main(int argc, char** argv) {
   auto* show = app.add_subcommand("show", "show a job: state, reasons, tasks and events");
   show->add_option("id", job_id, "job id")->required();
   show->add_flag("--json", as_json, "print JSON");
+  auto* dev = app.add_subcommand("dev", "dev environments (kind: dev jobs)");
+  dev->require_subcommand(1);
+  auto* dev_open = dev->add_subcommand("open", "print the URL of a running dev job's notebook");
+  dev_open->add_option("id", job_id, "job id")->required();
   auto* logs = app.add_subcommand("logs", "print a job's logs, each line prefixed by its task's rank");
   bool follow = false;
   int rank = -1;
@@ -515,6 +523,7 @@ int Main(int argc, char** argv) {
   if (*logout) return Logout(conn);
   if (*ls) return Ls(conn, all, as_json);
   if (*show) return Show(conn, job_id, as_json);
+  if (*dev_open) return DevOpen(conn, job_id);
   if (*cancel) return Cancel(conn, job_id, no_wait);
   if (*del) return Delete(conn, job_id);
   if (*nodes_cordon) return NodesCordon(conn, node_name, node_reason);

@@ -1,6 +1,7 @@
 // http: the pure parts (targets, routing, parameters) and the server's
 // request pipeline in-process (Dispatch) and over a real socket.
 #include "http/server.h"
+#include "http/testing/loopback.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -177,16 +178,7 @@ TEST_F(DispatchTest, AThrowingHandlerAnswers500WithoutItsText) {
   for (const auto& [k, v] : r.headers) EXPECT_EQ(v.find("secret"), std::string::npos);
 }
 
-// A TCP connection to the server on loopback.
-int Dial(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
+using testing::Dial;
 
 // Sends `head` (with Expect: 100-continue); sends `body` only if the server
 // answers 100 Continue; returns everything the server said.

@@ -167,6 +167,7 @@ void Server::Dispatch(Request req, Responder respond) {
     req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
     req.body.clear();
   }
+  if (route->options.takeover) req.connection = std::make_shared<NoConnection>(respond);
   Impl::RunHandler(*route, req, respond, I.opt.before_respond);
   RunQueued();
 }

@@ -39,6 +39,7 @@ struct Principal {
 };
 
 class BodyReader;
+class Connection;
 
 struct Request {
   std::string method;  // "GET"
@@ -48,6 +49,7 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in order
   std::string body;                  // empty on RouteOptions::stream_body routes
   std::shared_ptr<BodyReader> body_reader;  // set on stream_body routes: read the body through it
+  std::shared_ptr<Connection> connection;   // set on takeover routes: splice the connection through it
   std::string remote;                // the peer's IP address
   std::vector<std::string> matches;  // the route pattern's capture groups
   Principal principal;
@@ -91,6 +93,38 @@ class BodyReader {
   virtual void Read(Next next) = 0;
 };
 
+// An upstream's response head, as Connection::Splice read it, for the
+// route to rewrite before the client sees it.
+struct UpstreamHead {
+  int status = 0;
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> headers;  // names as the upstream sent them, in order
+};
+
+// The client connection of a takeover route (RouteOptions::takeover), which
+// the handler may splice with an upstream TCP connection instead of
+// answering: the server connects (RouteOptions' connect deadline), writes
+// `preface` (e.g. a tunnel ticket and the rewritten request head), then every
+// byte the client sends after its request head (those already buffered
+// first), reads the upstream's response head, lets `rewrite_head` edit it,
+// sends it on, and from then copies bytes both ways, holding no thread, until
+// either side closes or neither sends a byte for the idle timeout; then both
+// close. A response other than 101 Switching Protocols gets
+// `Connection: close` (the connection ends with it). An upstream that cannot
+// be reached or answers no valid head: 502 (504 past the connect deadline).
+// The handler calls Splice or the Responder, once, from any thread.
+class Connection {
+ public:
+  struct Upstream {
+    std::string host;
+    int port = 0;
+    std::string preface;
+    std::function<void(UpstreamHead& head)> rewrite_head;  // may be empty
+  };
+  virtual ~Connection() = default;
+  virtual void Splice(Upstream upstream) = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
@@ -120,6 +154,11 @@ struct RouteOptions {
   // that read the request. Only for handlers that never block (no database,
   // no files), e.g. a health check.
   bool inline_handler = false;
+  // The handler may take the connection over (Request::connection): the body
+  // is not read (it is the upstream's to read) and the connection ends with
+  // the request. Taken-over connections are bounded in total and per
+  // principal (ServerOptions; beyond them 429).
+  bool takeover = false;
 };
 
 // `request` lives until the handler returns; a handler that answers later
@@ -160,6 +199,11 @@ struct ServerOptions {
   std::chrono::seconds idle_timeout{60};    // a keep-alive connection between requests
   std::chrono::seconds body_timeout{60};
   std::chrono::seconds write_timeout{60};
+  // Taken-over connections (RouteOptions::takeover).
+  size_t max_takeovers = 1024;
+  size_t max_takeovers_per_principal = 64;
+  std::chrono::milliseconds takeover_connect_timeout{5000};
+  std::chrono::milliseconds takeover_idle_timeout{10 * 60 * 1000};  // no byte either way (Jupyter's websockets ping)
   std::function<void(const AccessRecord&)> access_log;
   // The application's durability barrier (a write is acknowledged only once
   // on disk): called as a handler starts; what it returns is called on the

@@ -117,6 +117,26 @@ struct Server::Impl {
     auto it = body_bytes_by.find(who);
     if (it != body_bytes_by.end() && (it->second -= n) == 0) body_bytes_by.erase(it);
   }
+  size_t takeovers = 0;                          // GUARDED_BY(budget_mu)
+  std::map<std::string, size_t> takeovers_by;    // GUARDED_BY(budget_mu): per principal
+
+  Status AcquireTakeover(const std::string& who) {
+    std::lock_guard<std::mutex> l(budget_mu);
+    size_t& mine = takeovers_by[who];
+    if (mine >= opt.max_takeovers_per_principal || takeovers >= opt.max_takeovers) {
+      if (mine == 0) takeovers_by.erase(who);
+      return ResourceExhausted(fmt::format("too many open proxied connections ({} of yours): close some first", mine));
+    }
+    ++mine;
+    ++takeovers;
+    return Status::Ok();
+  }
+  void ReleaseTakeover(const std::string& who) {
+    std::lock_guard<std::mutex> l(budget_mu);
+    --takeovers;
+    auto it = takeovers_by.find(who);
+    if (it != takeovers_by.end() && --it->second == 0) takeovers_by.erase(it);
+  }
   std::atomic<bool> stopping{false};
   std::mutex sessions_mu;
   std::map<uint64_t, std::weak_ptr<SessionBase>> sessions;  // GUARDED_BY(sessions_mu)
@@ -235,6 +255,16 @@ class WholeBodyReader : public BodyReader {
  private:
   std::string body_;
   size_t pos_ = 0;
+};
+
+// Dispatch() has no socket: a takeover route's Splice there answers 502.
+class NoConnection : public Connection {
+ public:
+  explicit NoConnection(Responder respond) : respond_(std::move(respond)) {}
+  void Splice(Upstream) override { respond_(ErrorResponse(502, "Unavailable", "no connection to take over")); }
+
+ private:
+  Responder respond_;
 };
 
 // Writes one canned error response on `stream` and closes it (reject.cc).

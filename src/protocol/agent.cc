@@ -92,7 +92,7 @@ json ToJson(const RegisterRequest& m) {
   }
   json tasks = json::array();
   for (const HeldTask& t : m.tasks) tasks.push_back({{"task_id", t.task_id}, {"attempt", t.attempt}});
-  return {{"name", m.name},
+  json out = {{"name", m.name},
           {"cpu_milli", m.cpu_milli},
           {"memory_bytes", m.memory_bytes},
           {"gpus", std::move(gpus)},
@@ -106,6 +106,8 @@ json ToJson(const RegisterRequest& m) {
           {"labels", m.labels},
           {"executors", m.executors},
           {"network", m.network}};
+  if (m.tunnel_port > 0) out["tunnel_port"] = m.tunnel_port;  // written only when set: older servers see what they knew
+  return out;
 }
 
 Status FromJson(const json& j, RegisterRequest* out, const std::string& path) {
@@ -124,6 +126,7 @@ Status FromJson(const json& j, RegisterRequest* out, const std::string& path) {
   RM_RETURN_IF_ERROR(f.Int("port_hi", &out->port_hi));
   RM_RETURN_IF_ERROR(f.StringMap("labels", &out->labels));
   RM_RETURN_IF_ERROR(f.StringList("executors", &out->executors));
+  RM_RETURN_IF_ERROR(f.Int("tunnel_port", &out->tunnel_port));
   return f.String("network", &out->network);
 }
 
@@ -143,11 +146,13 @@ Status FromJson(const json& j, Overlay* out, const std::string& path) {
 }
 
 json ToJson(const RegisterReply& m) {
-  return {{"node_id", m.node_id},
+  json out = {{"node_id", m.node_id},
           {"overlay", OverlayJson(m.overlay)},
           {"lease_ms", m.lease_ms},
           {"fence_after_ms", m.fence_after_ms},
           {"protocol_version", m.protocol_version}};
+  if (!m.tunnel_key.empty()) out["tunnel_key"] = m.tunnel_key;
+  return out;
 }
 
 Status FromJson(const json& j, RegisterReply* out, const std::string& path) {
@@ -157,10 +162,15 @@ Status FromJson(const json& j, RegisterReply* out, const std::string& path) {
   RM_RETURN_IF_ERROR(ReadOverlay(f, j, &out->overlay));
   RM_RETURN_IF_ERROR(f.Int("lease_ms", &out->lease_ms));
   RM_RETURN_IF_ERROR(f.Int("fence_after_ms", &out->fence_after_ms));
+  RM_RETURN_IF_ERROR(f.String("tunnel_key", &out->tunnel_key));
   return f.Int("protocol_version", &out->protocol_version);
 }
 
-json ToJson(const Heartbeat& m) { return {{"samples", ToJson(m.samples)}, {"fence_after_ms", m.fence_after_ms}}; }
+json ToJson(const Heartbeat& m) {
+  json out = {{"samples", ToJson(m.samples)}, {"fence_after_ms", m.fence_after_ms}};
+  if (m.tunnel_port > 0) out["tunnel_port"] = m.tunnel_port;
+  return out;
+}
 
 Status FromJson(const json& j, Heartbeat* out, const std::string& path) {
   RM_RETURN_IF_ERROR(ExpectObject(j, path));
@@ -174,6 +184,7 @@ Status FromJson(const json& j, Heartbeat* out, const std::string& path) {
       out->samples_error = samples.status().message();
     }
   }
+  RM_RETURN_IF_ERROR(f.Int("tunnel_port", &out->tunnel_port));
   return f.Int("fence_after_ms", &out->fence_after_ms);
 }
 

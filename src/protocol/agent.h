@@ -59,6 +59,7 @@ struct RegisterRequest {
   std::map<std::string, std::string> labels;
   std::vector<std::string> executors = {"process"};  // absent: an agent from before executors ran processes
   std::string network = "host";
+  int64_t tunnel_port = 0;  // where the agent takes lab tunnels (protocol/lab_tunnel.h); 0 = none
   bool operator==(const RegisterRequest&) const = default;
 };
 
@@ -83,6 +84,7 @@ struct RegisterReply {
   int64_t lease_ms = 0;
   int64_t fence_after_ms = 0;  // 0 from a server of protocol 1: fence at 70% of lease_ms
   int64_t protocol_version = 0;
+  std::string tunnel_key;  // hex: the node's key for lab tunnel tickets ("" from older servers)
   bool operator==(const RegisterReply&) const = default;
 };
 
@@ -90,6 +92,7 @@ struct RegisterReply {
 struct Heartbeat {
   std::vector<NodeSample> samples;
   int64_t fence_after_ms = -1;  // -1: absent (protocol 1)
+  int64_t tunnel_port = 0;      // as at register: a restarted server learns it again here
   // Not on the wire: why FromJson dropped the samples. Bad samples never fail
   // a heartbeat, which would end the node's lease for a telemetry error.
   std::string samples_error;

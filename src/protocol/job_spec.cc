@@ -358,7 +358,7 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   if (!root.IsMap()) return InvalidArgument("spec: must be a mapping of fields, got " + Quote(root));
   RM_RETURN_IF_ERROR(CheckKeys(root, "", {"name", "kind", "command", "env", "image", "resources", "replicas",
                                           "max_restarts", "priority", "time_limit", "node_selector", "working_dir", "keep_checkpoints",
-                                          "inputs", "outputs", "executor", "network", "autoscale"}));
+                                          "inputs", "outputs", "executor", "network", "autoscale", "idle_timeout"}));
   JobSpec spec;
   if (root["name"]) {
     RM_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
@@ -375,8 +375,12 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
     }
   }
   const YAML::Node& cmd = root["command"];
-  if (!cmd) return InvalidArgument("command: required (a string run by /bin/sh, or a list of arguments)");
-  if (cmd.IsScalar()) {
+  if (!cmd && spec.kind != "dev") {
+    return InvalidArgument("command: required (a string run by /bin/sh, or a list of arguments)");
+  }
+  if (!cmd) {
+    // kind dev without a command: a notebook (JobSpec::notebook).
+  } else if (cmd.IsScalar()) {
     RM_ASSIGN_OR_RETURN(std::string line, Text(cmd, "command"));
     if (line.empty()) return InvalidArgument("command: must not be empty");
     if (line.size() > kMaxArgBytes) {
@@ -507,6 +511,19 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
   }
   if (root["time_limit"]) {
     RM_ASSIGN_OR_RETURN(spec.time_limit_ms, DurationMs(root["time_limit"], "time_limit", 366 * 86400));
+  }
+  if (spec.notebook() && (!spec.image.empty() || (!spec.executor.empty() && spec.executor != "process"))) {
+    return InvalidArgument(fmt::format("{}: a notebook (kind: dev with no command) runs on the process executor for now",
+                                       spec.image.empty() ? "executor" : "image"));
+  }
+  if (root["idle_timeout"]) {
+    if (!spec.notebook()) return InvalidArgument("idle_timeout: only a notebook (kind: dev with no command) has one");
+    const YAML::Node& t = root["idle_timeout"];
+    if (t.IsScalar() && t.Scalar() == "0") {
+      spec.idle_timeout_ms = 0;
+    } else {
+      RM_ASSIGN_OR_RETURN(spec.idle_timeout_ms, DurationMs(t, "idle_timeout", 366 * 86400));
+    }
   }
   if (root["autoscale"]) RM_RETURN_IF_ERROR(ReadAutoscale(root["autoscale"], &spec));
   if (root["working_dir"]) {

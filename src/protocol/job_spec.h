@@ -30,7 +30,7 @@ struct JobInput {
 struct JobSpec {
   std::string name;
   std::string kind = "train";         // dev | train | distributed
-  std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}
+  std::vector<std::string> command;   // argv; a string command becomes {"/bin/sh", "-c", s}; empty: a notebook (dev)
   std::map<std::string, std::string> env;
   // The image a container executor runs the task in (ParseImageRef): one of
   // the site's (`torch`, images/<name>/latest in the files service) or any
@@ -97,6 +97,12 @@ struct JobSpec {
   std::map<std::string, std::string> node_selector;
   // A run longer than this is stopped (FAILED); backfill plans with it. 0 = none.
   int64_t time_limit_ms = 0;
+  // A notebook (kind dev, no command) ends after this long without activity
+  // (Jupyter's own: no kernel, terminal or request). 0 = never.
+  int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
+  static constexpr int64_t kDefaultIdleTimeoutMs = 2 * 3600 * 1000;
+  // kind dev with no command: the task runs a Jupyter notebook server.
+  bool notebook() const { return kind == "dev" && command.empty(); }
   std::string working_dir;            // absolute; "" = the task's own scratch directory
   std::vector<JobInput> inputs;
   // Paths relative to the task's work directory, uploaded to jobs/<id>/outputs/

@@ -76,6 +76,8 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   }
   if (!s.node_selector.empty()) j["node_selector"] = s.node_selector;
   if (s.time_limit_ms > 0) j["time_limit"] = std::to_string(s.time_limit_ms / 1000);  // seconds
+  if (s.command.empty()) j.erase("command");  // a notebook's: as its spec said (none)
+  if (s.notebook()) j["idle_timeout"] = std::to_string(s.idle_timeout_ms / 1000);  // seconds; "0" = never
   if (!s.inputs.empty()) {
     nlohmann::json ins = nlohmann::json::array();
     for (const auto& in : s.inputs) ins.push_back({{"from", in.from}, {"to", in.to}});
@@ -84,6 +86,21 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   j["outputs"] = s.outputs;
   return j;
 }
+
+namespace {
+
+// A duration stored as a string of seconds (0 to 366 days); throws naming `name`.
+int64_t StoredSeconds(const nlohmann::json& j, const char* name) {
+  const std::string text = j[name].get<std::string>();
+  int64_t seconds = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec != std::errc() || end != text.data() + text.size() || seconds < 0 || seconds > 366LL * 86400) {
+    throw std::runtime_error(std::string(name) + ": not a number of seconds up to 366 days");
+  }
+  return seconds;
+}
+
+}  // namespace
 
 StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
   // A stored spec is JobSpecToJson's: 3 levels deep, and a few MiB at most
@@ -143,15 +160,8 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
     s.priority = StoredInt<int>(j, "priority", 0);
     s.working_dir = j.value("working_dir", "");
     s.node_selector = j.value("node_selector", std::map<std::string, std::string>{});
-    if (j.contains("time_limit")) {  // seconds, as a string
-      const std::string text = j["time_limit"].get<std::string>();
-      int64_t seconds = -1;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-      if (ec != std::errc() || end != text.data() + text.size() || seconds < 0 || seconds > 366LL * 86400) {
-        throw std::runtime_error("time_limit: not a number of seconds up to 366 days");
-      }
-      s.time_limit_ms = seconds * 1000;
-    }
+    if (j.contains("time_limit")) s.time_limit_ms = StoredSeconds(j, "time_limit") * 1000;
+    if (j.contains("idle_timeout")) s.idle_timeout_ms = StoredSeconds(j, "idle_timeout") * 1000;
     if (j.contains("inputs")) {
       for (const auto& in : j.at("inputs")) s.inputs.push_back({in.at("from").get<std::string>(), in.at("to").get<std::string>()});
     }

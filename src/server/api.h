@@ -2,9 +2,9 @@
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
 // audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
 // api_agent_files.cc (jobs' files, for agents), api_monitor.cc (usage
-// series and /metrics), api_version.cc, api_session.cc (browser sessions).
-// This header holds what they
-// share: the service handles, JSON replies and errors, parameter parsing.
+// series and /metrics), api_version.cc, api_session.cc (browser sessions),
+// api_lab.cc (notebooks). This header holds what they share: the service
+// handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
 
@@ -29,6 +29,7 @@
 #include "monitor/prometheus.h"
 #include "server/auth.h"
 #include "server/job_service.h"
+#include "server/lab_proxy.h"
 #include "server/log_store.h"
 #include "server/registries.h"
 #include "store/meta_store.h"
@@ -115,6 +116,7 @@ struct Api {
   files::BlobStore* files = nullptr;
   Auth* auth = nullptr;
   Registries* registries = nullptr;  // images from registries; nullptr = none
+  LabTunnels* lab = nullptr;         // where nodes take notebook connections
   http::Server* http = nullptr;
   Clock* clock = nullptr;
   ApiLimits limits;
@@ -182,6 +184,10 @@ void AddMonitorRoutes(Api& api);
 void AddVersionRoutes(Api& api);
 // Browser sessions: /api/v1/session (log in, look, log out).
 void AddSessionRoutes(Api& api);
+// /jobs/{id}/lab/{path...}: a notebook job's Jupyter, through its node's agent (api_lab.cc).
+void AddLabRoutes(Api& api);
+// "/jobs/<id>/lab/" for a running notebook job; nullopt for any other.
+std::optional<std::string> LabUrl(const store::Job& job);
 // What the monitor routes and views share: a flag on a job as JSON, a job's
 // latest use ({cpu_cores, memory_bytes, gpu_util}, null when not measured),
 // and the /metrics text.

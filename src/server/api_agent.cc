@@ -65,6 +65,10 @@ void AddAgentRoutes(Api& api) {
     if (b.name.empty()) return InvalidArgument("name: required");
     RM_RETURN_IF_ERROR(Auth::CheckNode(c, b.name));
     RM_ASSIGN_OR_RETURN(protocol::RegisterReply reply, svc->Register(b));
+    if (api.lab) {  // notebooks: where the agent takes tunnels, and the key their tickets are signed with
+      api.lab->SetPort(reply.node_id, b.tunnel_port);
+      reply.tunnel_key = api.lab->NodeKey(b.name);
+    }
     api.auth->Audit(req, c.user.name, "agent.register", "node " + b.name, "ok", b.address);
     return Reply{200, protocol::ToJson(reply)};
   }));
@@ -74,6 +78,7 @@ void AddAgentRoutes(Api& api) {
                   Json([svc, &api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(api, req, c));
                     RM_ASSIGN_OR_RETURN(auto b, BodyMessage<protocol::Heartbeat>(req));
+                    if (api.lab && b.tunnel_port > 0) api.lab->SetPort(node.id, b.tunnel_port);
                     RM_ASSIGN_OR_RETURN(protocol::HeartbeatReply reply, svc->Heartbeat(node, b));
                     return Reply{200, protocol::ToJson(reply)};
                   }));

@@ -35,6 +35,7 @@ json JobJson(const store::Job& j, const std::string& user) {
               {"started_at", FormatTimeUtc(j.started_ms)},
               {"finished_at", FormatTimeUtc(j.finished_ms)}};
   if (j.stop_state) out["stopping"] = j.stop_reason;
+  if (auto lab = LabUrl(j)) out["lab_url"] = *lab;
   return out;
 }
 

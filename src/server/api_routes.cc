@@ -65,6 +65,7 @@ void AddAllRoutes(Api& api) {
   AddSessionRoutes(api);
   AddOpenApiRoute(api);
   AddDashboardRoutes(*api.http);
+  AddLabRoutes(api);
 }
 
 }  // namespace ringmaster::server

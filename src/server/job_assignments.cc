@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "server/job_service.h"
+#include "server/lab_proxy.h"
 
 namespace ringmaster::server {
 
@@ -63,7 +64,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"rank", t.rank},
                      {"attempt", t.attempt},
                      {"desired", t.desired == Desired::kStop ? "stop" : "run"},
-                     {"argv", spec.command},
+                     {"argv", spec.notebook() ? NotebookCommand(job.id, spec.idle_timeout_ms) : spec.command},
                      {"env", env},
                      {"working_dir", spec.working_dir},
                      {"image", spec.image},

@@ -207,6 +207,9 @@ Status Server::Start() {
   api_->metrics = metrics_.get();
   api_->files = files_.get();
   api_->auth = auth_.get();
+  // Notebook tunnels' node keys come from the secrets key too: they survive restarts.
+  lab_ = std::make_unique<LabTunnels>(box->DeriveKey("lab-tunnel"));
+  api_->lab = lab_.get();
   registries_ = std::make_unique<Registries>(store_.get(), std::move(*box), options_.registries, clock_);
   api_->registries = registries_.get();
   api_->http = http_.get();

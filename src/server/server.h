@@ -115,6 +115,7 @@ class Server {
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<Auth> auth_;
   std::unique_ptr<Registries> registries_;
+  std::unique_ptr<LabTunnels> lab_;
   std::unique_ptr<http::Server> http_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<LogArchiver> archiver_;  // uses api_: declared after it, so destroyed first
