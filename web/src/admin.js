@@ -45,7 +45,7 @@ export function render(main) {
   };
   const loadUsers = async () => {
     const body = await get('/api/v1/users').catch((err) => ({users: [], error: err}));
-    replace(users, table('', ['Name', 'Role', 'State', 'Created', ''], body.users.map((u) => [u.name, u.role,
+    replace(users, table('', ['Name', 'Role', 'State', 'Created', 'Action'], body.users.map((u) => [u.name, u.role,
       u.disabled ? 'disabled' : 'active', fmtTime(u.created_at),
       h('button', {type: 'button', 'aria-label': (u.disabled ? 'Enable ' : 'Disable ') + u.name,
         on: {click: () => act(() => post(`/api/v1/users/${encodeURIComponent(u.name)}/${u.disabled ? 'enable' : 'disable'}`),
@@ -53,7 +53,7 @@ export function render(main) {
   };
   const loadTokens = async () => {
     const body = await get('/api/v1/tokens?all=1').catch(() => ({tokens: []}));
-    replace(tokens, table('', ['ID', 'User', 'Name', 'Scope', 'Node', 'Created', ''], body.tokens.map((t) => [String(t.id), t.user,
+    replace(tokens, table('', ['ID', 'User', 'Name', 'Scope', 'Node', 'Created', 'Action'], body.tokens.map((t) => [String(t.id), t.user,
       t.name || '', t.scope, t.node || '', fmtTime(t.created_at),
       h('button', {type: 'button', class: 'danger', 'aria-label': `Revoke token ${t.id}`, on: {click: () => {
         if (confirm(`Revoke token ${t.id} of ${t.user}?`)) act(() => del(`/api/v1/tokens/${t.id}`), `Token ${t.id} revoked.`);

@@ -33,7 +33,7 @@ function poll(fn, ms) {
     if (stopped) return;
     if (document.visibilityState === 'visible' && !running) {
       running = true;
-      try { await fn(); } catch (_) { /* the page shows its own errors */ }
+      try { await fn(); } catch (err) { console.error(err); }
       running = false;
     }
     if (!stopped) timer = setTimeout(tick, ms);

@@ -59,7 +59,7 @@ export async function lineChart(el, title, xLabel, names) {
   const uPlot = await loadUPlot();
   const colors = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#db2777'];
   const opts = {
-    title, width: width(el), height: 220,
+    title, width: width(el), height: 220, legend: {show: false},
     scales: {x: {time: false}},
     axes: [{label: xLabel, stroke: 'currentColor'}, {stroke: 'currentColor'}],
     series: [{label: xLabel}].concat(names.map((n, i) => ({label: n, stroke: colors[i % colors.length], width: 1.5}))),

@@ -52,7 +52,7 @@ export function render(main, ctx) {
       const tb = list.querySelector('tbody');
       files.forEach((f) => tb.appendChild(h('tr', {}, row(f).map((c) => h('td', {}, c)))));
     } else {
-      replace(list, files.length ? table(`Files under ${prefix}`, ['Name', 'Size', 'Modified', ''], files.map(row), 'files')
+      replace(list, files.length ? table(`Files under ${prefix}`, ['Name', 'Size', 'Modified', 'Action'], files.map(row), 'files')
         : h('p', {id: 'files-empty'}, `No files under ${prefix}`));
     }
   };

@@ -132,7 +132,7 @@ export function render(main, ctx, idText) {
           if (!rec) continue;
           let r;
           try { r = JSON.parse(rec); } catch (_) { continue; }
-          if (r.end) { logStatus.textContent = `The job ended: ${r.state}${r.reason ? ' (' + r.reason + ')' : ''}.`; continue; }
+          if (r.end) { performance.mark('rm-job-logs-end'); logStatus.textContent = `The job ended: ${r.state}${r.reason ? ' (' + r.reason + ')' : ''}.`; continue; }
           if (r.line === undefined) continue;
           const key = r.rank;
           if (r.partial) { partial[key] = (partial[key] || '') + r.line; continue; }
@@ -184,16 +184,21 @@ export function render(main, ctx, idText) {
     if (!chartObjs) {
       replace(charts);
       chartObjs = [];
-      for (const [k, label] of want) {
-        const el = h('div', {class: 'chart', id: 'chart-' + k, role: 'img', 'aria-label': label + ' curve'});
-        charts.appendChild(el);
-        chartObjs.push(await lineChart(el, label, monotone ? 'step' : 'record', [label]));
+      // Every box first, so that each chart is sized to its place in the grid.
+      const boxes = want.map(([k, label]) => charts.appendChild(
+        h('div', {class: 'chart', id: 'chart-' + k, role: 'img', 'aria-label': label + ' curve'})));
+      for (let c = 0; c < want.length; c++) {
+        chartObjs.push(await lineChart(boxes[c], want[c][1], monotone ? 'step' : 'record', [want[c][1]]));
       }
     }
+    let drawn = 0;
     want.forEach((_, c) => {
       const [dx, dy] = downsample(x, cols[c]);
       chartObjs[c].set(dx, [dy]);
+      drawn = Math.max(drawn, dx.length);
     });
+    charts.dataset.drawn = String(drawn);
+    if (!charts.dataset.points) performance.mark('rm-job-charts');
     charts.dataset.points = String(xs.length);
   };
 

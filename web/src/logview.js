@@ -63,6 +63,7 @@ export class LogView {
 
   draw() {
     this.spacer.style.height = this.visible.length * ROW + 'px';
+    this.el.dataset.lines = String(this.lines.length);
     if (this.follow) this.el.scrollTop = this.el.scrollHeight;
     const first = Math.max(0, Math.floor(this.el.scrollTop / ROW) - 5);
     const last = Math.min(this.visible.length, Math.ceil((this.el.scrollTop + this.el.clientHeight) / ROW) + 5);

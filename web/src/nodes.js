@@ -24,7 +24,7 @@ export function render(main, ctx) {
         [`cpu ${pct(u.cpu_util)}`, `mem ${fmtBytes(u.memory_used_bytes)}`, u.gpu_util !== undefined ? `gpu ${pct(u.gpu_util)}` : '',
           `net ${fmtBytes(u.net_rx_bps)}/s in, ${fmtBytes(u.net_tx_bps)}/s out`, `${a.tasks || 0} tasks`].filter(Boolean).join(' · '),
         Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(', '),
-        (n.executors || []).join(', '), n.network + (n.overlay_block ? ` ${n.overlay_block}` : '') + (n.address ? ` · ${n.address}` : ''),
+        [].concat(n.executors || []).join(', '), n.network + (n.overlay_block ? ` ${n.overlay_block}` : '') + (n.address ? ` · ${n.address}` : ''),
         `${n.agent_version || ''} · ${n.last_heartbeat_age_ms !== undefined ? Math.round(n.last_heartbeat_age_ms / 1000) + 's ago' : ''}`];
     }), 'nodes') : h('p', {}, 'No nodes have registered.'));
   };
