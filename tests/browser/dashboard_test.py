@@ -5,6 +5,7 @@ share the jobs they make). Screenshots: on failure into the run's temp dir,
 from a passing run into build/browser/screenshots/ (and docs/screenshots/
 with RM_UPDATE_SCREENSHOTS=1). Budgets go to build/browser/budgets.json.
 """
+import base64
 import functools
 import hashlib
 import json
@@ -186,12 +187,21 @@ class Dashboard(unittest.TestCase):
         missing = [p for p in primary if p not in seen]
         self.assertEqual(missing, [], f"the {name} page's controls not reached by Tab (reached: {seen[:40]})")
 
-    def screenshot(self, name):
+    def screenshot(self, name, height=None):
+        """The window (1280 x 800), or the page's top `height` pixels (the job: its curves and logs)."""
         d = os.path.join(OUT, "screenshots")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, name + ".png")
         self.js("window.scrollTo(0, 0)")
-        self.driver.save_screenshot(path)
+        if height:
+            height = min(height, self.js("return document.scrollingElement.scrollHeight"))
+            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
+                "format": "png", "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": 1280, "height": height, "scale": 1}})
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
+        else:
+            self.driver.save_screenshot(path)
         if os.environ.get("RM_UPDATE_SCREENSHOTS") == "1":
             docs = os.path.join(REPO, "docs", "screenshots")
             os.makedirs(docs, exist_ok=True)
@@ -300,7 +310,7 @@ class Dashboard(unittest.TestCase):
         wait_for("per-task use", lambda: self.js(
             "return [...document.querySelectorAll('#job-usage tbody tr')].some((r) => /\\d/.test(r.cells[3].textContent))"),
             timeout=120)
-        self.screenshot("job")
+        self.screenshot("job", height=1250)
         self.check_page("job", ["job-cancel", "log-rank", "log-search", "log-next"])
 
     @screenshot_on_failure
