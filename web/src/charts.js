@@ -58,10 +58,13 @@ function width(el) {
 export async function lineChart(el, title, xLabel, names) {
   const uPlot = await loadUPlot();
   const colors = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#db2777'];
+  // Canvas text cannot use currentColor: take the page's colours (light or dark theme).
+  const fg = getComputedStyle(document.documentElement).color;
+  const grid = {stroke: 'rgba(128,128,128,0.25)', width: 1};
   const opts = {
     title, width: width(el), height: 220, legend: {show: false},
     scales: {x: {time: false}},
-    axes: [{label: xLabel, stroke: 'currentColor'}, {stroke: 'currentColor'}],
+    axes: [{label: xLabel, stroke: fg, grid}, {stroke: fg, grid}],
     series: [{label: xLabel}].concat(names.map((n, i) => ({label: n, stroke: colors[i % colors.length], width: 1.5}))),
   };
   const plot = new uPlot(opts, [[], ...names.map(() => [])], el);
