@@ -1,6 +1,6 @@
 // One job: state and why it waits (node by node), tasks, events, live logs,
 // curves from its metrics, per-task use, its timeline and its files.
-import {get, post, del, query, fileUrl, changeHeaders, errorOf} from './api.js';
+import {get, post, del, query, fileUrl, errorOf} from './api.js';
 import {h, replace, table, alertBox, showAlert, fmtTime, fmtBytes, fmtNum} from './dom.js';
 import {lineChart, downsample} from './charts.js';
 import {LogView} from './logview.js';
@@ -68,7 +68,7 @@ export function render(main, ctx, idText) {
     job = j;
     title.textContent = `Job ${j.id}: ${j.name || ''}`;
     replace(summary, ...[['State', j.state + (j.stopping ? ` (${j.stopping})` : '')], ['Kind', j.kind], ['User', j.user],
-      ['Replicas', String(j.replicas ?? '')], ['Restarts', `${j.restarts ?? 0} of ${j.max_restarts ?? 0}`],
+      ['Replicas', typeof j.replicas === 'object' && j.replicas ? JSON.stringify(j.replicas) : String(j.replicas ?? '')], ['Restarts', `${j.restarts ?? 0} of ${j.max_restarts ?? 0}`],
       ['Created', fmtTime(j.created_at)], ['Started', fmtTime(j.started_at)], ['Finished', fmtTime(j.finished_at)]]
       .flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v || '')]));
     const r = splitReason(j.reason || '');
@@ -83,7 +83,7 @@ export function render(main, ctx, idText) {
         t.exit_code === null || t.exit_code === undefined ? '' : String(t.exit_code), fmtTime(t.started_at), fmtTime(t.finished_at)])));
     replace(events, table('', ['Time', 'Rank', 'From', 'To', 'Reason'],
       (j.events || []).slice().reverse().map((e) => [fmtTime(e.time), e.rank === undefined ? '' : String(e.rank), e.from || '', e.to || '', e.reason || ''])));
-    const n = Math.max(j.replicas || 1, (j.tasks || []).reduce((m, t) => Math.max(m, t.rank + 1), 0));
+    const n = Math.max(Number(j.replicas) || 1, (j.tasks || []).reduce((m, t) => Math.max(m, t.rank + 1), 0));
     if (n !== ranks) {
       ranks = n;
       replace(rankSel, h('option', {value: ''}, 'all ranks'), Array.from({length: n}, (_, i) => h('option', {value: String(i)}, `rank ${i}`)));
