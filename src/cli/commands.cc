@@ -234,7 +234,8 @@ int TokensLs(const Connection& c, const std::string& user, bool all) {
   for (const auto& t : r["tokens"]) {
     std::cout << t["id"].get<int64_t>() << "\t" << t.value("user", "") << "\t" << t["name"].get<std::string>() << "\t"
               << t.value("scope", "") << (t.contains("node") ? ":" + t["node"].get<std::string>() : "") << "\t"
-              << t["created_at"].get<std::string>() << "\n";
+              << t["created_at"].get<std::string>()
+              << (t.contains("expires_at") ? "\texpires " + t["expires_at"].get<std::string>() : "") << "\n";
   }
   return 0;
 }

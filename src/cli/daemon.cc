@@ -260,6 +260,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.node_lost_after_ms = static_cast<int64_t>(flags.node_lost_after_s * 1000);
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
+  so.session_ttl_ms = static_cast<int64_t>(flags.session_ttl_s * 1000);
   so.meta_url = flags.meta;
   so.registries.ca_file = node.registry_ca.empty() ? "" : std::filesystem::absolute(node.registry_ca).string();
   so.registries.insecure = node.insecure_registries;

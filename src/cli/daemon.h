@@ -71,6 +71,7 @@ struct ServerFlags {
   // A node silent this long is lost (its agent has stopped its tasks): they
   // restart elsewhere; a server away for less stops nothing (docs/cluster.md).
   double node_lost_after_s = 300;
+  double session_ttl_s = 12 * 3600;  // browser sessions (the dashboard) end this long after login
 };
 
 struct SchedulerFlags {

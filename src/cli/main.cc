@@ -123,6 +123,10 @@ int Main(int argc, char** argv) {
                     "(docs/cluster.md)")
         ->check(CLI::Range(10.0, 86400.0))
         ->capture_default_str();
+    cmd->add_option("--session-ttl", srv_flags.session_ttl_s,
+                    "seconds a browser session (the dashboard's login) lasts; logging in again starts a new one")
+        ->check(CLI::Range(60.0, 30.0 * 86400))
+        ->capture_default_str();
     cmd->add_option("--meta", srv_flags.meta,
                     "the metadata database (users, jobs, ...): sqlite:PATH or a PATH, or memory: (nothing kept "
                     "across a restart; default: sqlite:<data>/meta.db)");

@@ -160,8 +160,11 @@ void Server::Dispatch(Request req, Responder respond) {
     return respond(ErrorResponse(413, "InvalidArgument", fmt::format("body: more than this call accepts ({} bytes)",
                                                                      route->options.max_body)));
   }
-  if (route->options.stream_body) req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
-  req.body.clear();
+  // Only a streamed body moves to its reader: the others reach the handler whole.
+  if (route->options.stream_body) {
+    req.body_reader = std::make_shared<WholeBodyReader>(std::move(req.body));
+    req.body.clear();
+  }
   Impl::RunHandler(*route, req, respond, I.opt.before_respond);
   RunQueued();
 }

@@ -93,7 +93,9 @@ http::Handler Json(JsonFn fn) {
       }
     }();
     if (!reply.ok()) return respond(ErrorFor(req, reply.status()));
-    respond(JsonResponse(reply->status, reply->body));
+    http::Response r = JsonResponse(reply->status, reply->body);
+    r.headers = std::move(reply->headers);
+    respond(std::move(r));
   };
 }
 

@@ -2,7 +2,8 @@
 // api_logs.cc (logs and metrics), api_nodes.cc, api_users.cc (users, tokens,
 // audit), api_agent.cc (the agent protocol), api_files.cc (users' files),
 // api_agent_files.cc (jobs' files, for agents), api_monitor.cc (usage
-// series and /metrics), api_version.cc. This header holds what they
+// series and /metrics), api_version.cc, api_session.cc (browser sessions).
+// This header holds what they
 // share: the service handles, JSON replies and errors, parameter parsing.
 // Handlers run on the http::Server's pools; everything here is thread-safe.
 #pragma once
@@ -133,6 +134,7 @@ struct Api {
 struct Reply {
   int status = 200;
   nlohmann::json body;
+  std::vector<std::pair<std::string, std::string>> headers = {};  // besides Content-Type
 };
 
 using JsonFn = std::function<StatusOr<Reply>(const http::Request&, const Caller&)>;
@@ -175,6 +177,8 @@ void AddAgentFileRoutes(Api& api);
 void AddMonitorRoutes(Api& api);
 // GET /api/v1/version (any valid token).
 void AddVersionRoutes(Api& api);
+// Browser sessions: /api/v1/session (log in, look, log out).
+void AddSessionRoutes(Api& api);
 // What the monitor routes and views share: a flag on a job as JSON, a job's
 // latest use ({cpu_cores, memory_bytes, gpu_util}, null when not measured),
 // and the /metrics text.

@@ -27,6 +27,8 @@ json UserJson(const store::User& u) {
 json TokenJson(const store::Token& t, const std::string& user) {
   json out = {{"id", t.id}, {"name", t.name}, {"user", user}, {"scope", t.scope}, {"created_at", FormatTimeUtc(t.created_ms)}};
   if (!t.node.empty()) out["node"] = t.node;
+  if (t.expires_ms != 0) out["expires_at"] = FormatTimeUtc(t.expires_ms);
+  if (t.session) out["session"] = true;
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,7 +19,8 @@ constexpr size_t kMaxTrackedNames = 10'000;
 constexpr int kMaxConcurrentLogins = 4;
 
 bool UserRoute(const std::string& access) {
-  return access == access::kRead || access == access::kSubmit || access == access::kAdmin || access == access::kLogin;
+  return access == access::kRead || access == access::kSubmit || access == access::kAdmin || access == access::kLogin ||
+         access == access::kProxy;
 }
 
 }  // namespace
@@ -39,6 +41,34 @@ std::optional<Scope> ParseScope(const std::string& s) {
     if (s == ScopeName(x)) return x;
   }
   return std::nullopt;
+}
+
+StatusOr<std::optional<std::string>> CookieValue(const http::Request& req, std::string_view name) {
+  // RFC 6265 section 5.4's "name=value; name2=value2", as browsers send it,
+  // read leniently: any Cookie header, stray spaces, empty pairs, quoted values.
+  std::optional<std::string> found;
+  for (const auto& [key, header] : req.headers) {
+    if (key != "cookie") continue;
+    std::string_view rest = header;
+    while (!rest.empty()) {
+      const size_t semi = rest.find(';');
+      std::string_view pair = rest.substr(0, semi);
+      rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+      const size_t eq = pair.find('=');
+      if (eq == std::string_view::npos) continue;
+      auto trim = [](std::string_view v) {
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        return v;
+      };
+      if (trim(pair.substr(0, eq)) != name) continue;
+      std::string_view value = trim(pair.substr(eq + 1));
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+      if (found && *found != value) return InvalidArgument(fmt::format("Cookie: {} given twice, with different values", name));
+      found = std::string(value);
+    }
+  }
+  return found;
 }
 
 const Caller& CallerOf(const http::Request& req) {
@@ -146,6 +176,7 @@ Auth::Auth(store::MetaStore* store, Clock* clock, AuthOptions options)
     : store_(store),
       clock_(clock),
       options_(options),
+      csrf_key_(options.csrf_key.empty() ? RandomHex(32) : options.csrf_key),
       limiter_(clock, options.login),
       dummy_hash_([] {
         auto h = HashPassword(RandomHex(16));
@@ -163,16 +194,25 @@ Status Auth::CheckNode(const Caller& caller, const std::string& node_name) {
 StatusOr<Caller> Auth::FromBearer(const std::string& secret) {
   const std::string hash = Sha256Hex(secret);
   const uint64_t version = store_->AuthVersion();  // before the reads: see MetaStore::AuthVersion
+  std::optional<Caller> caller;
   {
     std::lock_guard<std::mutex> l(known_mu_);
     auto it = known_.find(hash);
-    if (it != known_.end() && it->second.version == version) return it->second.caller;
+    if (it != known_.end() && it->second.version == version) caller = it->second.caller;
   }
-  RM_ASSIGN_OR_RETURN(Caller caller, LookUpBearer(hash));
-  std::lock_guard<std::mutex> l(known_mu_);
-  if (known_.size() >= kMaxKnown) known_.clear();
-  known_[hash] = Known{version, caller};
-  return caller;
+  if (!caller) {
+    RM_ASSIGN_OR_RETURN(caller, LookUpBearer(hash));
+    if (caller->token.session) caller->csrf = Csrf(secret);
+    std::lock_guard<std::mutex> l(known_mu_);
+    if (known_.size() >= kMaxKnown) known_.clear();
+    known_[hash] = Known{version, *caller};
+  }
+  // Expired rows go when next presented (and with their user's next login).
+  if (caller->token.expires_ms != 0 && clock_->NowMs() >= caller->token.expires_ms) {
+    (void)store_->DeleteToken(caller->token.id);
+    return Unauthenticated(caller->token.session ? "session expired: log in again" : "token expired");
+  }
+  return std::move(*caller);
 }
 
 StatusOr<Caller> Auth::LookUpBearer(const std::string& hash) {
@@ -194,8 +234,12 @@ StatusOr<Caller> Auth::LookUpBearer(const std::string& hash) {
 StatusOr<Caller> Auth::FromPassword(const http::Request& req, const std::string& basic) {
   const std::string decoded = Base64Decode(basic);
   const size_t colon = decoded.find(':');
-  const std::string name = decoded.substr(0, colon);
-  const std::string password = colon == std::string::npos ? "" : decoded.substr(colon + 1);
+  return Login(req, decoded.substr(0, colon),
+               colon == std::string::npos ? std::nullopt : std::optional<std::string>(decoded.substr(colon + 1)), "login");
+}
+
+StatusOr<Caller> Auth::Login(const http::Request& req, const std::string& name,
+                             const std::optional<std::string>& password, const std::string& action) {
   const std::string shown = name.substr(0, 64);
   // Locked out: refused without a verification or an audit entry (the lock
   // itself was audited), so a flood costs neither CPU nor database writes.
@@ -211,22 +255,82 @@ StatusOr<Caller> Auth::FromPassword(const http::Request& req, const std::string&
   auto user = store_->GetUserByName(name);
   const bool has_password = user.ok() && !user->password_hash.empty();
   // Unknown users and token-only users cost one argon2 verification too.
-  const bool good = VerifyPassword(has_password ? user->password_hash : dummy_hash_, password) && has_password &&
-                    colon != std::string::npos;
+  const bool good =
+      VerifyPassword(has_password ? user->password_hash : dummy_hash_, password.value_or("")) && has_password && password;
   if (!good) {
     const bool locked = limiter_.Failed(shown, req.remote);
-    Audit(req, "", "login", "user " + shown, "failed",
+    Audit(req, "", action, "user " + shown, "failed",
           locked ? "wrong user name or password; further logins locked for a while" : "wrong user name or password");
     return Unauthenticated("wrong user name or password");
   }
   if (user->disabled) {
-    Audit(req, user->name, "login", "user " + user->name, "denied", "user disabled");
+    Audit(req, user->name, action, "user " + user->name, "denied", "user disabled");
     return Unauthenticated(fmt::format("user {} is disabled", user->name));
   }
   limiter_.Succeeded(shown);
-  Audit(req, user->name, "login", "user " + user->name, "ok");
+  Audit(req, user->name, action, "user " + user->name, "ok");
   const Scope scope = user->role == store::Role::kAdmin ? Scope::kAdmin : Scope::kSubmit;
   return Caller{std::move(*user), store::Token{}, scope};
+}
+
+StatusOr<Caller> Auth::LoginWithToken(const http::Request& req, const std::string& secret) {
+  // Guesses are counted per address; the per-name lock is per secret, which
+  // never locks anyone else out.
+  const std::string key = "token " + Sha256Hex(secret).substr(0, 12);
+  if (Status st = limiter_.Check(key, req.remote); !st.ok()) return st;
+  StatusOr<Caller> caller = FromBearer(secret);
+  if (caller.ok() && (caller->scope == Scope::kAgent || caller->scope == Scope::kMetrics || caller->token.session)) {
+    caller = PermissionDenied(fmt::format("a {} token cannot start a session", caller->token.session ? "session" : ScopeName(caller->scope)));
+  }
+  if (!caller.ok()) {
+    if (caller.status().code() == StatusCode::kUnauthenticated) limiter_.Failed(key, req.remote);
+    Audit(req, "", "session.login", "token", "failed", caller.status().message());
+    return caller.status();
+  }
+  Audit(req, caller->user.name, "session.login", fmt::format("token {}", caller->token.id), "ok");
+  return caller;
+}
+
+StatusOr<Auth::NewSession> Auth::StartSession(const Caller& who) {
+  const int64_t now = clock_->NowMs();
+  RM_ASSIGN_OR_RETURN(std::vector<store::Token> tokens, store_->ListTokens(who.user.id));
+  std::vector<int64_t> live;  // oldest first
+  for (const store::Token& t : tokens) {
+    if (!t.session) continue;
+    if (t.expires_ms != 0 && t.expires_ms <= now) {
+      (void)store_->DeleteToken(t.id);
+    } else {
+      live.push_back(t.id);
+    }
+  }
+  for (size_t i = 0; i + kMaxSessionsPerUser <= live.size(); ++i) (void)store_->DeleteToken(live[i]);
+  NewSession s{NewApiToken(), who};
+  s.caller.token = store::Token{0, who.user.id, "session", Sha256Hex(s.secret), now, ScopeName(who.scope), ""};
+  s.caller.token.expires_ms = now + options_.session_ttl_ms;
+  s.caller.token.session = true;
+  RM_ASSIGN_OR_RETURN(s.caller.token.id, store_->CreateToken(s.caller.token));
+  s.caller.csrf = Csrf(s.secret);
+  return s;
+}
+
+std::string Auth::Csrf(const std::string& secret) const { return HexEncode(HmacSha256(csrf_key_, "csrf|" + secret)); }
+
+StatusOr<Caller> Auth::FromCookie(const http::Request& head, const http::RouteOptions& route, const std::string& secret) {
+  if (!UserRoute(route.access) && route.access != access::kAnyToken) {
+    return PermissionDenied("a session cookie reaches only user routes: this call needs a token");
+  }
+  RM_ASSIGN_OR_RETURN(Caller caller, FromBearer(secret));
+  if (!caller.token.session) return Unauthenticated("rm_session: not a session; log in again");
+  // SameSite=Strict keeps other sites' requests from carrying the cookie in
+  // today's browsers; the CSRF header is what older ones, and same-site
+  // pages of another origin, cannot forge.
+  if (head.method != "GET" && head.method != "HEAD" && route.access != access::kProxy) {
+    const std::string sent = head.Header("x-csrf-token");
+    if (sent.size() != caller.csrf.size() || CRYPTO_memcmp(sent.data(), caller.csrf.data(), sent.size()) != 0) {
+      return PermissionDenied("csrf: missing or wrong X-CSRF-Token header");
+    }
+  }
+  return caller;
 }
 
 StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const http::RouteOptions& route) {
@@ -235,7 +339,11 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
   }
   const std::string auth = head.Header("authorization");
   StatusOr<Caller> caller = Unauthenticated("missing credentials: send the header \"Authorization: Bearer <token>\"");
-  if (auth.rfind("Bearer ", 0) == 0) {
+  if (auth.empty()) {
+    // A browser's session; a bearer token, when sent too, wins.
+    RM_ASSIGN_OR_RETURN(std::optional<std::string> session, CookieValue(head, kSessionCookie));
+    if (session) caller = FromCookie(head, route, *session);
+  } else if (auth.rfind("Bearer ", 0) == 0) {
     caller = FromBearer(auth.substr(7));
   } else if (auth.rfind("Basic ", 0) == 0 && route.access == access::kLogin) {
     caller = FromPassword(head, auth.substr(6));
@@ -261,7 +369,7 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
     if (s == Scope::kAgent) return PermissionDenied("an agent token reaches only the agent protocol");
     if (s == Scope::kMetrics) return PermissionDenied("a metrics token reaches only /metrics");
     if (need == access::kAdmin && s != Scope::kAdmin) return PermissionDenied("this call needs an admin token");
-    if ((need == access::kSubmit || need == access::kLogin) && s == Scope::kRead) {
+    if ((need == access::kSubmit || need == access::kLogin || need == access::kProxy) && s == Scope::kRead) {
       return PermissionDenied("this token's scope is read: this call needs a submit token");
     }
   } else {

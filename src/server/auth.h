@@ -12,9 +12,12 @@
 // (no database read per request) only while the store's AuthVersion, which
 // moves with every write to users or tokens, stays the same.
 //
-// Password login (HTTP Basic on POST /api/v1/tokens) is rate-limited per user
-// name and per client address, and costs the same for unknown users and
-// wrong passwords, so it tells an attacker neither.
+// Password login (HTTP Basic on POST /api/v1/tokens, or a browser session)
+// is rate-limited per user name and per client address, and costs the same
+// for unknown users and wrong passwords, so it tells an attacker neither.
+// A browser session is a token row (revoked with the user's tokens) with an
+// expiry, carried by the rm_session cookie on user routes only; a cookie
+// request that changes something also carries the session's CSRF token.
 //
 // Thread-safe.
 #pragma once
@@ -26,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/clock.h"
@@ -54,6 +58,11 @@ inline constexpr const char* kAnyToken = "any";  // any valid token, agent and m
 // the password of HTTP Basic (any user name), which is what docker login and
 // registry clients send.
 inline constexpr const char* kRegistry = "registry";
+// A reverse proxy to a user's own web application (a notebook): a submit
+// token, or a session cookie without X-CSRF-Token, since the application's
+// own pages cannot send it (they do their own CSRF checks; the cookie is
+// SameSite=Strict).
+inline constexpr const char* kProxy = "proxy";
 }  // namespace access
 
 // The authenticated caller of one request (http::Principal::data).
@@ -61,6 +70,7 @@ struct Caller {
   store::User user;
   store::Token token;  // id 0 for a password login
   Scope scope = Scope::kRead;
+  std::string csrf = {};  // sessions (token.session): what X-CSRF-Token must say
   bool admin() const { return scope == Scope::kAdmin; }
 };
 
@@ -101,7 +111,17 @@ class LoginLimiter {
 struct AuthOptions {
   LoginLimits login;
   int64_t audit_keep = 100'000;  // audit entries kept (older ones are pruned)
+  int64_t session_ttl_ms = 12 * 3'600'000;
+  // The HMAC key of sessions' CSRF tokens; "" = a random one (they then do
+  // not survive a restart).
+  std::string csrf_key;
 };
+
+// The session cookie's name, and its value in the request's Cookie headers:
+// nullopt when absent; InvalidArgument when it is sent twice with different
+// values (e.g. one set for a narrower path), which is refused, not guessed at.
+inline constexpr const char* kSessionCookie = "rm_session";
+StatusOr<std::optional<std::string>> CookieValue(const http::Request& req, std::string_view name);
 
 class Auth {
  public:
@@ -118,14 +138,36 @@ class Auth {
   // Agent tokens act only for their node: PermissionDenied otherwise.
   static Status CheckNode(const Caller& caller, const std::string& node_name);
 
+  // A password login (`password` nullopt: none was given), audited as
+  // `action`: the caller with the scope of their role; Unauthenticated
+  // ("wrong user name or password", the same for unknown users),
+  // ResourceExhausted while locked out.
+  StatusOr<Caller> Login(const http::Request& req, const std::string& name, const std::optional<std::string>& password,
+                         const std::string& action);
+  // A login with a user's token (not an agent, metrics or session one),
+  // rate-limited like passwords.
+  StatusOr<Caller> LoginWithToken(const http::Request& req, const std::string& secret);
+  // A new session for `who`, with who's scope; ends their expired sessions
+  // and, past kMaxSessionsPerUser, their oldest.
+  struct NewSession {
+    std::string secret;
+    Caller caller;  // its token is the session's row
+  };
+  StatusOr<NewSession> StartSession(const Caller& who);
+  int64_t session_ttl_ms() const { return options_.session_ttl_ms; }
+  static constexpr size_t kMaxSessionsPerUser = 20;
+
  private:
   StatusOr<Caller> FromBearer(const std::string& secret);
+  StatusOr<Caller> FromCookie(const http::Request& head, const http::RouteOptions& route, const std::string& secret);
+  std::string Csrf(const std::string& secret) const;
   StatusOr<Caller> LookUpBearer(const std::string& hash);  // the store's reads behind FromBearer
   StatusOr<Caller> FromPassword(const http::Request& req, const std::string& basic);
 
   store::MetaStore* const store_;
   Clock* const clock_;
   const AuthOptions options_;
+  const std::string csrf_key_;
   LoginLimiter limiter_;
   const std::string dummy_hash_;  // verified against for unknown users: equal cost
   std::atomic<int> verifying_{0};  // password verifications in progress

@@ -61,6 +61,10 @@ StatusOr<SecretBox> SecretBox::Open(const std::string& path) {
   return SecretBox(std::move(key));
 }
 
+std::string SecretBox::DeriveKey(std::string_view purpose) const {
+  return HmacSha256(key_, "ringmaster derived key|" + std::string(purpose));
+}
+
 StatusOr<SecretBox> SecretBox::WithKey(std::string key) {
   if (key.size() != kKeyBytes) return InvalidArgument("a secrets key is 32 bytes");
   return SecretBox(std::move(key));

@@ -26,6 +26,9 @@ class SecretBox {
   // PermissionDenied when the value was not sealed by this key for `associated`
   // (another key, another owner, or tampered with).
   StatusOr<std::string> Unseal(std::string_view sealed, std::string_view associated) const;
+  // A 32-byte key for another use (`purpose` names it), derived from this
+  // one by HMAC-SHA256: independent of it and of every other purpose's.
+  std::string DeriveKey(std::string_view purpose) const;
 
  private:
   explicit SecretBox(std::string key) : key_(std::move(key)) {}

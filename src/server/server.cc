@@ -14,6 +14,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "http/tls_cert.h"
+#include "server/dashboard.h"
 
 namespace ringmaster::server {
 
@@ -158,7 +159,15 @@ Status Server::Start() {
     if (api_) api_->job_ends.Fire(job_id);  // GET /api/v1/jobs/{id}?wait=S
   };
   jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
-  auth_ = std::make_unique<Auth>(store_.get(), clock_);
+  // Registry logins are sealed with a key outside the database; sessions'
+  // CSRF tokens are MACs under a key derived from it, so they need no
+  // storage and outlive a restart.
+  auto box = SecretBox::Open(options_.secrets_key.empty() ? options_.data_dir + "/secrets.key" : options_.secrets_key);
+  if (!box.ok()) return box.status().Annotate("--secrets-key");
+  AuthOptions auth;
+  auth.session_ttl_ms = options_.session_ttl_ms;
+  auth.csrf_key = box->DeriveKey("csrf");
+  auth_ = std::make_unique<Auth>(store_.get(), clock_, auth);
 
   http::ServerOptions h;
   h.host = options_.host;
@@ -199,13 +208,8 @@ Status Server::Start() {
   api_->metrics = metrics_.get();
   api_->files = files_.get();
   api_->auth = auth_.get();
-  {
-    // Registry logins are sealed with a key outside the database.
-    auto box = SecretBox::Open(options_.secrets_key.empty() ? options_.data_dir + "/secrets.key" : options_.secrets_key);
-    if (!box.ok()) return box.status().Annotate("--secrets-key");
-    registries_ = std::make_unique<Registries>(store_.get(), std::move(*box), options_.registries, clock_);
-    api_->registries = registries_.get();
-  }
+  registries_ = std::make_unique<Registries>(store_.get(), std::move(*box), options_.registries, clock_);
+  api_->registries = registries_.get();
   api_->http = http_.get();
   api_->clock = clock_;
   api_->limits = options_.limits;
@@ -243,6 +247,8 @@ Status Server::Start() {
   AddAgentFileRoutes(*api_);
   AddMonitorRoutes(*api_);
   AddVersionRoutes(*api_);
+  AddSessionRoutes(*api_);
+  AddDashboardRoutes(*http_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };

@@ -1,8 +1,9 @@
 // Server: the ringmaster control plane process. It owns the data directory
 // (SQLite metadata, task logs and metrics, the bootstrap admin token, TLS
 // files, the access log), the JobService, and the REST API under /api/v1
-// (docs/api.md) served by http::Server. Every route but /healthz needs a
-// bearer token of the right scope (server/auth.h); users see only their own
+// (docs/api.md) and the dashboard served by http::Server. Every route but
+// /healthz, the dashboard's files and the browser login needs a bearer token
+// of the right scope or a session cookie (server/auth.h); users see only their own
 // jobs. The data dir is private: the process runs with umask 077; only the
 // data dir itself is 0711, for agents that keep sandboxes in it (docs/security.md).
 // Thread-safety: Start/Stop from one thread; requests run on the http pools.
@@ -59,6 +60,8 @@ struct ServerOptions {
   // The name jobs use for this server's own registry of users' images
   // (`image: NAME/alice/mytorch:v1`): "" = the host:port of url().
   std::string registry_name;
+  // Browser sessions (POST /api/v1/session) end this long after login.
+  int64_t session_ttl_ms = 12 * 3'600'000;
   int api_threads = 16;
   int agent_threads = 4;
   // false: no port and no scheduler loop; requests go through http()->Dispatch

@@ -47,6 +47,8 @@ struct Token {
   int64_t created_ms = 0;
   std::string scope = "submit";  // read | submit | admin | agent (server/auth.h)
   std::string node;              // agent tokens: the one node they may act as
+  int64_t expires_ms = 0;        // refused from then on (0 = never)
+  bool session = false;          // a browser session (server/auth.h), not an API token
 };
 
 struct Node {

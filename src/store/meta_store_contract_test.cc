@@ -150,6 +150,25 @@ TEST_P(MetaStoreContract, TokensAreScopedToTheirUser) {
   EXPECT_EQ(store_->GetToken(tid).status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(MetaStoreContract, SessionsAreTokensWithAnExpiry) {
+  const int64_t u = MakeUser("ada");
+  Token session{0, u, "session", "hs", 5, "submit", ""};
+  session.expires_ms = 12345;
+  session.session = true;
+  const int64_t sid = *store_->CreateToken(session);
+  (void)*store_->CreateToken(Token{0, u, "cli", "ht", 6, "read", ""});
+  auto t = store_->GetTokenByHash("hs");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->id, sid);
+  EXPECT_EQ(t->expires_ms, 12345);
+  EXPECT_TRUE(t->session);
+  auto plain = store_->GetTokenByHash("ht");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->expires_ms, 0);
+  EXPECT_FALSE(plain->session);
+  EXPECT_TRUE((*store_->ListTokens(u))[0].session);
+}
+
 TEST_P(MetaStoreContract, RegistryLoginsAreOnePerUserAndRegistry) {
   const int64_t u1 = MakeUser("ada"), u2 = MakeUser("bob");
   ASSERT_TRUE(store_->PutRegistryCredential({u1, "reg.example:5000", "ada", "sealed-1", 10}).ok());

@@ -37,7 +37,7 @@ User ReadUser(const Stmt& s) {
 }
 
 Token ReadToken(const Stmt& s) {
-  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6)};
+  return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6), s.Int(7), s.Int(8) != 0};
 }
 
 AuditEntry ReadAudit(const Stmt& s) {

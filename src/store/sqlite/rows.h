@@ -10,7 +10,7 @@
 namespace ringmaster::store::sqlite {
 
 inline constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
-inline constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node";
+inline constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node, expires_ms, session";
 inline constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "
     "last_heartbeat_ms, cpu_util, memory_used_bytes, agent_version, address, port_lo, port_hi, labels_json, executors, network, overlay_block, cordoned, cordon_reason, draining, fence_after_ms";

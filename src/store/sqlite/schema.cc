@@ -273,6 +273,11 @@ CREATE TABLE registry_credentials (
   updated_ms INTEGER NOT NULL,
   PRIMARY KEY (user_id, registry));
 )sql",
+    // 12: browser sessions are tokens too (revoked with them), with an expiry.
+    R"sql(
+ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN session INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

@@ -130,8 +130,9 @@ Status SqliteMetaStore::SetUserFileBytes(int64_t id, int64_t bytes) {
 StatusOr<int64_t> SqliteMetaStore::CreateToken(const Token& t) {
   Lock l(mu_);
   mu_.TouchAuth();
-  Stmt s(cache_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node) VALUES (?,?,?,?,?,?)");
-  s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms).Bind(t.scope).Bind(t.node);
+  Stmt s(cache_, "INSERT INTO tokens(user_id, name, hash, created_ms, scope, node, expires_ms, session) VALUES (?,?,?,?,?,?,?,?)");
+  s.Bind(t.user_id).Bind(t.name).Bind(t.hash).Bind(t.created_ms).Bind(t.scope).Bind(t.node).Bind(t.expires_ms).Bind(
+      static_cast<int64_t>(t.session));
   RM_RETURN_IF_ERROR(Check(s.Step(), "insert token"));
   return sqlite3_last_insert_rowid(db_);
 }
