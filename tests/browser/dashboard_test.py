@@ -192,7 +192,7 @@ class Dashboard(unittest.TestCase):
         d = os.path.join(OUT, "screenshots")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, name + ".png")
-        self.js("window.scrollTo(0, 0)")
+        self.js("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
         if height:
             height = min(height, self.js("return document.scrollingElement.scrollHeight"))
             shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
