@@ -305,6 +305,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     auto it = tasks_.find(ref);
     return !running_ || it == tasks_.end() || it->second.stop_sent;
   };
+  ReportPhase(*t, "staging");
   StatusOr<StagePlan> plan = Unavailable("not fetched");
   // A store or server that is briefly away (503, a cut connection) is waited
   // for; a refusal is not.
@@ -337,6 +338,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
   for (const StageEntry& e : plan->checkpoint) {
     if (e.to != "latest") plan->checkpoint_name = e.to.substr(0, e.to.find('/'));
   }
+  if (!launch.image.name.empty()) ReportPhase(*t, "pulling");
   if (!launch.image.reference.empty()) {
     auto img = PullRegistryImage(ref, launch.image.reference, launch.runtime, stopped);
     if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
@@ -362,6 +364,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
                          .dump();
   (void)WriteFileAtomic(SyncedPath(ref), plan->checkpoint_name, 0600);
   if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
+  ReportPhase(*t, "starting");
   Status st = executor_->Start(launch);
   if (!st.ok()) {
     spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
@@ -494,6 +497,7 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
     }
     if (synced != before) (void)WriteFileAtomic(SyncedPath(ref), synced, 0600);
   }
+  if (!t.outputs.empty()) ReportPhase(t, "uploading");
   std::string failed = FinalUploads(t, &synced);
   if (!running_) return;  // the next agent uploads them
   std::lock_guard<std::mutex> l(mu_);
@@ -662,7 +666,7 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t*
 }
 
 bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
-  protocol::TaskStatusReport report{node_id_.load(), t.ref.attempt, state, std::nullopt};
+  protocol::TaskStatusReport report{node_id_.load(), t.ref.attempt, state, std::nullopt, ""};
   if (t.exit) report.exit = protocol::TaskExitInfo{t.exit->exit_code, t.exit->signal, t.exit->message};
   Status res = control_->ReportStatus(t.ref.task_id, report, kCallTimeout);
   if (res.ok()) return true;
@@ -672,6 +676,11 @@ bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
     spdlog::info("agent: task {} is stale: {}", t.ref.Key(), res.message());
   }
   return false;
+}
+
+// An older server refuses it (no state it knows): the task runs all the same.
+void Agent::ReportPhase(const LocalTask& t, const char* phase) {
+  (void)control_->ReportStatus(t.ref.task_id, {node_id_.load(), t.ref.attempt, "", std::nullopt, phase}, kCallTimeout);
 }
 
 }  // namespace ringmaster::agent

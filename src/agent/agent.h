@@ -172,6 +172,9 @@ class Agent {
   // Reports `state` ("running"/"exited"). false: try again later.
   // Sets *stale when the server no longer wants this attempt.
   bool Report(const LocalTask& t, const char* state, bool* stale);
+  // Tells the server the task is "staging", "pulling", "starting" or
+  // "uploading" (its timeline); best effort: nothing waits on it.
+  void ReportPhase(const LocalTask& t, const char* phase);
   // The monitor's sampling: the node (NodeSampler) and each running task's
   // cgroup, every sample_interval, queued for the next heartbeat.
   void SampleLoop();

@@ -85,6 +85,11 @@ TEST(RouterTest, MatchesSegmentsCapturesIdsAndNamesAndListsAllowedMethods) {
   // Matching is linear: a 60 KiB path is no problem (regular expressions recurse).
   EXPECT_EQ(router.Find("GET", "/api/v1/jobs/" + std::string(60000, '1'), &groups, &allow).status().code(),
             StatusCode::kNotFound);
+  using MethodPattern = std::pair<std::string, std::string>;
+  EXPECT_EQ(router.Routes(), (std::vector<MethodPattern>{{"GET", "/api/v1/jobs"},
+                                                         {"POST", "/api/v1/jobs"},
+                                                         {"GET", "/api/v1/jobs/{id}"},
+                                                         {"POST", "/api/v1/users/{name}/disable"}}));
 }
 
 TEST(RouterTest, ARestPlaceholderCapturesTheRestOfThePath) {

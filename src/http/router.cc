@@ -140,6 +140,13 @@ void Router::Add(std::string method, const std::string& pattern, RouteOptions op
   routes_.push_back(std::move(r));
 }
 
+std::vector<std::pair<std::string, std::string>> Router::Routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(routes_.size());
+  for (const Route& r : routes_) out.emplace_back(r.method, r.pattern);
+  return out;
+}
+
 StatusOr<const Router::Route*> Router::Find(const std::string& method, const std::string& path,
                                             std::vector<std::string>* groups, std::string* allow) const {
   if (path.empty() || path[0] != '/') return NotFound("no such path");

@@ -46,6 +46,8 @@ void Server::Route(std::string method, const std::string& pattern, RouteOptions 
   impl_->router.Add(std::move(method), pattern, std::move(options), std::move(handler));
 }
 
+std::vector<std::pair<std::string, std::string>> Server::Routes() const { return impl_->router.Routes(); }
+
 Status Server::Start() {
   Impl& I = *impl_;
   // Connections hold file descriptors, not threads: allow as many as the hard limit.

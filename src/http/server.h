@@ -189,6 +189,9 @@ class Router {
   // lists its methods) status.
   StatusOr<const Route*> Find(const std::string& method, const std::string& path, std::vector<std::string>* groups,
                               std::string* allow) const;
+  // Every (method, pattern) added, in the order added: what the API's
+  // description is checked against.
+  std::vector<std::pair<std::string, std::string>> Routes() const;
 
  private:
   std::vector<Route> routes_;
@@ -210,6 +213,8 @@ class Server {
   void SetAuthenticator(Authenticator auth);
   // See Router for `pattern`.
   void Route(std::string method, const std::string& pattern, RouteOptions options, Handler handler);
+  // Router::Routes of the routes added so far.
+  std::vector<std::pair<std::string, std::string>> Routes() const;
 
   // Binds and starts serving in the background.
   Status Start();

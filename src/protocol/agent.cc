@@ -271,6 +271,7 @@ json ToJson(const TaskStatusReport& m) {
     out["signal"] = m.exit->signal;
     out["message"] = m.exit->message;
   }
+  if (!m.phase.empty()) out["phase"] = m.phase;
   return out;
 }
 
@@ -287,7 +288,7 @@ Status FromJson(const json& j, TaskStatusReport* out, const std::string& path) {
     RM_RETURN_IF_ERROR(f.String("message", &e.message));
     out->exit = std::move(e);
   }
-  return Status::Ok();
+  return f.String("phase", &out->phase);
 }
 
 json ToJson(const ShipReply& m) { return {{"size", m.size}}; }

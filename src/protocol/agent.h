@@ -152,6 +152,10 @@ struct TaskStatusReport {
   int64_t attempt = 0;
   std::string state;  // running, exited
   std::optional<TaskExitInfo> exit;
+  // Set: not a change of state but where the task is in starting or ending
+  // ("staging", "pulling", "starting", "uploading"); the server records it
+  // for the job's timeline. Servers before it ignore the field.
+  std::string phase;
   bool operator==(const TaskStatusReport&) const = default;
 };
 

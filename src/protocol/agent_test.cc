@@ -206,6 +206,9 @@ TEST(AgentProtocolGolden, TaskStatusReport) {
       R"({"attempt":2,"exit_code":137,"message":"killed","node_id":7,"signal":9,"state":"exited"})");
   ASSERT_TRUE(exited.exit.has_value());
   EXPECT_EQ(*exited.exit, (TaskExitInfo{137, 9, "killed"}));
+  EXPECT_EQ(exited.phase, "");
+  const auto staging = Golden<TaskStatusReport>(R"({"attempt":2,"node_id":7,"phase":"staging","state":"running"})");
+  EXPECT_EQ(staging.phase, "staging");
 }
 
 TEST(AgentProtocolGolden, ShipReply) {
@@ -241,8 +244,9 @@ TEST(AgentProtocol, EveryMessageRoundTrips) {
   a.env = {{"K", "V"}};
   a.gpus = {3};
   ExpectRoundTrip(Assignments{77, {a, Assignment{}}});
-  ExpectRoundTrip(TaskStatusReport{1, 2, "exited", TaskExitInfo{-1, 0, "x"}});
-  ExpectRoundTrip(TaskStatusReport{1, 2, "running", std::nullopt});
+  ExpectRoundTrip(TaskStatusReport{1, 2, "exited", TaskExitInfo{-1, 0, "x"}, ""});
+  ExpectRoundTrip(TaskStatusReport{1, 2, "running", std::nullopt, ""});
+  ExpectRoundTrip(TaskStatusReport{1, 2, "running", std::nullopt, "uploading"});
   ExpectRoundTrip(ShipReply{5});
   Heartbeat beat;
   beat.fence_after_ms = 10;

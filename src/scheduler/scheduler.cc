@@ -498,6 +498,8 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   std::vector<const JobRequest*> queue;
   for (const auto& j : pending) queue.push_back(&j);
   policy_->Order(queue);
+  plan.queue_order.reserve(queue.size());
+  for (const JobRequest* j : queue) plan.queue_order.push_back(j->job_id);
 
   // The cluster as it would be with every node up and uncordoned: what tells a
   // job that waits for nodes to come back from one too big for the cluster.

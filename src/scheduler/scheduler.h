@@ -159,6 +159,7 @@ struct Plan {
   std::vector<Placement> placements;
   std::vector<Preemption> preemptions;
   std::map<int64_t, std::string> pending_reasons;  // job id -> why it stays pending
+  std::vector<int64_t> queue_order;  // the pending jobs' ids in the order the policy tried them
 };
 
 class FilterPlugin;

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "net/ipv4.h"
 #include "protocol/metrics_line.h"
+#include "server/timeline.h"
 
 namespace ringmaster::server {
 namespace {
@@ -294,6 +295,11 @@ Status AgentService::ReportStatus(const store::Task& task, const protocol::TaskS
   RM_RETURN_IF_ERROR(InRange("signal", exit.signal, 0, 128));
   r.signal = static_cast<int>(exit.signal);
   r.message = exit.message.substr(0, 4096);
+  if (!b.phase.empty() && !IsAgentPhase(b.phase)) {
+    return InvalidArgument(fmt::format("phase: \"{}\" is not one of staging, pulling, starting, uploading",
+                                       b.phase.substr(0, 40)));
+  }
+  r.phase = b.phase;
   return d_.jobs->ReportTask(task.id, r);
 }
 

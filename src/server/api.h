@@ -161,6 +161,9 @@ StatusOr<std::string> StringField(const nlohmann::json& body, const std::string&
 // so another user's job ids are not even confirmed to exist.
 StatusOr<store::Job> VisibleJob(Api& api, int64_t id, const Caller& caller);
 
+// Every route below, /healthz and GET /api/v1/openapi.json (api_routes.cc):
+// what the server registers, and what the OpenAPI document must describe.
+void AddAllRoutes(Api& api);
 void AddJobRoutes(Api& api);
 void AddLogRoutes(Api& api);
 void AddNodeRoutes(Api& api);

@@ -3,12 +3,18 @@
 // checkpoints and writes of its outputs and checkpoints, each as the job's
 // owner, only for a task placed on the calling agent's node, at its current
 // attempt and not ended; and the submit-time check of a spec's inputs.
+#include <memory>
+#include <mutex>
+#include <set>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/files_key.h"
 #include "protocol/image_ref.h"
 #include "server/api.h"
 #include "server/files_access.h"
+#include "server/timeline.h"
 
 namespace ringmaster::server {
 namespace {
@@ -79,6 +85,29 @@ struct AgentTaskFiles {
   protocol::JobSpec spec;
   Caller owner;
 };
+
+// The tasks writing a checkpoint now: its first file opens the timeline's
+// checkpoint phase, `latest` (written last) closes it. Lost with the server:
+// a checkpoint under way then shows one start more, which the timeline ignores.
+struct CheckpointsOpen {
+  std::mutex mu;
+  std::set<int64_t> tasks;  // GUARDED_BY(mu)
+};
+
+void NoteCheckpointWrite(Api& api, CheckpointsOpen& open, const store::Task& task, bool latest) {
+  {
+    std::lock_guard<std::mutex> l(open.mu);
+    if (latest) {
+      open.tasks.erase(task.id);
+    } else if (!open.tasks.insert(task.id).second) {
+      return;  // a later file of the checkpoint under way
+    }
+  }
+  const std::string state = store::StateName(task.state);
+  Status st = api.store->AddEvent({0, task.job_id, task.id, task.rank, api.clock->NowMs(), state, state,
+                                   latest ? kCheckpointWritten : PhaseEventReason("checkpoint")});
+  if (!st.ok()) spdlog::warn("files: task {}'s checkpoint not noted in its events: {}", task.id, st.ToString());
+}
 
 StatusOr<AgentTaskFiles> TaskFilesOf(Api& api, const http::Request& req, const Caller& agent) {
   AgentTaskFiles f;
@@ -313,8 +342,10 @@ void AddAgentFileRoutes(Api& api) {
     files_api::Get(api, req, std::move(respond), false, CallerOf(req), fmt::format("images/{}/{}", name, file));
   });
   // Writes of the job's outputs and checkpoints, as (and counted against) the job's owner.
+  // A checkpoint's first file and its `latest` are task events: the job's timeline.
+  auto checkpointing = std::make_shared<CheckpointsOpen>();
   api.http->Route("PUT", "/api/v1/agent/tasks/{id}/files/{path...}", upload,
-                  [&api](http::Request& req, http::Responder respond) {
+                  [&api, checkpointing](http::Request& req, http::Responder respond) {
                     auto r = AgentFileRequest(api, req, respond);
                     if (!r) return;
                     const auto& [f, key] = *r;
@@ -323,6 +354,10 @@ void AddAgentFileRoutes(Api& api) {
                       return respond(ErrorFor(req, PermissionDenied(fmt::format(
                                                        "path: an agent writes only under jobs/{0}/outputs/ and jobs/{0}/checkpoints/",
                                                        f.job.id))));
+                    }
+                    auto dry_run = BoolParam(req, "dry_run");
+                    if (dry_run.ok() && !*dry_run && Under(key, fmt::format("jobs/{}/checkpoints", f.job.id))) {
+                      NoteCheckpointWrite(api, *checkpointing, f.task, key.ends_with("/checkpoints/latest"));
                     }
                     files_api::Put(api, req, std::move(respond), f.owner, key);
                   });

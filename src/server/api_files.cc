@@ -12,7 +12,6 @@
 // The agents' side of jobs' files is api_agent_files.cc, on what
 // files_access.h exports from here.
 #include <algorithm>
-#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -436,8 +435,11 @@ StatusOr<nlohmann::json> ReconcileFileUsage(Api& api) {
     std::lock_guard<std::mutex> lock(api.FileUsageLock(u.id));
     RM_ASSIGN_OR_RETURN(store::User now, api.store->GetUser(u.id));
     RM_ASSIGN_OR_RETURN(int64_t bytes, BytesUnder(api, "users/" + u.name + "/"));
-    RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(u.id, std::numeric_limits<int>::max()));
-    for (const store::Job& j : jobs) {
+    store::JobFilter theirs;
+    theirs.user_id = u.id;
+    theirs.limit = -1;
+    RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(theirs));
+    for (const store::Job& j : jobs.jobs) {
       RM_ASSIGN_OR_RETURN(int64_t in_job, BytesUnder(api, fmt::format("jobs/{}/", j.id)));
       bytes += in_job;
     }

@@ -1,9 +1,13 @@
-// Jobs: submit, list, show, cancel, delete.
+// Jobs: submit, list (filtered, paged, with queue positions), show, timeline, cancel, delete.
+#include <cctype>
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
 #include "server/api.h"
 #include "protocol/job_spec.h"
+#include "server/timeline.h"
 
 namespace ringmaster::server {
 namespace {
@@ -105,6 +109,54 @@ http::Response ViewResponse(const JobViews::View& view) {
   return r;
 }
 
+// GET /api/v1/jobs's query: which jobs, whose, which page. InvalidArgument
+// naming the parameter for a bad value; PermissionDenied for another user's
+// jobs without an admin's token.
+StatusOr<store::JobFilter> JobFilterOf(Api& api, const http::Request& req, const Caller& c) {
+  store::JobFilter f;
+  RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 10000));
+  f.limit = static_cast<int>(limit);
+  RM_ASSIGN_OR_RETURN(f.offset, IntParam(req, "offset", 0, 0, INT64_MAX / 2));
+  RM_ASSIGN_OR_RETURN(bool all, BoolParam(req, "all"));
+  if (all && !c.admin()) return PermissionDenied("all: only admin tokens may list every user's jobs");
+  f.user_id = all ? 0 : c.user.id;
+  RM_ASSIGN_OR_RETURN(auto user, req.Param("user"));
+  if (user && *user != c.user.name) {
+    if (!c.admin()) return PermissionDenied("user: only admins may list other users' jobs");
+    auto u = api.store->GetUserByName(*user);
+    if (!u.ok() && u.status().code() == StatusCode::kNotFound) {
+      return InvalidArgument(fmt::format("user: no user named \"{}\"", user->substr(0, 64)));
+    }
+    if (!u.ok()) return u.status();
+    f.user_id = u->id;
+  }
+  RM_ASSIGN_OR_RETURN(auto states, req.Param("state"));
+  if (states) {
+    for (size_t from = 0, comma = 0; comma != std::string::npos; from = comma + 1) {
+      comma = states->find(',', from);
+      std::string name = states->substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      auto state = store::ParseState(name);
+      if (!state) return InvalidArgument(fmt::format("state: \"{}\" is not a job state", name.substr(0, 40)));
+      f.states.push_back(*state);
+    }
+  }
+  RM_ASSIGN_OR_RETURN(auto kind, req.Param("kind"));
+  if (kind) {
+    if (*kind != "dev" && *kind != "train" && *kind != "distributed") {
+      return InvalidArgument(fmt::format("kind: \"{}\" is not a job kind (expected dev, train or distributed)",
+                                         kind->substr(0, 40)));
+    }
+    f.kind = *kind;
+  }
+  RM_ASSIGN_OR_RETURN(auto name, req.Param("name"));
+  if (name) {
+    if (name->size() > 256) return InvalidArgument("name: longer than 256 bytes");
+    f.name = *name;
+  }
+  return f;
+}
+
 // Someone else's job touched with an admin token: an admin action, audited.
 void AuditIfAdminAction(Api& api, const http::Request& req, const Caller& c, const store::Job& job,
                         const std::string& action) {
@@ -130,16 +182,18 @@ void AddJobRoutes(Api& api) {
   }));
 
   api.http->Route("GET", "/api/v1/jobs", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
-    RM_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 10000));
-    RM_ASSIGN_OR_RETURN(bool all, BoolParam(req, "all"));
-    if (all && !c.admin()) return PermissionDenied("all: only admin tokens may list every user's jobs");
-    RM_ASSIGN_OR_RETURN(auto jobs, api.store->ListJobs(all ? 0 : c.user.id, static_cast<int>(limit)));
+    RM_ASSIGN_OR_RETURN(store::JobFilter filter, JobFilterOf(api, req, c));
+    RM_ASSIGN_OR_RETURN(store::JobPage page, api.store->ListJobs(filter));
+    const auto positions = api.jobs->QueuePositions();
     json out = json::array();
     std::map<int64_t, std::string> users;  // one read per owner, not per job
-    for (const auto& j : jobs) {
+    for (const auto& j : page.jobs) {
       auto u = users.find(j.user_id);
       if (u == users.end()) u = users.emplace(j.user_id, UserName(api, j.user_id)).first;
       json x = JobJson(j, u->second);
+      if (auto p = positions->find(j.id); p != positions->end() && j.state == store::State::kPending) {
+        x["queue_position"] = p->second;
+      }
       if (j.state == store::State::kRunning) {  // what `ringmaster top` shows
         RM_ASSIGN_OR_RETURN(auto tasks, api.store->ListTasks(j.id));
         x["usage"] = JobUsageJson(api, tasks);
@@ -149,7 +203,7 @@ void AddJobRoutes(Api& api) {
       }
       out.push_back(std::move(x));
     }
-    return Reply{200, {{"jobs", out}}};
+    return Reply{200, {{"jobs", out}, {"total", page.total}, {"offset", filter.offset}}};
   }));
 
   // Served from JobViews: built once per change of the job, not per request.
@@ -203,6 +257,21 @@ void AddJobRoutes(Api& api) {
     std::lock_guard<std::mutex> l(w->mu);
     if (!w->done) w->timer = api.http->After(std::chrono::seconds(*wait), finish);
   });
+
+  // Derived from the job's events on each call: a job has tens of them per attempt.
+  api.http->Route("GET", "/api/v1/jobs/{id}/timeline", read,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, PathId(req), c));
+                    RM_ASSIGN_OR_RETURN(auto events, api.store->ListEvents(job.id));
+                    json phases = json::array();
+                    for (const TimelinePhase& p : BuildTimeline(events)) {
+                      json x = {{"phase", p.phase}, {"attempt", p.attempt}, {"start", FormatTimeUtc(p.start_ms)}};
+                      if (p.rank >= 0) x["rank"] = p.rank;
+                      x["end"] = p.end_ms ? json(FormatTimeUtc(*p.end_ms)) : json(nullptr);
+                      phases.push_back(std::move(x));
+                    }
+                    return Reply{200, {{"job_id", job.id}, {"phases", std::move(phases)}}};
+                  }));
 
   api.http->Route("POST", "/api/v1/jobs/{id}/cancel", change,
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {

@@ -19,6 +19,7 @@
 #include "server/agent_service.h"
 #include "server/job_service.h"
 #include "server/testing/in_process_control_plane.h"
+#include "server/timeline.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -197,7 +198,7 @@ TEST_F(ControlPlaneTest, AGangWhoseNodeIsLostRestartsOnTheOthersAndTheOldAttempt
     EXPECT_TRUE(NodeOf(after[i]).exec->WaitStarted(Key(after[i]), kGuard));
   }
   // Fencing by attempt: a report of the old attempt is refused, wherever it comes from.
-  protocol::TaskStatusReport stale{0, before[1].attempt, "exited", protocol::TaskExitInfo{0, 0, ""}};
+  protocol::TaskStatusReport stale{0, before[1].attempt, "exited", protocol::TaskExitInfo{0, 0, ""}, ""};
   const store::Task moved = *store_->GetTask(before[1].id);
   Status st = NodeOf(moved).plane->ReportStatus(before[1].id, stale, kGuard);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
@@ -211,6 +212,39 @@ TEST_F(ControlPlaneTest, AGangWhoseNodeIsLostRestartsOnTheOthersAndTheOldAttempt
   const store::Task rank0 = *store_->GetTask(before[0].id);
   EXPECT_EQ(rank0.attempt, before[0].attempt + 1);
   EXPECT_EQ(rank0.state, State::kRunning);
+}
+
+
+// The agent reports where a task is in starting (staging, starting); the
+// server keeps them as events, and the job's timeline is derived from those.
+TEST_F(ControlPlaneTest, AJobsTimelineHasItsPhasesInOrder) {
+  const int64_t id = Submit("command: x\nresources: {cpu: 1}\n");
+  clock_.AdvanceMs(1'000);
+  ASSERT_TRUE(jobs_->RunPass().ok());
+  clock_.AdvanceMs(1'000);
+  Round();
+  const store::Task t = Tasks(id)[0];
+  ASSERT_EQ(t.state, State::kRunning);
+  clock_.AdvanceMs(1'000);
+  NodeOf(t).exec->set_exit(agent::TaskExit{0, 0, ""});
+  Round();
+  Round();  // the exit is reported once its output is shipped
+  ASSERT_EQ(store_->GetJob(id)->state, State::kSucceeded);
+
+  const auto phases = BuildTimeline(*store_->ListEvents(id));
+  std::vector<std::string> names;
+  for (const auto& p : phases) names.push_back(p.phase);
+  EXPECT_EQ(names, (std::vector<std::string>{"queued", "staging", "starting", "running"}));
+  int64_t last = 0;
+  for (const auto& p : phases) {
+    EXPECT_GE(p.start_ms, last) << p.phase;
+    ASSERT_TRUE(p.end_ms.has_value()) << p.phase << " still open after the job ended";
+    EXPECT_GE(*p.end_ms, p.start_ms) << p.phase;
+    last = p.start_ms;
+    EXPECT_EQ(p.attempt, 1) << p.phase;
+  }
+  EXPECT_LE(*phases[0].end_ms, phases[1].start_ms);  // queued until placed, then staged
+  EXPECT_EQ(phases.back().end_ms, clock_.NowMs());  // running ended with the job
 }
 
 }  // namespace

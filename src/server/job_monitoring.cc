@@ -33,6 +33,11 @@ SchedulerStats JobService::Stats() const {
   return s;
 }
 
+std::shared_ptr<const std::map<int64_t, int>> JobService::QueuePositions() const {
+  std::lock_guard<std::mutex> l(stats_mu_);
+  return queue_positions_;
+}
+
 std::set<int64_t> JobService::TasksOn(int64_t node_id) const {
   std::lock_guard<std::mutex> l(stats_mu_);
   auto it = tasks_on_.find(node_id);

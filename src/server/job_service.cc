@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "scheduler/scheduler.h"
 #include "server/control/state_machine.h"
+#include "server/timeline.h"
 
 namespace ringmaster::server {
 
@@ -252,6 +253,12 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   if (task.node_id != r.node_id || task.attempt != r.attempt) {
     return FailedPrecondition(fmt::format("task {} attempt {} is not assigned to node {} (current: attempt {} on node {})",
                                           task_id, r.attempt, r.node_id, task.attempt, task.node_id));
+  }
+  if (!r.phase.empty()) {
+    if (IsTerminal(task.state)) return Status::Ok();  // late: the task's timeline has ended
+    const std::string state = StateName(task.state);
+    return store_->AddEvent(
+        {0, task.job_id, task.id, task.rank, clock_->NowMs(), state, state, PhaseEventReason(r.phase)});
   }
   if (IsTerminal(task.state)) {
     if (r.state == "exited") return Status::Ok();  // a repeated report

@@ -95,6 +95,9 @@ struct TaskReport {
   int exit_code = -1;
   int signal = 0;
   std::string message;
+  // Set (timeline.h IsAgentPhase): only where the task is in starting or
+  // ending, recorded as a task event; `state` and the exit are not read.
+  std::string phase;
 };
 
 // What /metrics tells of the scheduler. Counters count since the server started.
@@ -193,6 +196,10 @@ class JobService {
   // autoscale, preempt. The loop calls it, tests call it directly.
   Status RunPass();
   SchedulerStats Stats() const;
+  // Where each job left pending by the last pass stands in the queue, in the
+  // order its policy tried them (1 = tried first). Jobs that pass did not
+  // consider (submitted since, waiting out a restart backoff) are absent.
+  std::shared_ptr<const std::map<int64_t, int>> QueuePositions() const;
   // The tasks placed on the node at the last pass: the ones its agent may
   // report samples of.
   std::set<int64_t> TasksOn(int64_t node_id) const;
@@ -290,6 +297,8 @@ class JobService {
   SchedulerStats stats_;         // GUARDED_BY(stats_mu_), but pass_seconds
   monitor::Histogram pass_seconds_{{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   std::map<int64_t, std::set<int64_t>> tasks_on_;  // GUARDED_BY(stats_mu_)
+  std::shared_ptr<const std::map<int64_t, int>> queue_positions_ =  // GUARDED_BY(stats_mu_)
+      std::make_shared<const std::map<int64_t, int>>();
   std::map<int64_t, std::shared_ptr<const protocol::JobSpec>> specs_;  // GUARDED_BY(mu_): active jobs' parsed specs
 
   std::mutex mu_;  // serialises every state change

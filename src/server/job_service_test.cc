@@ -636,7 +636,7 @@ TEST_F(JobServiceTest, ACommandThatCannotStartFailsWithItsMessage) {
   int64_t id = Submit("command: [/no/such]\n");
   ASSERT_TRUE(svc_->RunPass().ok());
   store::Task t = Tasks(id)[0];
-  TaskReport r{t.node_id, t.attempt, "exited", -1, 0, "cannot run \"/no/such\": No such file or directory"};
+  TaskReport r{t.node_id, t.attempt, "exited", -1, 0, "cannot run \"/no/such\": No such file or directory", ""};
   ASSERT_TRUE(svc_->ReportTask(t.id, r).ok());
   EXPECT_EQ(Job(id).state, State::kFailed);
   EXPECT_EQ(Job(id).reason, "rank 0 failed: could not start: cannot run \"/no/such\": No such file or directory");

@@ -21,9 +21,11 @@ void LogArchiver::Start() {
     std::lock_guard<std::mutex> l(mu_);
     stopping_ = false;
   }
-  auto recent = api_->store->ListJobs(0, 1000);
+  store::JobFilter newest;
+  newest.limit = 1000;
+  auto recent = api_->store->ListJobs(newest);
   if (recent.ok()) {
-    for (const auto& j : *recent) {
+    for (const auto& j : recent->jobs) {
       if (store::IsTerminal(j.state)) Enqueue(j.id);
     }
   }

@@ -14,7 +14,6 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "http/tls_cert.h"
-#include "server/dashboard.h"
 
 namespace ringmaster::server {
 
@@ -214,41 +213,7 @@ Status Server::Start() {
   api_->clock = clock_;
   api_->limits = options_.limits;
 
-  http::RouteOptions health;
-  health.authenticate = false;
-  health.max_body = 0;  // nobody may send a body without a token
-  health.inline_handler = true;
-  // Damage found in the database (at open, or since) makes the server
-  // unhealthy: it keeps serving what is sound. The count only: what is
-  // damaged may quote another user's stored data, so its list is for admins
-  // (GET /api/v1/damage) and the server's log.
-  http_->Route("GET", "/healthz", health, [store = store_.get()](http::Request&, http::Responder respond) {
-    http::Response r;
-    std::vector<std::string> damage = store->Damage();
-    if (damage.empty()) {
-      r.body = R"({"status":"ok"})";
-    } else {
-      r.status = 503;
-      r.body = nlohmann::json{{"status", "damaged"},
-                              {"damaged", damage.size()},
-                              {"details", "GET /api/v1/damage (admins) and the server's log"}}
-                   .dump();
-    }
-    respond(std::move(r));
-  });
-  AddJobRoutes(*api_);
-  AddLogRoutes(*api_);
-  AddNodeRoutes(*api_);
-  AddUserRoutes(*api_);
-  AddRegistryRoutes(*api_);
-  AddRegistryV2Routes(*api_);
-  AddAgentRoutes(*api_);
-  AddFileRoutes(*api_);
-  AddAgentFileRoutes(*api_);
-  AddMonitorRoutes(*api_);
-  AddVersionRoutes(*api_);
-  AddSessionRoutes(*api_);
-  AddDashboardRoutes(*http_);
+  AddAllRoutes(*api_);
 
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };

@@ -1,5 +1,6 @@
 #include "store/meta_store.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "store/memory/memory_meta_store.h"
@@ -38,6 +39,29 @@ StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url) {
     if (scheme == b.scheme) return b.open(url.substr(colon + 1));
   }
   return InvalidArgument("metadata store: unknown scheme \"" + scheme + ":\" (expected sqlite:PATH, a path or memory:)");
+}
+
+namespace {
+std::string AsciiLower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+}  // namespace
+
+bool JobFilterSelects(const JobFilter& f, const Job& j) {
+  if (f.user_id != 0 && j.user_id != f.user_id) return false;
+  if (!f.states.empty() && std::find(f.states.begin(), f.states.end(), j.state) == f.states.end()) return false;
+  if (!f.kind.empty() && j.kind != f.kind) return false;
+  return f.name.empty() || AsciiLower(j.name).find(AsciiLower(f.name)) != std::string::npos;
+}
+
+std::string NameLikePattern(const std::string& substring) {
+  std::string out = "%";
+  for (char c : AsciiLower(substring)) {
+    if (c == '%' || c == '_' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "%";
 }
 
 const char* RoleName(Role r) { return r == Role::kAdmin ? "admin" : "user"; }

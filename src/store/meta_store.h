@@ -163,6 +163,28 @@ struct Event {
   std::string reason;
 };
 
+// What ListJobs selects: every condition set must hold. Newest first, paged.
+struct JobFilter {
+  int64_t user_id = 0;        // 0 = every user's
+  std::vector<State> states;  // empty = any state
+  std::string kind;           // "" = any kind
+  std::string name;           // a substring of the name, ASCII case-insensitive; "" = any
+  int limit = 100;            // jobs in the page; negative = no limit
+  int64_t offset = 0;         // jobs of the selection skipped before the page
+};
+
+struct JobPage {
+  std::vector<Job> jobs;
+  int64_t total = 0;  // jobs the filter selects, every page together
+};
+
+// Whether `job` is one `filter` selects (paging aside): what every backend's
+// selection must agree with.
+bool JobFilterSelects(const JobFilter& filter, const Job& job);
+// For SQL backends: the pattern of `LOWER(name) LIKE ? ESCAPE '\'` that
+// matches names holding `substring` (case-folded, its % _ \ escaped).
+std::string NameLikePattern(const std::string& substring);
+
 class MetaStore {
  public:
   virtual ~MetaStore() = default;
@@ -228,8 +250,8 @@ class MetaStore {
   // Creates the job and its `job.replicas` tasks (PENDING); returns the job id.
   virtual StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) = 0;
   virtual StatusOr<Job> GetJob(int64_t id) = 0;
-  // user_id 0 = all users. Newest first.
-  virtual StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) = 0;
+  // One page of the jobs `filter` selects, and how many it selects in all.
+  virtual StatusOr<JobPage> ListJobs(const JobFilter& filter) = 0;
   // Jobs not in a terminal state, oldest first.
   virtual StatusOr<std::vector<Job>> ListActiveJobs() = 0;
   // The user's jobs in `state`.

@@ -45,6 +45,18 @@ const Backend kBackends[] = {
     {"memory", [](const std::string&) { return std::move(OpenMetaStore("memory:")).value(); }},
 };
 
+JobFilter Where(int64_t user_id, std::vector<State> states = {}, std::string kind = "", std::string name = "",
+                int limit = 100, int64_t offset = 0) {
+  JobFilter f;
+  f.user_id = user_id;
+  f.states = std::move(states);
+  f.kind = std::move(kind);
+  f.name = std::move(name);
+  f.limit = limit;
+  f.offset = offset;
+  return f;
+}
+
 class MetaStoreContract : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
@@ -359,18 +371,74 @@ TEST_P(MetaStoreContract, ListJobsIsNewestFirstByUserWithALimit) {
   const int64_t ada = MakeUser("ada"), bob = MakeUser("bob");
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(MakeJob(i % 2 ? bob : ada));
-  auto all = *store_->ListJobs(0, 10);
+  auto all = store_->ListJobs(Where(0, {}, "", "", 10))->jobs;
   ASSERT_EQ(all.size(), 5u);
   EXPECT_EQ(all[0].id, ids[4]);
   EXPECT_EQ(all[4].id, ids[0]);
-  auto two = *store_->ListJobs(0, 2);
-  ASSERT_EQ(two.size(), 2u);
-  EXPECT_EQ(two[1].id, ids[3]);
-  auto bobs = *store_->ListJobs(bob, 10);
-  ASSERT_EQ(bobs.size(), 2u);
-  EXPECT_EQ(bobs[0].id, ids[3]);
-  EXPECT_EQ(bobs[1].id, ids[1]);
-  EXPECT_TRUE(store_->ListJobs(0, 0)->empty());
+  auto two = *store_->ListJobs(Where(0, {}, "", "", 2));
+  ASSERT_EQ(two.jobs.size(), 2u);
+  EXPECT_EQ(two.jobs[1].id, ids[3]);
+  EXPECT_EQ(two.total, 5);
+  auto bobs = *store_->ListJobs(Where(bob, {}, "", "", 10));
+  ASSERT_EQ(bobs.jobs.size(), 2u);
+  EXPECT_EQ(bobs.jobs[0].id, ids[3]);
+  EXPECT_EQ(bobs.jobs[1].id, ids[1]);
+  EXPECT_EQ(bobs.total, 2);
+  auto none = *store_->ListJobs(Where(0, {}, "", "", 0));
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_EQ(none.total, 5);
+  EXPECT_EQ(store_->ListJobs(Where(0, {}, "", "", -1))->jobs.size(), 5u);
+}
+
+TEST_P(MetaStoreContract, ListJobsFiltersCombineAndPage) {
+  const int64_t ada = MakeUser("ada"), bob = MakeUser("bob");
+  // ada: 12 jobs, kinds alternating, every third one running.
+  std::vector<int64_t> ada_ids;
+  for (int i = 0; i < 12; ++i) {
+    Job j = *store_->GetJob(MakeJob(ada, 1, "Train-" + std::to_string(i)));
+    j.kind = i % 2 ? "dev" : "train";
+    if (i % 3 == 0) j.state = State::kRunning;
+    ASSERT_TRUE(store_->UpdateJob(j).ok());
+    ada_ids.push_back(j.id);
+  }
+  MakeJob(bob, 1, "train-bob");
+  const auto ids_of = [](const JobPage& p) {
+    std::vector<int64_t> out;
+    for (const Job& j : p.jobs) out.push_back(j.id);
+    return out;
+  };
+  // Running dev jobs of ada's: i = 3 and 9.
+  auto page = *store_->ListJobs(Where(ada, {State::kRunning}, "dev"));
+  EXPECT_EQ(ids_of(page), (std::vector<int64_t>{ada_ids[9], ada_ids[3]}));
+  EXPECT_EQ(page.total, 2);
+  // Two states: running (0,3,6,9) or pending (the rest): all 12; paged by 5 from 10.
+  page = *store_->ListJobs(Where(ada, {State::kPending, State::kRunning}, "", "", 5, 10));
+  EXPECT_EQ(ids_of(page), (std::vector<int64_t>{ada_ids[1], ada_ids[0]}));
+  EXPECT_EQ(page.total, 12);
+  // An offset past the end: an empty page, the total still counted.
+  page = *store_->ListJobs(Where(ada, {}, "", "", 5, 100));
+  EXPECT_TRUE(page.jobs.empty());
+  EXPECT_EQ(page.total, 12);
+  // Name: a case-insensitive substring, across users.
+  page = *store_->ListJobs(Where(0, {}, "", "TRAIN-1"));
+  EXPECT_EQ(ids_of(page), (std::vector<int64_t>{ada_ids[11], ada_ids[10], ada_ids[1]}));
+  page = *store_->ListJobs(Where(0, {}, "", "bob", 10));
+  EXPECT_EQ(page.total, 1);
+  EXPECT_EQ(store_->ListJobs(Where(0, {}, "nope"))->total, 0);
+}
+
+TEST_P(MetaStoreContract, ListJobsNameFilterTakesWildcardsLiterally) {
+  const int64_t ada = MakeUser("ada");
+  const int64_t pct = MakeJob(ada, 1, "100%_done");
+  const int64_t back = MakeJob(ada, 1, "a\\b");
+  MakeJob(ada, 1, "100 xdone");
+  MakeJob(ada, 1, "ab");
+  for (const auto& [needle, want] : std::vector<std::pair<std::string, int64_t>>{
+           {"%", pct}, {"_", pct}, {"0%_d", pct}, {"\\", back}, {"a\\b", back}}) {
+    auto page = *store_->ListJobs(Where(0, {}, "", needle));
+    ASSERT_EQ(page.jobs.size(), 1u) << needle;
+    EXPECT_EQ(page.jobs[0].id, want) << needle;
+  }
 }
 
 TEST_P(MetaStoreContract, ActiveJobsAreOldestFirstAndCountsByUserAndState) {
@@ -488,7 +556,7 @@ TEST_P(MetaStoreContract, AFailedTransactionLeavesNoTrace) {
     return Aborted("changed my mind");
   });
   EXPECT_EQ(st.code(), StatusCode::kAborted);
-  auto jobs = *store_->ListJobs(0, 10);
+  auto jobs = store_->ListJobs(Where(0, {}, "", "", 10))->jobs;
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].id, kept);
   EXPECT_EQ(store_->ListTasks(kept)->size(), 1u);
@@ -509,11 +577,11 @@ TEST_P(MetaStoreContract, NestedTransactionsJoinTheOuterOne) {
   // The inner one succeeds, the outer one fails: nothing of either stays.
   Status st = store_->InTransaction([&]() -> Status {
     RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status { return store_->CreateJob(AJob(uid), Task{}).status(); }));
-    EXPECT_EQ(store_->ListJobs(0, 10)->size(), 1u);  // seen inside
+    EXPECT_EQ(store_->ListJobs(Where(0, {}, "", "", 10))->jobs.size(), 1u);  // seen inside
     return Aborted("outer");
   });
   EXPECT_EQ(st.code(), StatusCode::kAborted);
-  EXPECT_TRUE(store_->ListJobs(0, 10)->empty());
+  EXPECT_TRUE(store_->ListJobs(Where(0, {}, "", "", 10))->jobs.empty());
   // The inner one fails and the outer one passes its error on: nothing stays.
   st = store_->InTransaction([&]() -> Status {
     RM_RETURN_IF_ERROR(store_->CreateJob(AJob(uid), Task{}).status());
@@ -523,14 +591,14 @@ TEST_P(MetaStoreContract, NestedTransactionsJoinTheOuterOne) {
     });
   });
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(store_->ListJobs(0, 10)->empty());
+  EXPECT_TRUE(store_->ListJobs(Where(0, {}, "", "", 10))->jobs.empty());
   EXPECT_EQ(store_->GetUser(uid)->file_bytes, 0);
   // Both succeed: both stay.
   ASSERT_TRUE(store_->InTransaction([&]() -> Status {
     RM_RETURN_IF_ERROR(store_->CreateJob(AJob(uid), Task{}).status());
     return store_->InTransaction([&]() -> Status { return store_->AddUserFileBytes(uid, 5); });
   }).ok());
-  EXPECT_EQ(store_->ListJobs(0, 10)->size(), 1u);
+  EXPECT_EQ(store_->ListJobs(Where(0, {}, "", "", 10))->jobs.size(), 1u);
   EXPECT_EQ(store_->GetUser(uid)->file_bytes, 5);
 }
 
@@ -613,7 +681,7 @@ TEST_P(MetaStoreContract, CommitTicketsMoveWithCommitsAndBecomeDurable) {
   EXPECT_TRUE(store_->AwaitDurable(start).ok());  // an old ticket: at once
   EXPECT_TRUE(store_->Sync().ok());
   // Reads commit nothing.
-  (void)store_->ListJobs(0, 10);
+  (void)store_->ListJobs(Where(0, {}, "", "", 10));
   (void)store_->GetUser(uid);
   EXPECT_EQ(store_->CommitTicket(), after_tx);
 }
@@ -647,7 +715,7 @@ TEST_P(MetaStoreContract, ManyThreadsWriteAndAwaitAtOnce) {
   std::set<int64_t> all;
   for (const auto& v : ids) all.insert(v.begin(), v.end());
   EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kEach));
-  EXPECT_EQ(store_->ListJobs(0, 1000)->size(), all.size());
+  EXPECT_EQ(store_->ListJobs(Where(0, {}, "", "", 1000))->jobs.size(), all.size());
   EXPECT_EQ(store_->ListPlacedTasks()->size(), 0u);
   for (int64_t id : all) EXPECT_EQ(store_->ListTasks(id)->size(), 2u);
 }

@@ -158,8 +158,14 @@ Status JobService::PreemptLocked(const scheduler::Plan& plan, const std::set<int
 }
 
 Status JobService::RecordPassLocked(const scheduler::Plan& plan, PassInput& in) {
+  // Built once per pass, read by every list of jobs: positions among the jobs still pending.
+  auto positions = std::make_shared<std::map<int64_t, int>>();
+  for (int64_t id : plan.queue_order) {
+    if (plan.pending_reasons.count(id)) positions->emplace(id, static_cast<int>(positions->size()) + 1);
+  }
   {
     std::lock_guard<std::mutex> sl(stats_mu_);
+    queue_positions_ = std::move(positions);
     ++stats_.passes;
     stats_.queue_length = static_cast<int64_t>(in.queue.size());
     stats_.pending_by_reason.clear();

@@ -239,9 +239,15 @@ class MemoryMetaStore final : public MetaStore {
     Lock l(mu_);
     return Find(data_.jobs, id, "job");
   }
-  StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) override {
+  StatusOr<JobPage> ListJobs(const JobFilter& f) override {
     Lock l(mu_);
-    return NewestFirst(Select(data_.jobs, [&](const Job& j) { return user_id == 0 || j.user_id == user_id; }), limit);
+    std::vector<Job> all = NewestFirst(Select(data_.jobs, [&](const Job& j) { return JobFilterSelects(f, j); }), -1);
+    JobPage page;
+    page.total = static_cast<int64_t>(all.size());
+    const size_t from = static_cast<size_t>(std::clamp<int64_t>(f.offset, 0, page.total));
+    const size_t to = f.limit < 0 ? all.size() : std::min(all.size(), from + static_cast<size_t>(f.limit));
+    page.jobs.assign(std::make_move_iterator(all.begin() + from), std::make_move_iterator(all.begin() + to));
+    return page;
   }
   StatusOr<std::vector<Job>> ListActiveJobs() override {
     Lock l(mu_);

@@ -28,14 +28,47 @@ StatusOr<Job> SqliteMetaStore::GetJob(int64_t id) {
                   "job " + std::to_string(id), id);
 }
 
-StatusOr<std::vector<Job>> SqliteMetaStore::ListJobs(int64_t user_id, int limit) {
-  if (user_id == 0) {
-    return Many<Job>(std::string("SELECT ") + kJobCols + " FROM jobs ORDER BY id DESC LIMIT ?",
-                     ReadJob, limit);
+// Dynamic SQL, bounded: one statement per combination of the filter's
+// clauses (and count of states) is cached. Indexes: (user_id, state, id)
+// serves a user's jobs by state, (state) everyone's, both in id order.
+StatusOr<JobPage> SqliteMetaStore::ListJobs(const JobFilter& f) {
+  std::string where;
+  std::vector<SqlValue> binds;
+  const auto add = [&where](const std::string& clause) { where += (where.empty() ? " WHERE " : " AND ") + clause; };
+  if (f.user_id != 0) {
+    add("user_id = ?");
+    binds.emplace_back(f.user_id);
   }
-  return Many<Job>(
-      std::string("SELECT ") + kJobCols + " FROM jobs WHERE user_id=? ORDER BY id DESC LIMIT ?",
-      ReadJob, user_id, limit);
+  if (!f.states.empty()) {
+    std::string in = "state IN (";
+    for (size_t i = 0; i < f.states.size(); ++i) {
+      in += i ? ",?" : "?";
+      binds.emplace_back(std::string(StateName(f.states[i])));
+    }
+    add(in + ")");
+  }
+  if (!f.kind.empty()) {
+    add("kind = ?");
+    binds.emplace_back(f.kind);
+  }
+  if (!f.name.empty()) {
+    add("LOWER(name) LIKE ? ESCAPE '\\'");
+    binds.emplace_back(NameLikePattern(f.name));
+  }
+  Lock l(mu_);  // the count and the page from one state of the table
+  JobPage page;
+  {
+    Stmt s(cache_, "SELECT COUNT(*) FROM jobs" + where);
+    if (!s.valid()) return Internal(Err("prepare count jobs"));
+    s.Bind(binds);
+    const int rc = s.Step();
+    if (rc != SQLITE_ROW) return Error(rc, "count jobs");
+    page.total = s.Int(0);
+  }
+  RM_ASSIGN_OR_RETURN(page.jobs, Many<Job>(std::string("SELECT ") + kJobCols + " FROM jobs" + where +
+                                               " ORDER BY id DESC LIMIT ? OFFSET ?",
+                                           ReadJob, binds, static_cast<int64_t>(f.limit), f.offset));
+  return page;
 }
 
 // In pages of kActivePage jobs, each under the lock on its own: a queue of

@@ -278,6 +278,11 @@ CREATE TABLE registry_credentials (
 ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tokens ADD COLUMN session INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 13: a user's jobs by state, newest first, and their count, from the
+    // index alone (the jobs list's filters).
+    R"sql(
+CREATE INDEX jobs_by_user_state ON jobs(user_id, state, id);
+)sql",
 };
 
 }  // namespace

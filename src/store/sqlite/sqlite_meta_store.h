@@ -74,7 +74,7 @@ class SqliteMetaStore final : public MetaStore {
   // jobs.cc: jobs, tasks, events and the audit log.
   StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) override;
   StatusOr<Job> GetJob(int64_t id) override;
-  StatusOr<std::vector<Job>> ListJobs(int64_t user_id, int limit) override;
+  StatusOr<JobPage> ListJobs(const JobFilter& filter) override;
   StatusOr<std::vector<Job>> ListActiveJobs() override;
   StatusOr<int64_t> CountJobs(int64_t user_id, State state) override;
   StatusOr<std::map<std::pair<int64_t, State>, int64_t>> CountJobsByUserAndState() override;

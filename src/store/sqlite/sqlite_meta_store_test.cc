@@ -190,10 +190,10 @@ TEST_F(SqliteMetaStoreTest, ADamagedRowIsNamedAndNeverServed) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(got.status().message().find(named), std::string::npos) << got.status().message();
-  auto jobs = store_->ListJobs(0, 10);
+  auto jobs = store_->ListJobs(JobFilter{});
   ASSERT_TRUE(jobs.ok());
-  ASSERT_EQ(jobs->size(), 1u);
-  EXPECT_EQ((*jobs)[0].id, a);
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  EXPECT_EQ(jobs->jobs[0].id, a);
   EXPECT_TRUE(store_->GetJob(a).ok());
 }
 
@@ -264,10 +264,10 @@ TEST(SqliteMetaStoreDiskFullTest, WritesOnAFullDiskAreRefusedWholeAndSucceedOnce
   });
   EXPECT_EQ(in_tx.code(), StatusCode::kInsufficientStorage) << in_tx.ToString();
   // Reads still work and see only what was stored.
-  auto jobs = store->ListJobs(0, 10);
+  auto jobs = store->ListJobs(JobFilter{});
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-  ASSERT_EQ(jobs->size(), 1u);
-  EXPECT_EQ((*jobs)[0].name, "kept");
+  ASSERT_EQ(jobs->jobs.size(), 1u);
+  EXPECT_EQ(jobs->jobs[0].name, "kept");
   EXPECT_EQ(store->ListTasks(kept)->size(), 3u);
 
   fs.Free();
@@ -276,7 +276,7 @@ TEST(SqliteMetaStoreDiskFullTest, WritesOnAFullDiskAreRefusedWholeAndSucceedOnce
   ASSERT_TRUE(later.ok()) << later.status().ToString();
   EXPECT_TRUE(store->Sync().ok());
   EXPECT_EQ(store->ListTasks(*later)->size(), 3u);
-  EXPECT_EQ(store->ListJobs(0, 10)->size(), 2u);
+  EXPECT_EQ(store->ListJobs(JobFilter{})->jobs.size(), 2u);
   EXPECT_EQ(store->ListEvents(kept)->size(), 1u);
 
   sqlite3* db = nullptr;

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <variant>
+#include <vector>
 
 namespace ringmaster::store::sqlite {
 
@@ -61,6 +63,9 @@ class StmtCache {
   std::unordered_map<std::string, Entry> cache_;
 };
 
+// A value bound where the number of parameters varies (a filter's clauses).
+using SqlValue = std::variant<int64_t, std::string>;
+
 // RAII prepared statement with positional binding.
 class Stmt {
  public:
@@ -90,6 +95,11 @@ class Stmt {
   Stmt& Bind(std::optional<int> v) {
     if (v) return Bind(*v);
     sqlite3_bind_null(stmt_, ++idx_);
+    return *this;
+  }
+
+  Stmt& Bind(const std::vector<SqlValue>& values) {
+    for (const SqlValue& v : values) std::visit([this](const auto& x) { Bind(x); }, v);
     return *this;
   }
 

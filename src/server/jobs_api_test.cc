@@ -1,0 +1,111 @@
+// GET /api/v1/jobs over HTTP: filters, paging, who may list whose jobs, bad
+// parameters named, and pending jobs' places in the scheduler's queue.
+#include "server/server_test_fixture.h"
+
+namespace ringmaster::server {
+namespace {
+
+using nlohmann::json;
+
+class JobsApiTest : public ServerTest {
+ protected:
+  json List(const std::string& query, const std::string& token) {
+    auto r = Call("GET", "/api/v1/jobs" + query, token);
+    EXPECT_EQ(r->status, 200) << query << ": " << r->body;
+    return r->status == 200 ? json::parse(r->body) : json::object();
+  }
+  static std::vector<int64_t> Ids(const json& page) {
+    std::vector<int64_t> out;
+    for (const auto& j : page["jobs"]) out.push_back(j["id"].get<int64_t>());
+    return out;
+  }
+};
+
+TEST_F(JobsApiTest, FiltersAndPagesCombine) {
+  const std::string bob = MakeUser("bob");
+  // Nothing can run (no nodes): every job stays PENDING until cancelled.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(SubmitAs(bob, fmt::format("name: {}-{}\nkind: {}\ncommand: sleep 1\n", i % 2 ? "eval" : "train", i,
+                                            i < 3 ? "train" : "dev")));
+  }
+  ASSERT_EQ(Call("POST", fmt::format("/api/v1/jobs/{}/cancel", ids[0]), bob, "{}")->status, 202);
+
+  json all = List("", bob);
+  EXPECT_EQ(Ids(all), (std::vector<int64_t>{ids[4], ids[3], ids[2], ids[1], ids[0]}));
+  EXPECT_EQ(all["total"], 5);
+  EXPECT_EQ(all["offset"], 0);
+  json page = List("?limit=2&offset=1", bob);
+  EXPECT_EQ(Ids(page), (std::vector<int64_t>{ids[3], ids[2]}));
+  EXPECT_EQ(page["total"], 5);
+  EXPECT_EQ(page["offset"], 1);
+  EXPECT_EQ(Ids(List("?kind=dev", bob)), (std::vector<int64_t>{ids[4], ids[3]}));
+  EXPECT_EQ(Ids(List("?name=EVAL", bob)), (std::vector<int64_t>{ids[3], ids[1]}));
+  EXPECT_EQ(Ids(List("?name=train&kind=train", bob)), (std::vector<int64_t>{ids[2], ids[0]}));
+  // The cancelled job leaves the pending ones once it has ended (no task ran: at once).
+  json pending = List("?state=PENDING,SCHEDULED", bob);
+  EXPECT_EQ(Ids(pending), (std::vector<int64_t>{ids[4], ids[3], ids[2], ids[1]}));
+  EXPECT_EQ(pending["total"], 4);
+  EXPECT_EQ(Ids(List("?state=cancelled", bob)), (std::vector<int64_t>{ids[0]}));
+  EXPECT_EQ(List("?name=%25", bob)["total"], 0);  // a literal %, in no name
+}
+
+TEST_F(JobsApiTest, OnlyAdminsListOtherUsersJobs) {
+  const std::string bob = MakeUser("bob"), carol = MakeUser("carol");
+  const int64_t id = SubmitAs(bob, "command: sleep 1\n");
+  SubmitAs(carol, "command: sleep 1\n");
+  auto r = Call("GET", "/api/v1/jobs?user=bob", carol);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(ErrorMessage(r), "user: only admins may list other users' jobs");
+  EXPECT_EQ(Call("GET", "/api/v1/jobs?all=1", carol)->status, 403);
+  EXPECT_EQ(List("?user=bob", bob)["total"], 1);  // their own, by name
+  EXPECT_EQ(Ids(List("?user=bob", admin_)), (std::vector<int64_t>{id}));
+  EXPECT_EQ(List("?all=1", admin_)["total"], 2);
+  r = Call("GET", "/api/v1/jobs?user=nobody", admin_);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(ErrorMessage(r), "user: no user named \"nobody\"");
+}
+
+TEST_F(JobsApiTest, BadParametersAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"?state=FOO", "state: \"FOO\" is not a job state"},
+      {"?state=PENDING,", "state: \"\" is not a job state"},
+      {"?kind=batch", "kind: \"batch\" is not a job kind (expected dev, train or distributed)"},
+      {"?limit=0", "limit: must be between 1 and 10000, got 0"},
+      {"?limit=10001", "limit: must be between 1 and 10000, got 10001"},
+      {"?offset=-1", "offset: must be between 0 and 4611686018427387903, got -1"},
+      {"?name=" + std::string(300, 'x'), "name: longer than 256 bytes"},
+  };
+  for (const auto& [query, message] : cases) {
+    auto r = Call("GET", "/api/v1/jobs" + query, admin_);
+    EXPECT_EQ(r->status, 400) << query;
+    EXPECT_EQ(ErrorMessage(r), message) << query;
+  }
+}
+
+TEST_F(JobsApiTest, PendingJobsShowTheirPlaceInTheSchedulersOrder) {
+  const std::string bob = MakeUser("bob"), carol = MakeUser("carol");
+  // No node: all wait. The default policy tries higher priority first, then the older.
+  const int64_t first = SubmitAs(bob, "command: sleep 1\n");
+  const int64_t urgent = SubmitAs(carol, "command: sleep 1\npriority: 5\n");
+  const int64_t last = SubmitAs(bob, "command: sleep 1\n");
+  json jobs;
+  for (int i = 0; i < 100; ++i) {  // a hang guard: the scheduler's pass follows each submit
+    jobs = List("?all=1", admin_)["jobs"];
+    if (jobs.size() == 3 && jobs[0].contains("queue_position")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::map<int64_t, int> position;
+  for (const auto& j : jobs) {
+    if (j.contains("queue_position")) position[j["id"].get<int64_t>()] = j["queue_position"].get<int>();
+  }
+  EXPECT_EQ(position, (std::map<int64_t, int>{{urgent, 1}, {first, 2}, {last, 3}}));
+  // Among every user's jobs, also in a user's own list.
+  json own = List("", bob)["jobs"];
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(own[0]["queue_position"], 3);
+  EXPECT_EQ(own[1]["queue_position"], 2);
+}
+
+}  // namespace
+}  // namespace ringmaster::server
