@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps configure build install package test test-unit test-integration test-e2e test-sanitize fuzz bench demo cli-docs clean
+.PHONY: all deps configure build install package test test-unit test-integration test-e2e test-browser test-sanitize fuzz bench demo cli-docs clean
 
 all: build
 
@@ -29,7 +29,7 @@ install: build
 package: build
 	cd $(BUILD) && cpack
 
-# Every test: unit, integration and e2e (CTest labels).
+# Every test: unit, integration, e2e and browser (CTest labels).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 300
 
@@ -41,6 +41,10 @@ test-integration: build
 
 test-e2e: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L e2e
+
+# The dashboard in headless Chromium (docs/dashboard.md); RM_UPDATE_SCREENSHOTS=1 refreshes docs/screenshots/.
+test-browser: build
+	ctest --test-dir $(BUILD) --output-on-failure -L browser
 
 # The server, store, HTTP, agent and ringcomm tests under AddressSanitizer
 # with UBSan (the ringmaster binary too: the agent tests run tasks through its

@@ -26,6 +26,7 @@ TYPES = {
     ".ico": "image/x-icon",
     ".woff2": "font/woff2",
     ".txt": "text/plain; charset=utf-8",
+    ".yaml": "text/yaml; charset=utf-8",  # the examples the submit page starts from
 }
 
 
