@@ -2,8 +2,6 @@
 // WebSocket upgrades) reaches a running notebook job's Jupyter through its
 // node's agent (protocol/lab_tunnel.h), with the caller's credentials checked
 // here and stripped from what the notebook sees (lab_proxy.h).
-#include <strings.h>
-
 #include <fmt/format.h>
 
 #include "protocol/job_spec.h"
@@ -20,11 +18,15 @@ struct Notebook {
   store::Node node;
 };
 
-// The running notebook of job `id`, if the caller may open it. Everything
-// else is the same NotFound, so another user's job ids are not confirmed.
+// The running notebook of job `id`, if the caller may open it: its owner
+// alone. Not admins: a notebook's pages run its owner's code on the
+// dashboard's origin, so an admin opening one would lend that code the
+// admin's session (docs/security.md). Everything else is the same NotFound,
+// so another user's job ids are not confirmed.
 StatusOr<Notebook> OpenableNotebook(Api& api, int64_t id, const Caller& c) {
   RM_ASSIGN_OR_RETURN(store::Job job, VisibleJob(api, id, c));
   const Status none = NotFound(fmt::format("job {} has no running notebook", id));
+  if (job.user_id != c.user.id) return NotFound(fmt::format("job {} not found", id));
   if (job.state != store::State::kRunning || job.kind != "dev") return none;
   auto spec = protocol::JobSpecFromJson(job.spec_json);
   if (!spec.ok() || !spec->notebook()) return none;
@@ -69,10 +71,7 @@ void AddLabRoutes(Api& api) {
                  protocol::SignTunnelTicket(ticket, api.lab->NodeKey(nb->node.name)) + "\n" +
                  ForwardedHead(req, api.http->tls());
     up.rewrite_head = [job_id = nb->job_id](http::UpstreamHead& head) {
-      std::erase_if(head.headers, [job_id](const auto& h) {
-        return h.first.size() == 10 && strncasecmp(h.first.c_str(), "set-cookie", 10) == 0 &&
-               !MayPassSetCookie(h.second, job_id);
-      });
+      std::erase_if(head.headers, [job_id](const auto& h) { return !MayPassHeader(h.first, h.second, job_id); });
     };
     req.connection->Splice(std::move(up));
   };

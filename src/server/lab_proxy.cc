@@ -1,5 +1,7 @@
 #include "server/lab_proxy.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -63,6 +65,14 @@ bool MayPassSetCookie(std::string_view set_cookie, int64_t job_id) {
     }
   }
   return path_ok;  // no Path: dropped too (the rule is explicit, not the browser's default)
+}
+
+bool MayPassHeader(std::string_view name, std::string_view value, int64_t job_id) {
+  auto is = [name](std::string_view want) {
+    return name.size() == want.size() && strncasecmp(name.data(), want.data(), want.size()) == 0;
+  };
+  if (is("service-worker-allowed") || is("clear-site-data")) return false;
+  return !is("set-cookie") || MayPassSetCookie(value, job_id);
 }
 
 std::string ForwardedHead(const http::Request& req, bool tls) {

@@ -22,6 +22,11 @@ std::string StripPlatformCookies(std::string_view cookie_header);
 // Whether a Set-Cookie of job `job_id`'s notebook may reach the browser: its
 // Path under /jobs/<id>/lab/, no Domain, and a name that is not rm_*.
 bool MayPassSetCookie(std::string_view set_cookie, int64_t job_id);
+// Whether a header of the notebook's answer may reach the browser: not a
+// Set-Cookie that MayPassSetCookie refuses, and none of the headers that act
+// on the whole origin (Service-Worker-Allowed would let a worker claim the
+// dashboard's paths; Clear-Site-Data would wipe its session).
+bool MayPassHeader(std::string_view name, std::string_view value, int64_t job_id);
 // The head of `req` as the notebook gets it: no Authorization, no rm_*
 // cookie, X-Forwarded-{For,Proto,Host} set by us (the client's dropped), and
 // `Connection: close` unless it is a WebSocket upgrade.

@@ -23,6 +23,14 @@ TEST(LabProxy, SetCookieMustStayUnderTheJobsLabPathAndNotBeThePlatforms) {
   EXPECT_FALSE(MayPassSetCookie("a=b; Path=/jobs/8/lab/", 7)) << "another job's notebook";
   EXPECT_FALSE(MayPassSetCookie("a=b", 7)) << "no Path: dropped";
   EXPECT_FALSE(MayPassSetCookie("rm_session=forged; Path=/jobs/7/lab/", 7));
+}
+
+TEST(LabProxy, HeadersActingOnTheWholeOriginNeverPass) {
+  EXPECT_FALSE(MayPassHeader("Service-Worker-Allowed", "/", 7));
+  EXPECT_FALSE(MayPassHeader("clear-site-data", "\"cookies\"", 7));
+  EXPECT_FALSE(MayPassHeader("Set-Cookie", "a=b; Path=/", 7));
+  EXPECT_TRUE(MayPassHeader("Set-Cookie", "a=b; Path=/jobs/7/lab/", 7));
+  EXPECT_TRUE(MayPassHeader("Content-Type", "text/html", 7));
   EXPECT_FALSE(MayPassSetCookie("a=b; Path=/jobs/7/lab/; Domain=example.org", 7));
   EXPECT_FALSE(MayPassSetCookie("a=b; Path=/jobs/7/lab/; Path=/", 7)) << "a second Path wins in browsers";
 }

@@ -8,6 +8,8 @@
 #                     overlay: each rank's address is on it (10.244.<host>.*),
 #                     and the ring runs between those addresses;
 #   host              with the process executor on the hosts' own addresses.
+#                     Then a notebook (kind: dev) on host 3 answers through
+#                     the server's proxy on host 1.
 # On the overlays a probe container checks it cannot reach the server, open a
 # raw socket, or get a broadcast into a host's stack; on vxlan, that no
 # unprivileged process on a host may send to the VXLAN port.
@@ -106,6 +108,30 @@ t(\"server\", tcp)\nt(\"raw\", lambda: socket.socket(socket.AF_PACKET, socket.SO
     [ "$DROPS" -gt 0 ] || fail "no host's INPUT drop on rmbr0 saw the container's broadcast"
   fi
   pass "$MODE: an overlay container cannot reach the server (ENETUNREACH) or open raw sockets; its broadcasts stop at the bridge"
+fi
+if [ "$MODE" = host ]; then
+  # A notebook (kind: dev, the process executor) on host 3, reached through the
+  # server on host 1: the server's proxy -> h3's agent tunnel -> the notebook's socket.
+  crm nodes cordon h1 > /dev/null && crm nodes cordon h2 > /dev/null
+  NB=$(crm submit --no-workdir - <<<'{"name": "nb-h3", "kind": "dev", "resources": {"cpu": 1, "memory": "1Gi"}}')
+  for _ in $(seq 1 600); do [ "$(crm show "$NB" --json | jq -r .state)" = RUNNING ] && break; sleep 0.1; done
+  [ "$(crm show "$NB" --json | jq -r .state)" = RUNNING ] || { crm show "$NB"; fail "the notebook job did not start"; }
+  crm nodes uncordon h1 > /dev/null && crm nodes uncordon h2 > /dev/null
+  [ "$(crm show "$NB" --json | jq -r '.tasks[0].node')" = h3 ] || fail "the notebook is not on h3: $(crm show "$NB" --json | jq -c .tasks)"
+  LAB=$(crm dev open "$NB")
+  case $LAB in https://*/jobs/"$NB"/lab/) ;; *) fail "dev open printed '$LAB'" ;; esac
+  lab() { "$CLUSTER/on" h1 curl -s --cacert "$CLUSTER/server/tls/ca.crt" "$@"; }
+  ADMIN=$(cat "$CLUSTER/server/admin.token")
+  for _ in $(seq 1 600); do
+    [ "$(lab -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "${LAB}tree")" = 200 ] && break
+    sleep 0.1
+  done
+  page=$(lab -H "Authorization: Bearer $ADMIN" "${LAB}tree")
+  grep -q "<title>Home Page - Select or create a notebook</title>" <<<"$page" ||
+    { tail -n 20 "$CLUSTER"/h3/agent.log; fail "no notebook page from h3 through h1: ${page:0:300}"; }
+  [ "$(lab -o /dev/null -w '%{http_code}' "${LAB}tree")" = 401 ] || fail "the notebook answered without credentials"
+  crm cancel "$NB" > /dev/null
+  pass "host: a notebook on h3 answers through the server's proxy on h1 ($LAB)"
 fi
 OUT=$(crm files ls "jobs/$ID/outputs/")
 grep -q predictions <<<"$OUT" || fail "no predictions in jobs/$ID/outputs/: $OUT"

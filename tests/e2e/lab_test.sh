@@ -28,9 +28,11 @@ pass "alice reaches her notebook's tree page through the proxy"
 
 [ "$(code "$LAB/tree")" = 401 ] || fail "no credentials: $(code "$LAB/tree"), not 401"
 [ "$(code -H "Authorization: Bearer $BOB" "$LAB/tree")" = 404 ] || fail "bob: not 404"
+# Not even an admin: the notebook's pages would run alice's code in the admin's session.
+[ "$(code -H "Authorization: Bearer $(cat "$DATA/admin.token")" "$LAB/tree")" = 404 ] || fail "an admin: not 404"
 [ "$(code -H "Authorization: Bearer $BOB" "$URL/jobs/999999/lab/tree")" = 404 ] || fail "a missing job: not 404"
 [ "$(code -H "Authorization: Bearer $ALICE" "$URL/jobs/$ID/lab")" = 301 ] || fail "/jobs/ID/lab does not redirect"
-pass "no credentials: 401; bob and a missing job: 404; /jobs/ID/lab redirects"
+pass "no credentials: 401; bob, an admin and a missing job: 404; /jobs/ID/lab redirects"
 
 # Jupyter's REST API with its own XSRF cookie; the platform's cookies never reach it.
 JAR=$TOOLS/cookies

@@ -77,7 +77,8 @@ export function render(main, ctx, idText) {
         r.nodes.map((n) => h('li', {}, n))) : null);
     cancel.disabled = ENDED.has(j.state) || !!j.stopping;
     remove.disabled = !ENDED.has(j.state);
-    if (j.lab_url) { open.href = j.lab_url; open.hidden = false; } else open.hidden = true;
+    // A notebook opens for its owner alone (admins get 404: it would run the owner's code in their session).
+    if (j.lab_url && j.user === ctx.session.user.name) { open.href = j.lab_url; open.hidden = false; } else open.hidden = true;
     replace(tasks, table('', ['Rank', 'State', 'Reason', 'Node', 'Attempt', 'Exit', 'Started', 'Finished'],
       (j.tasks || []).map((t) => [String(t.rank), t.state, t.reason || '', t.node || '', String(t.attempt ?? ''),
         t.exit_code === null || t.exit_code === undefined ? '' : String(t.exit_code), fmtTime(t.started_at), fmtTime(t.finished_at)])));
