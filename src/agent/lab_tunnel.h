@@ -24,11 +24,11 @@
 
 namespace ringmaster::agent {
 
-// The notebook socket <sandbox_dir>/work/.lab/notebook.sock as an O_PATH
-// descriptor, walked without following any symlink: the sandbox, work and
-// .lab directories and the socket itself must belong to `uid` (the task's),
-// so a task cannot point the agent (root) at another task's notebook or at
-// any other socket. NotFound while it does not exist yet.
+// The notebook socket, .lab/notebook.sock in the work directory of
+// `sandbox_dir`, as an O_PATH descriptor, walked without following any
+// symlink: the sandbox, work and .lab directories and the socket itself must
+// belong to `uid` (the task's), so a task cannot point the agent (root) at
+// another task's notebook or at any other socket. NotFound while it does not exist yet.
 StatusOr<UniqueFd> OpenNotebookSocket(const std::string& sandbox_dir, uid_t uid);
 
 struct LabTunnelLimits {

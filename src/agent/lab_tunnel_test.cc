@@ -33,6 +33,7 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
 constexpr uid_t kOtherUid = 4242;
+const std::string kLabDir = std::string("/work") + "/.lab";  // in a sandbox
 const std::string kKey(64, 'a');
 
 // A listening unix socket at `path`; echoes (or, with `read` false, accepts
@@ -86,7 +87,7 @@ class LabTunnelTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
     box_ = root_ + "/box";
-    lab_ = box_ + "/work/.lab";
+    lab_ = box_ + kLabDir;
     fs::create_directories(lab_);
     uid_ = geteuid();
   }
@@ -202,10 +203,10 @@ TEST_F(LabTunnelTest, ASymlinkedSocketIsRefused) {
 }
 
 TEST_F(LabTunnelTest, SymlinkedDirectoriesAreRefused) {
-  fs::create_directories(root_ + "/other/work/.lab");
-  Notebook other(root_ + "/other/work/.lab/notebook.sock", true);
+  fs::create_directories(root_ + "/other" + kLabDir);
+  Notebook other(root_ + "/other" + kLabDir + "/notebook.sock", true);
   fs::remove_all(lab_);
-  fs::create_directory_symlink(root_ + "/other/work/.lab", lab_);
+  fs::create_directory_symlink(root_ + "/other" + kLabDir, lab_);
   EXPECT_EQ(OpenNotebookSocket(box_, uid_).status().code(), StatusCode::kPermissionDenied);
   fs::remove_all(box_ + "/work");
   fs::create_directory_symlink(root_ + "/other/work", box_ + "/work");
