@@ -204,7 +204,7 @@ class Agent {
   // Notebooks (agent_lab.cc): the tunnel's listener, and the socket of a
   // running task's notebook for a ticket that names it.
   void StartLabTunnel();
-  StatusOr<std::string> NotebookSocket(int64_t task_id, int64_t attempt);
+  StatusOr<UniqueFd> NotebookSocket(int64_t task_id, int64_t attempt);
   std::unique_ptr<LabTunnel> lab_tunnel_;
 
   const AgentOptions options_;

@@ -21,8 +21,9 @@ void Agent::StartLabTunnel() {
 
 // Only a running attempt this agent holds: a ticket for an ended or an older
 // attempt reaches nothing. The socket is the one the notebook's command makes
-// (server/lab_proxy.h's NotebookCommand) in the task's own work directory.
-StatusOr<std::string> Agent::NotebookSocket(int64_t task_id, int64_t attempt) {
+// (server/lab_proxy.h's NotebookCommand) in the task's own work directory,
+// opened as OpenNotebookSocket says: only the task's own.
+StatusOr<UniqueFd> Agent::NotebookSocket(int64_t task_id, int64_t attempt) {
   const TaskRef ref{task_id, static_cast<int>(attempt)};
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -32,8 +33,7 @@ StatusOr<std::string> Agent::NotebookSocket(int64_t task_id, int64_t attempt) {
     }
   }
   RM_ASSIGN_OR_RETURN(TaskSandbox sandbox, executor_->SandboxOf(ref.Key()));
-  static constexpr const char* kSocket = ".lab/notebook.sock";  // under the work directory
-  return sandbox.dir + "/work/" + kSocket;
+  return OpenNotebookSocket(sandbox.dir, sandbox.uid);
 }
 
 }  // namespace ringmaster::agent

@@ -2,6 +2,7 @@
 // parameters, percent-decoding, request targets, JSON errors and the route
 // table. No sockets (server.cc has those); tested in http_test.cc.
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,17 @@ std::string Request::Header(std::string_view name) const {
     if (k == name) return v;
   }
   return "";
+}
+
+bool Request::AsksUpgrade() const {
+  if (Header("upgrade").empty()) return false;
+  for (const auto& [name, value] : headers) {
+    if (name != "connection") continue;
+    std::string lower(value);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.find("upgrade") != std::string::npos) return true;
+  }
+  return false;
 }
 
 StatusOr<std::optional<std::string>> Request::Param(std::string_view name) const {

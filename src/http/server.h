@@ -57,6 +57,8 @@ struct Request {
 
   // The first value of header `name` (lower-case), "" if absent.
   std::string Header(std::string_view name) const;
+  // Whether it asks to switch protocols: an Upgrade header and "upgrade" in Connection.
+  bool AsksUpgrade() const;
   // Query parameter `name`: nullopt if absent; InvalidArgument if given twice.
   StatusOr<std::optional<std::string>> Param(std::string_view name) const;
 };
@@ -110,7 +112,10 @@ struct UpstreamHead {
 // sends it on, and from then copies bytes both ways, holding no thread, until
 // either side closes or neither sends a byte for the idle timeout; then both
 // close. A response other than 101 Switching Protocols gets
-// `Connection: close` (the connection ends with it). An upstream that cannot
+// `Connection: close` (the connection ends with it). Of a request that asks
+// to upgrade, only its own body goes before the answer; what follows goes
+// after a 101, and after any other answer is never read (the connection
+// closes once that answer is sent). An upstream that cannot
 // be reached or answers no valid head: 502 (504 past the connect deadline).
 // The handler calls Splice or the Responder, once, from any thread.
 class Connection {

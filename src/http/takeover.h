@@ -4,6 +4,10 @@
 // instantiates it. Thread-safety: everything runs on the connection's strand.
 #pragma once
 
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
 #include "http/http_session.h"
 
 namespace ringmaster::http {
@@ -26,6 +30,10 @@ inline std::string SerializeHead(const UpstreamHead& head) {
   return out + "\r\n";
 }
 
+// An upgrade request's bytes past its own body go upstream only once the
+// upstream switched protocols (101): after any other answer they would be
+// further requests, which must each pass the route's handler (its checks,
+// its rewriting of the head), so they are never read.
 template <class Session>
 class Splicer : public std::enable_shared_from_this<Splicer<Session>> {
  public:
@@ -42,6 +50,11 @@ class Splicer : public std::enable_shared_from_this<Splicer<Session>> {
     s_->body_read_ = true;
     s_->watching_ = true;
     s_->Tcp().expires_never();
+    upgrade_ = s_->req_.AsksUpgrade();
+    if (upgrade_ && s_->req_.Header("transfer-encoding").empty()) {
+      // A chunked body would have to be parsed to find its end: none goes before the answer.
+      body_left_ = std::strtoull(s_->req_.Header("content-length").c_str(), nullptr, 10);
+    }
     last_ = SteadyClock::now();
     ArmIdle(s_->impl_.opt.takeover_idle_timeout);
     upstream_.expires_after(s_->impl_.opt.takeover_connect_timeout);
@@ -68,23 +81,50 @@ class Splicer : public std::enable_shared_from_this<Splicer<Session>> {
     fcntl(upstream_.socket().native_handle(), F_SETFD, FD_CLOEXEC);
     // What the client sent after its head (a body's start) follows the preface.
     auto out = std::make_shared<std::string>(std::move(up_.preface));
-    out->append(beast::buffers_to_string(s_->buffer_.data()));
+    std::string buffered = beast::buffers_to_string(s_->buffer_.data());
     s_->buffer_.consume(s_->buffer_.size());
+    if (upgrade_ && buffered.size() > body_left_) held_ = buffered.substr(body_left_);
+    buffered.resize(buffered.size() - held_.size());
+    body_left_ -= std::min<uint64_t>(body_left_, buffered.size());
+    out->append(buffered);
     net::async_write(upstream_, net::buffer(*out), [self = this->shared_from_this(), out](beast::error_code ec, size_t) {
       if (ec) return self->Fail(502, "Unavailable", "cannot write to the upstream: " + ec.message());
-      self->PumpClient();
+      if (!self->ClientHeld()) self->PumpClient();
       self->ReadHead();
     });
   }
 
+  // True while an upgrade request's body has been sent whole and no 101 came (yet).
+  bool ClientHeld() const { return upgrade_ && status_ != 101 && body_left_ == 0; }
+
   void PumpClient() {
-    s_->stream().async_read_some(net::buffer(c2u_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+    if (ClientHeld()) {
+      client_reading_ = false;
+      return;
+    }
+    client_reading_ = true;
+    const size_t want = upgrade_ && status_ != 101 ? std::min<uint64_t>(c2u_.size(), body_left_) : c2u_.size();
+    s_->stream().async_read_some(net::buffer(c2u_.data(), want), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
       if (ec || self->ended_) return self->End();
       self->last_ = SteadyClock::now();
+      if (self->upgrade_ && self->status_ != 101) self->body_left_ -= std::min<uint64_t>(self->body_left_, n);
       net::async_write(self->upstream_, net::buffer(self->c2u_.data(), n), [self](beast::error_code ec, size_t) {
         if (ec) return self->End();
         self->PumpClient();
       });
+    });
+  }
+
+  // After the 101: what the client sent past its request, then everything.
+  void ResumeClient() {
+    if (client_reading_) return;
+    if (held_.empty()) return PumpClient();
+    auto out = std::make_shared<std::string>(std::move(held_));
+    held_.clear();
+    client_reading_ = true;
+    net::async_write(upstream_, net::buffer(*out), [self = this->shared_from_this(), out](beast::error_code ec, size_t) {
+      if (ec) return self->End();
+      self->PumpClient();
     });
   }
 
@@ -114,24 +154,38 @@ class Splicer : public std::enable_shared_from_this<Splicer<Session>> {
         head.headers.emplace_back("Connection", "close");
       }
       status_ = head.status;
+      if (upgrade_ && status_ != 101) {
+        // The connection ends with this answer: where its body ends, if the head says.
+        if (status_ == 204 || status_ == 304 || s_->req_.method == "HEAD") res_left_ = 0;
+        else if (parser_->content_length()) res_left_ = *parser_->content_length();
+      }
     }
     auto out = std::make_shared<std::string>(SerializeHead(head));
     if (!interim) {
-      out->append(beast::buffers_to_string(up_buf_.data()));
+      std::string body = beast::buffers_to_string(up_buf_.data());
       up_buf_.consume(up_buf_.size());
+      if (res_left_) {
+        body.resize(std::min<uint64_t>(body.size(), *res_left_));
+        *res_left_ -= body.size();
+      }
+      out->append(body);
     }
     net::async_write(s_->stream(), net::buffer(*out),
                      [self = this->shared_from_this(), out, interim](beast::error_code ec, size_t) {
                        if (ec) return self->End();
                        if (interim) return self->ReadHead();
+                       if (self->upgrade_ && self->status_ == 101) self->ResumeClient();
                        self->PumpUpstream();
                      });
   }
 
   void PumpUpstream() {
-    upstream_.async_read_some(net::buffer(u2c_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+    if (res_left_ && *res_left_ == 0) return End();
+    const size_t want = res_left_ ? std::min<uint64_t>(u2c_.size(), *res_left_) : u2c_.size();
+    upstream_.async_read_some(net::buffer(u2c_.data(), want), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
       if (ec || self->ended_) return self->End();
       self->last_ = SteadyClock::now();
+      if (self->res_left_) *self->res_left_ -= std::min<uint64_t>(*self->res_left_, n);
       net::async_write(self->s_->stream(), net::buffer(self->u2c_.data(), n), [self, n](beast::error_code ec, size_t) {
         if (ec) return self->End();
         self->bytes_ += n;
@@ -190,6 +244,11 @@ class Splicer : public std::enable_shared_from_this<Splicer<Session>> {
   SteadyClock::time_point last_;
   bool ended_ = false;
   int status_ = 0;  // the final head's, once sent to the client
+  bool upgrade_ = false;         // the request asks to switch protocols (Request::AsksUpgrade)
+  uint64_t body_left_ = 0;       // of an upgrade request's body, still to forward before the answer
+  std::string held_;             // what the client sent past it, until a 101
+  bool client_reading_ = false;  // a PumpClient chain is running
+  std::optional<uint64_t> res_left_;  // a non-101 answer to an upgrade: its body's bytes still to send
   uint64_t bytes_ = 0;
 };
 

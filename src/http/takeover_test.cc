@@ -181,6 +181,43 @@ TEST_F(TakeoverTest, APlainAnswerIsForwardedAndClosesTheConnection) {
   close(fd);
 }
 
+TEST_F(TakeoverTest, AfterARefusedUpgradeNothingMoreReachesTheUpstream) {
+  Upstream up("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno", /*echo=*/true);
+  upstream_port_ = up.port();
+  Start();
+  int fd = Dial(server_->port());
+  // A second request pipelined behind the upgrade, in the same segment and after it:
+  // only the route's handler may send a request upstream.
+  Send(fd, "GET /t/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\n\r\nGET /t/secret HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string out = ReadUntil(fd, "\r\n\r\nno");
+  Send(fd, "GET /t/later HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("Connection: close"), std::string::npos) << out;
+  EXPECT_TRUE(ClosedWithin(fd, 2000));  // the upstream keeps its end open: the server closes
+  close(fd);
+  const std::string got = up.received();
+  EXPECT_NE(got.find("GET /t/ws HTTP/1.1"), std::string::npos) << got;
+  EXPECT_EQ(got.find("/t/secret"), std::string::npos) << got;
+  EXPECT_EQ(got.find("/t/later"), std::string::npos) << got;
+}
+
+TEST_F(TakeoverTest, AnUpgradeRequestsOwnBodyGoesBeforeTheAnswer) {
+  Upstream up("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", /*echo=*/true);
+  upstream_port_ = up.port();
+  Start();
+  int fd = Dial(server_->port());
+  Send(fd, "GET /t/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nContent-Length: 4\r\n\r\nBODYGET /t/secret HTTP/1.1\r\n\r\n");
+  std::string out = ReadUntil(fd, "\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  EXPECT_TRUE(ClosedWithin(fd, 2000));
+  close(fd);
+  const std::string got = up.received();
+  EXPECT_NE(got.find("\r\n\r\nBODY"), std::string::npos) << got;
+  EXPECT_EQ(got.find("/t/secret"), std::string::npos) << got;
+}
+
 TEST_F(TakeoverTest, AuthenticationAndTheHandlersOwnAnswerComeFirst) {
   upstream_port_ = 1;
   Start();

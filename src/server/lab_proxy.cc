@@ -77,15 +77,7 @@ bool MayPassHeader(std::string_view name, std::string_view value, int64_t job_id
 
 std::string ForwardedHead(const http::Request& req, bool tls) {
   std::string head = fmt::format("{} {} HTTP/1.1\r\n", req.method, req.target);
-  bool upgrade = false;
-  for (const auto& [name, value] : req.headers) {
-    if (name == "connection") {
-      std::string lower(value);
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      upgrade = upgrade || lower.find("upgrade") != std::string::npos;
-    }
-  }
-  upgrade = upgrade && !req.Header("upgrade").empty();
+  const bool upgrade = req.AsksUpgrade();  // the takeover relies on the same test
   for (const auto& [name, value] : req.headers) {
     if (name == "authorization" || name == "connection" || name == "keep-alive" || name == "upgrade" ||
         name == "forwarded" || name == "te" || name.rfind("proxy-", 0) == 0 || name.rfind("x-forwarded-", 0) == 0) {

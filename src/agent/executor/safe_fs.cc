@@ -96,6 +96,29 @@ Status RemoveContents(int dir, const std::string& shown, int depth, int top, int
   return first;
 }
 
+// Opens `name` in `dir` with `flags` (never following a symlink) if it is a
+// file of type `type` (S_IFREG, S_IFSOCK) owned by `uid`, checked on the
+// open descriptor.
+StatusOr<UniqueFd> OpenOwned(int dir, const std::string& name, uid_t uid, int flags, mode_t type) {
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
+    return InvalidArgument(fmt::format("\"{}\" is not a file name", name));
+  }
+  UniqueFd fd(openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return NotFound(name + " does not exist");
+    if (errno == ELOOP) return PermissionDenied(name + " is a symlink");
+    return PermissionDenied(fmt::format("{}: {}", name, Errno()));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return Internal(fmt::format("stat {}: {}", name, Errno()));
+  if (S_ISLNK(st.st_mode)) return PermissionDenied(name + " is a symlink");  // O_PATH opens the link itself
+  if ((st.st_mode & S_IFMT) != type) {
+    return PermissionDenied(fmt::format("{} is not a {}", name, type == S_IFSOCK ? "socket" : "regular file"));
+  }
+  if (st.st_uid != uid) return PermissionDenied(fmt::format("{} belongs to uid {}, not uid {}", name, st.st_uid, uid));
+  return fd;
+}
+
 }  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
@@ -224,20 +247,11 @@ Status RemoveTree(int parent, const std::string& name) {
 }
 
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid) {
-  if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
-    return InvalidArgument(fmt::format("\"{}\" is not a file name", name));
-  }
-  UniqueFd fd(openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return NotFound(name + " does not exist");
-    if (errno == ELOOP) return PermissionDenied(name + " is a symlink");
-    return PermissionDenied(fmt::format("{}: {}", name, Errno()));
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return Internal(fmt::format("stat {}: {}", name, Errno()));
-  if (!S_ISREG(st.st_mode)) return PermissionDenied(name + " is not a regular file");
-  if (st.st_uid != uid) return PermissionDenied(fmt::format("{} belongs to uid {}, not uid {}", name, st.st_uid, uid));
-  return fd;
+  return OpenOwned(dir, name, uid, O_RDONLY | O_NONBLOCK | O_NOCTTY, S_IFREG);
+}
+
+StatusOr<UniqueFd> OpenOwnedSocket(int dir, const std::string& name, uid_t uid) {
+  return OpenOwned(dir, name, uid, O_PATH, S_IFSOCK);
 }
 
 StatusOr<UniqueFd> OpenOwnedDir(int parent, const std::string& name, uid_t uid) {

@@ -65,6 +65,11 @@ Status RemoveTree(int parent, const std::string& name);
 // exist; PermissionDenied, saying why, when it is anything else.
 StatusOr<UniqueFd> OpenOwnedRegularFile(int dir, const std::string& name, uid_t uid);
 
+// An O_PATH descriptor of `name` in `dir` if it is a unix socket owned by
+// `uid` (a symlink is refused, not followed): connect through
+// /proc/self/fd/N, so the socket checked is the one reached.
+StatusOr<UniqueFd> OpenOwnedSocket(int dir, const std::string& name, uid_t uid);
+
 // Gives the finished file `tmp` the name `path` (same directory) unless
 // `path` exists, for content-addressed names (one name, one content): then
 // the existing file is kept. `tmp` is gone either way. rename(2) would
