@@ -6,22 +6,18 @@ world-readable temp dir, stopped by pid, its tasks killed by the pids the shims
 recorded. Users are made with the CLI; the tests drive the dashboard and use
 the REST API (as alice, with a token) only to set up jobs.
 """
-import glob
 import json
 import os
-import shutil
-import signal
-import ssl
-import subprocess
-import tempfile
+import sys
 import time
 import urllib.error
 import urllib.request
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from live_up import LiveUp  # noqa: E402
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
 
-RM = os.environ["RINGMASTER_BIN"]
 REPO = os.environ["REPO_ROOT"]
 BUILD = os.environ.get("BUILD_DIR", os.path.join(REPO, "build"))
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-22"}
@@ -42,41 +38,13 @@ def wait_for(what, fn, timeout=60.0, interval=0.1):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
-class Server:
+class Server(LiveUp):
+    """The suite's server, with its users (passwords and tokens) and the REST calls that set up jobs."""
+
     def __init__(self):
-        self.data = tempfile.mkdtemp(prefix="rm-browser.")
-        self.tools = tempfile.mkdtemp(prefix="rm-browser-tools.")
-        os.chmod(self.tools, 0o755)
-        self.env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.data, "config"))
-        self.log = open(os.path.join(self.data, "up.log"), "ab")
-        self.proc = subprocess.Popen(
-            [RM, "up", "--data", self.data, "--port", "0", "--sandbox-root", os.path.join(self.data, "sandboxes")],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tools, env=self.env)
-        info = os.path.join(self.data, "server.json")
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise SystemExit("ringmaster up exited:\n" + self.tail())
-            return os.path.exists(info) and " ready " in self.rmc("nodes", check=False)
-
-        wait_for("ringmaster up to have a ready node", ready, timeout=60)
-        with open(info) as f:
-            meta = json.load(f)
-        self.url = meta["url"].rstrip("/")
+        super().__init__("rm-browser")
         self.api_url = self.url  # the REST API the tests set up jobs through
-        self.ssl = ssl.create_default_context(cafile=meta["ca"]) if meta.get("ca") else None
         self.tokens = {}
-
-    def tail(self, n=40):
-        with open(os.path.join(self.data, "up.log"), errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-
-    def rmc(self, *args, stdin=None, check=True):
-        r = subprocess.run([RM, "--data", self.data, *args], input=stdin, capture_output=True, text=True,
-                           cwd=self.tools, env=self.env, timeout=300)
-        if check and r.returncode != 0:
-            raise AssertionError(f"ringmaster {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout
 
     def add_user(self, name):
         self.rmc("users", "create", name, "--password-stdin", stdin=PASSWORDS[name] + "\n")
@@ -103,27 +71,6 @@ class Server:
 
     def job(self, user, job_id):
         return self.api(user, "GET", f"/api/v1/jobs/{job_id}")[1]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for pattern, group in (("tasks/*/task.pid", True), ("tasks/*/shim.pid", False)):
-            for f in glob.glob(os.path.join(self.data, "agent", pattern)):
-                try:
-                    pid = int(open(f).read().strip())
-                    os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
-                except (ValueError, OSError):
-                    pass
-        self.log.close()
-
-    def remove(self):
-        shutil.rmtree(self.data, ignore_errors=True)
-        shutil.rmtree(self.tools, ignore_errors=True)
 
 
 def start_chromium(profile, downloads):

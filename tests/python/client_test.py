@@ -7,16 +7,10 @@ progress, metrics, usage, and the typed errors carrying the server's message.
 Needs RINGMASTER_BIN (the binary) and the client on PYTHONPATH (CTest sets both).
 """
 
-import glob
 import hashlib
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
@@ -24,7 +18,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import ringmaster  # noqa: E402
 
-RM = os.environ.get("RINGMASTER_BIN", "ringmaster")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from live_up import LiveUp  # noqa: E402
 
 # Prints three lines and writes a metrics record after each, as ringmaster-train does.
 LINES_JOB = {
@@ -43,46 +38,24 @@ resources:
 
 
 def rmc(*args, token=None):
-    env = dict(os.environ)
-    env.pop("RINGMASTER_TOKEN", None)
-    if token:
-        env["RINGMASTER_TOKEN"] = token
-    return subprocess.run([RM, "--data", Live.data, *args], env=env, check=True, capture_output=True,
-                          text=True, timeout=30).stdout.strip()
+    return Live.up.rmc(*args, token=token).strip()
 
 
 class Live:
     """The server and agent of this test, and its two users' clients."""
-    data = tools = proc = url = None
+    up = data = tools = url = None
 
 
 def setUpModule():
-    # Tasks run as unprivileged uids: they need a world-readable working dir.
-    Live.tools = tempfile.mkdtemp(prefix="rm-pyclient-tools.")
-    os.chmod(Live.tools, 0o755)
-    os.chdir(Live.tools)
-    Live.data = tempfile.mkdtemp(prefix="rm-pyclient.")
-    os.environ["XDG_CONFIG_HOME"] = os.path.join(Live.data, "config")  # never the user's own logins
     for k in ("RINGMASTER_SERVER", "RINGMASTER_TOKEN", "RINGMASTER_CA", "RINGMASTER_DATA"):
         os.environ.pop(k, None)
-    with open(os.path.join(Live.data, "up.log"), "ab") as log:
-        Live.proc = subprocess.Popen([RM, "up", "--data", Live.data, "--port", "0", "--sandbox-root",
-                                      os.path.join(Live.data, "sandboxes")], stdout=log, stderr=log)
-    deadline = time.monotonic() + 20
-    while True:
-        if Live.proc.poll() is not None:
-            raise RuntimeError("ringmaster up exited: " + open(os.path.join(Live.data, "up.log")).read())
-        try:
-            admin = ringmaster.Client(data=Live.data, timeout=5)
-            if any(n["state"] == "ready" for n in admin.nodes()):
-                break
-        except ringmaster.RingmasterError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("ringmaster up did not get ready in 20s")
-        time.sleep(0.1)
-    Live.url = admin.server
-    Live.admin = admin
+    Live.up = LiveUp("rm-pyclient", ready_timeout=20)
+    Live.data, Live.tools = Live.up.data, Live.up.tools
+    # Tasks run as unprivileged uids: they need a world-readable working dir.
+    os.chdir(Live.tools)
+    os.environ["XDG_CONFIG_HOME"] = Live.up.env["XDG_CONFIG_HOME"]  # never the user's own logins
+    Live.admin = ringmaster.Client(data=Live.data, timeout=5)
+    Live.url = Live.admin.server
     rmc("users", "create", "alice")
     rmc("users", "create", "bob")
     Live.alice_token = rmc("tokens", "create", "--user", "alice")
@@ -92,27 +65,10 @@ def setUpModule():
 
 
 def tearDownModule():
-    if Live.proc and Live.proc.poll() is None:
-        Live.proc.send_signal(signal.SIGTERM)
-        try:
-            Live.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            Live.proc.kill()
-            Live.proc.wait()
-    # Whatever task is left (the agent normally stops them): by the pids the shims recorded.
-    for name, group in (("task.pid", True), ("shim.pid", False)):
-        for f in glob.glob(os.path.join(Live.data or "/nonexistent", "agent", "tasks", "*", name)):
-            try:
-                pid = int(open(f).read())
-                os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
-    os.chdir("/")
-    if os.environ.get("KEEP_E2E_DATA"):
-        print("kept", Live.data, file=sys.stderr)
-    else:
-        shutil.rmtree(Live.data, ignore_errors=True)
-        shutil.rmtree(Live.tools, ignore_errors=True)
+    if Live.up:
+        Live.up.stop()
+        os.chdir("/")
+        Live.up.remove()
 
 
 class JobsTest(unittest.TestCase):
