@@ -5,7 +5,8 @@ Given a server, alice's token and her running notebook job: signs in (a
 session cookie from POST /api/v1/session, sent from a page of the server's
 origin), opens /jobs/ID/lab/, makes a new Python 3 notebook, runs
 `import torch; print(torch.arange(3) * 2)` and reads `tensor([0, 2, 4])`
-from the cell's output. Screenshots on failure go to --out.
+from the cell's output. Before signing in the notebook is 401; signed in as
+another user (--other-token) it is 404. Screenshots on failure go to --out.
 Exit 0: passed; 1: failed; 77: skipped (the server has no sessions).
 """
 import argparse
@@ -43,10 +44,16 @@ def fetch(driver, method, path, body=None, headers=None):
         method, path, body, headers or {})
 
 
+def sign_in(driver, token):
+    """A session for `token`'s user: the cookie replaces any session before it."""
+    return fetch(driver, "POST", "/api/v1/session", json.dumps({"token": token}), {"Content-Type": "application/json"})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
     ap.add_argument("--token", required=True)
+    ap.add_argument("--other-token", required=True, help="another user's token: the notebook is 404 to them")
     ap.add_argument("--job", required=True, type=int)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -61,11 +68,17 @@ def main():
     lab = f"/jobs/{args.job}/lab"
     try:
         driver.get(args.server + "/healthz")  # a page of the origin, for fetch()
-        status, text = fetch(driver, "POST", "/api/v1/session", json.dumps({"token": args.token}),
-                             {"Content-Type": "application/json"})
+        status, text = fetch(driver, "GET", lab + "/tree")
+        assert status == 401, f"the notebook without a session: {status} {text[:300]}"
+        status, text = sign_in(driver, args.other_token)
         if status == 404:
             print("SKIP: this server has no browser sessions (POST /api/v1/session is 404)")
             return SKIP
+        assert status == 201, f"POST /api/v1/session: {status} {text[:300]}"
+        status, text = fetch(driver, "GET", lab + "/tree")
+        assert status == 404, f"the notebook in another user's session: {status} {text[:300]}"
+        print("ok: the notebook is 401 without a session and 404 in another user's")
+        status, text = sign_in(driver, args.token)
         assert status == 201, f"POST /api/v1/session: {status} {text[:300]}"
 
         # A new notebook, through Jupyter's own contents API (its _xsrf cookie as the header).

@@ -102,7 +102,7 @@ pass "the notebook's socket is alice's task user's alone: bob's task cannot conn
 BROWSER_RC=0
 if [ "${BROWSER:-0}" = 1 ]; then
   SHOTS=$(mktemp -d /tmp/rm-lab-browser.XXXXXX)
-  /usr/bin/python3 "$REPO/tests/browser/lab_browser_test.py" --server "$URL" --token "$ALICE" --job "$ID" \
+  /usr/bin/python3 "$REPO/tests/browser/lab_browser_test.py" --server "$URL" --token "$ALICE" --other-token "$BOB" --job "$ID" \
     --out "$SHOTS" || BROWSER_RC=$?
   [ "$BROWSER_RC" = 0 ] || [ "$BROWSER_RC" = 77 ] || fail "the browser test failed (screenshots in $SHOTS)"
   [ "$BROWSER_RC" = 77 ] || pass "Chromium ran a cell in the notebook through the proxy"
