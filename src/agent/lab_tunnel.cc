@@ -221,12 +221,28 @@ void LabTunnel::AcceptLoop() {
         Admit(std::move(g));
         continue;
       }
-      int& from_peer = per_peer[g.peer];
-      if (static_cast<int>(waiting.size()) >= limits_.max_greeting || from_peer >= limits_.max_greeting_per_peer) {
-        if (from_peer == 0) per_peer.erase(g.peer);
-        continue;  // closed at once: slots are for connections that speak
+      // Full: the newcomer takes the slot of the oldest silent connection of
+      // its own address if that one has its share, else of the address that
+      // holds the most. A greeting that is a moment late (a loaded machine)
+      // then still gets its second; flooding silent connections evicts the
+      // flooder's own first, and the others only after a full turn.
+      std::string evict;
+      if (per_peer[g.peer] >= limits_.max_greeting_per_peer) {
+        evict = g.peer;
+      } else if (static_cast<int>(waiting.size()) >= limits_.max_greeting) {
+        int most = 0;
+        for (const auto& [peer, n] : per_peer) {
+          if (n > most) most = n, evict = peer;
+        }
       }
-      ++from_peer;
+      if (!evict.empty()) {
+        auto oldest = std::find_if(waiting.begin(), waiting.end(), [&](const Greeting& w) { return w.peer == evict; });
+        if (oldest != waiting.end()) {
+          waiting.erase(oldest);  // closed
+          if (--per_peer[evict] <= 0) per_peer.erase(evict);
+        }
+      }
+      ++per_peer[g.peer];
       waiting.push_back(std::move(g));
     }
   }
