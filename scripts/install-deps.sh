@@ -51,6 +51,9 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # the dashboard's browser suite (tests/browser/): headless Chromium driven by Selenium
   chromium chromium-driver python3-selenium
+  # the PostgreSQL metadata store (libpq) and the PostgreSQL 15 its tests,
+  # benchmarks and standby servers run against (tests/fixtures/postgres.sh)
+  libpq-dev postgresql-15 postgresql-client-15
   # notebooks for `kind: dev` (Jupyter Notebook with terminals)
   jupyter-notebook python3-terminado
 )

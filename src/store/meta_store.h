@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "store/leadership.h"
+#include "store/table_copy.h"
 
 namespace ringmaster::store {
 
@@ -104,6 +106,10 @@ struct Job {
   int64_t not_before_ms = 0;  // a restarting job waits out its backoff until then
   int resize_to = 0;          // an elastic job being stopped to restart at this size (0: none)
   double service_s = 0;       // device-seconds its ended runs held (LAS's attained service)
+  // The client's key for this submit ("" = none): a submit retried with the
+  // same key (after a lost answer, a failover) finds the job it made instead
+  // of making a second. Unique per user; set at creation, never changed.
+  std::string submit_key;
 };
 
 enum class Desired { kRun, kStop };
@@ -214,6 +220,12 @@ class MetaStore {
   // names what is damaged. Damaged rows are never served: a read of one is
   // DataLoss naming it, and lists leave it out.
   virtual std::vector<std::string> Damage() = 0;
+  // Leadership among servers sharing this store (store/leadership.h);
+  // nullptr where one server alone can use it.
+  virtual Leadership* leadership() { return nullptr; }
+  // Its tables as rows, for moving a site to another backend
+  // (store/table_copy.h); nullptr where it has none.
+  virtual TableCopy* tables() { return nullptr; }
 
   virtual StatusOr<int64_t> CreateUser(const User& user) = 0;
   virtual StatusOr<User> GetUser(int64_t id) = 0;
@@ -248,8 +260,11 @@ class MetaStore {
   virtual Status DeleteNode(int64_t id) = 0;
 
   // Creates the job and its `job.replicas` tasks (PENDING); returns the job id.
+  // AlreadyExists if the user has a job with the same non-empty submit_key.
   virtual StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) = 0;
   virtual StatusOr<Job> GetJob(int64_t id) = 0;
+  // The user's job made with `submit_key` (non-empty); NotFound if none.
+  virtual StatusOr<Job> GetJobBySubmitKey(int64_t user_id, const std::string& submit_key) = 0;
   // One page of the jobs `filter` selects, and how many it selects in all.
   virtual StatusOr<JobPage> ListJobs(const JobFilter& filter) = 0;
   // Jobs not in a terminal state, oldest first.

@@ -56,6 +56,47 @@ TEST_P(MetaStoreContract, AJobIsCreatedWithItsPendingTasks) {
   EXPECT_FALSE(store_->CreateJob(job, tmpl).ok());  // of no user
 }
 
+TEST_P(MetaStoreContract, ASubmitKeyMakesOneJobPerUser) {
+  const int64_t ada = MakeUser("ada");
+  const int64_t bob = MakeUser("bob");
+  Job job;
+  job.user_id = ada;
+  job.name = "once";
+  job.kind = "training";
+  job.submit_key = "k-1";
+  auto first = store_->CreateJob(job, Task{});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto again = store_->CreateJob(job, Task{});
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
+  auto found = store_->GetJobBySubmitKey(ada, "k-1");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->id, *first);
+  EXPECT_EQ(found->submit_key, "k-1");
+  EXPECT_EQ(store_->ListTasks(*first)->size(), 1u);
+  // Another user's key space is their own; jobs without a key never collide.
+  EXPECT_EQ(store_->GetJobBySubmitKey(bob, "k-1").status().code(), StatusCode::kNotFound);
+  job.user_id = bob;
+  ASSERT_TRUE(store_->CreateJob(job, Task{}).ok());
+  job.submit_key = "";
+  ASSERT_TRUE(store_->CreateJob(job, Task{}).ok());
+  ASSERT_TRUE(store_->CreateJob(job, Task{}).ok());
+  EXPECT_FALSE(store_->GetJobBySubmitKey(bob, "").ok());
+  // The key is set at creation: an update keeps it.
+  Job changed = *found;
+  changed.submit_key = "other";
+  changed.reason = "updated";
+  ASSERT_TRUE(store_->UpdateJob(changed).ok());
+  EXPECT_EQ(store_->GetJob(*first)->submit_key, "k-1");
+  EXPECT_EQ(store_->GetJobBySubmitKey(ada, "k-1")->reason, "updated");
+  // A deleted job's key is free again (its id is not).
+  ASSERT_TRUE(store_->DeleteJob(*first).ok());
+  job.user_id = ada;
+  job.submit_key = "k-1";
+  auto reborn = store_->CreateJob(job, Task{});
+  ASSERT_TRUE(reborn.ok());
+  EXPECT_GT(*reborn, *first);
+}
+
 TEST_P(MetaStoreContract, UpdateJobKeepsEveryField) {
   const int64_t uid = MakeUser("ada");
   Job j = *store_->GetJob(MakeJob(uid));

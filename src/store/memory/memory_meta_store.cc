@@ -229,6 +229,9 @@ class MemoryMetaStore final : public MetaStore {
   StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {
     Lock l(mu_);
     if (!data_.users.count(j.user_id)) return Constraint("insert job", "FOREIGN KEY");
+    if (!j.submit_key.empty() && GetJobBySubmitKey(j.user_id, j.submit_key).ok()) {
+      return AlreadyExists("a job with this submit key exists");
+    }
     Write();
     const int64_t id = Insert(data_.jobs, data_.last_job, j);
     mu_.TouchJob(id);
@@ -238,6 +241,14 @@ class MemoryMetaStore final : public MetaStore {
   StatusOr<Job> GetJob(int64_t id) override {
     Lock l(mu_);
     return Find(data_.jobs, id, "job");
+  }
+  StatusOr<Job> GetJobBySubmitKey(int64_t user_id, const std::string& key) override {
+    if (key.empty()) return InvalidArgument("an empty submit key names no job");
+    Lock l(mu_);
+    for (const auto& [id, j] : data_.jobs) {
+      if (j.user_id == user_id && j.submit_key == key) return j;
+    }
+    return NotFound("job of submit key not found");
   }
   StatusOr<JobPage> ListJobs(const JobFilter& f) override {
     Lock l(mu_);
@@ -271,7 +282,9 @@ class MemoryMetaStore final : public MetaStore {
     if (it == data_.jobs.end()) return NotFound("job " + std::to_string(j.id) + " not found");
     if (!data_.users.count(j.user_id)) return Constraint("job " + std::to_string(j.id), "FOREIGN KEY");
     Write();
+    const std::string key = it->second.submit_key;  // set at creation only
     it->second = j;
+    it->second.submit_key = key;
     return Status::Ok();
   }
   Status DeleteJob(int64_t id) override {

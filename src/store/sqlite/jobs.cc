@@ -12,9 +12,14 @@ StatusOr<int64_t> SqliteMetaStore::CreateJob(const Job& j, const Task& tmpl) {
     Stmt s(cache_,
            "INSERT INTO jobs(user_id, name, kind, state, reason, spec_json, priority, replicas, "
            "max_restarts, restarts, stop_state, stop_reason, created_ms, updated_ms, started_ms, "
-           "finished_ms, not_before_ms, resize_to, service_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "finished_ms, not_before_ms, resize_to, service_s, submit_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     BindJob(s, j);
-    RM_RETURN_IF_ERROR(Check(s.Step(), "insert job"));
+    s.Bind(j.submit_key);
+    const int rc = s.Step();
+    if (rc == SQLITE_CONSTRAINT && !j.submit_key.empty() && GetJobBySubmitKey(j.user_id, j.submit_key).ok()) {
+      return AlreadyExists("a job with this submit key exists");
+    }
+    RM_RETURN_IF_ERROR(Check(rc, "insert job"));
     id = sqlite3_last_insert_rowid(db_);
     mu_.TouchJob(id);  // an id never reused: for a view cached while it was "not found"
     return InsertTasks(id, 0, j.replicas, tmpl);
@@ -26,6 +31,12 @@ StatusOr<int64_t> SqliteMetaStore::CreateJob(const Job& j, const Task& tmpl) {
 StatusOr<Job> SqliteMetaStore::GetJob(int64_t id) {
   return One<Job>(std::string("SELECT ") + kJobCols + " FROM jobs WHERE id=?", ReadJob,
                   "job " + std::to_string(id), id);
+}
+
+StatusOr<Job> SqliteMetaStore::GetJobBySubmitKey(int64_t user_id, const std::string& key) {
+  if (key.empty()) return InvalidArgument("an empty submit key names no job");
+  return One<Job>(std::string("SELECT ") + kJobCols + " FROM jobs WHERE user_id=? AND submit_key=?", ReadJob,
+                  "job of submit key", user_id, key);
 }
 
 // Dynamic SQL, bounded: one statement per combination of the filter's

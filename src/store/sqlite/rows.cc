@@ -97,6 +97,7 @@ Job ReadJob(const Stmt& s) {
   j.not_before_ms = s.Int(17);
   j.resize_to = static_cast<int>(s.Int(18));
   j.service_s = s.Real(19);
+  j.submit_key = s.Text(20);
   return j;
 }
 

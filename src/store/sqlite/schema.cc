@@ -283,6 +283,11 @@ ALTER TABLE tokens ADD COLUMN session INTEGER NOT NULL DEFAULT 0;
     R"sql(
 CREATE INDEX jobs_by_user_state ON jobs(user_id, state, id);
 )sql",
+    // 14: submits retried with the client's key find the job they made.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN submit_key TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX jobs_by_submit_key ON jobs(user_id, submit_key) WHERE submit_key <> '';
+)sql",
 };
 
 }  // namespace

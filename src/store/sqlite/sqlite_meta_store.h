@@ -74,6 +74,7 @@ class SqliteMetaStore final : public MetaStore {
   // jobs.cc: jobs, tasks, events and the audit log.
   StatusOr<int64_t> CreateJob(const Job& job, const Task& task_template) override;
   StatusOr<Job> GetJob(int64_t id) override;
+  StatusOr<Job> GetJobBySubmitKey(int64_t user_id, const std::string& submit_key) override;
   StatusOr<JobPage> ListJobs(const JobFilter& filter) override;
   StatusOr<std::vector<Job>> ListActiveJobs() override;
   StatusOr<int64_t> CountJobs(int64_t user_id, State state) override;
