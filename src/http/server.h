@@ -215,6 +215,10 @@ struct ServerOptions {
   // thread that answers, before the answer is sent. A failure replaces the
   // answer with a 503 naming it (507 when the disk is full).
   std::function<std::function<Status()>()> before_respond;
+  // Runs on the I/O thread before routing, with the request's head: an answer
+  // here is the request's answer (no route, no authentication). Never blocks.
+  // E.g. a standby server sending everything but its health check to the leader.
+  std::function<std::optional<Response>(const Request& head)> gate;
 };
 
 // The route table: pure, no sockets. A pattern is a path whose segments are

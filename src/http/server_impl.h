@@ -184,6 +184,9 @@ struct Server::Impl {
 
   // Routing for a request whose head is complete: the route, or the error response.
   std::optional<Response> Route(Request& req, const Router::Route** route) {
+    if (opt.gate) {
+      if (auto answer = opt.gate(req)) return answer;
+    }
     std::string allow;
     auto found = router.Find(req.method, req.path, &req.matches, &allow);
     if (found.ok()) {

@@ -123,6 +123,9 @@ struct Api {
   // Called after a job's checkpoints/latest is written (the server prunes
   // the job's old checkpoints from it, in the background).
   std::function<void(int64_t job_id)> on_checkpoint;
+  // This server's part among servers sharing the store, for /healthz:
+  // {"role": "leader"|"standby"|"stepped-down", "leader": URL or "", "epoch": N}.
+  std::function<nlohmann::json()> role;
   JobViews job_views;
   JobEnds job_ends;
   FollowerCount followers;        // log streams

@@ -1,4 +1,5 @@
 // Jobs: submit, list (filtered, paged, with queue positions), show, timeline, cancel, delete.
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 
@@ -166,6 +167,20 @@ void AuditIfAdminAction(Api& api, const http::Request& req, const Caller& c, con
   }
 }
 
+// The Idempotency-Key header of a submit: "" when absent. A client that may
+// retry (its server failed over, its answer was lost) sends one per submit.
+StatusOr<std::string> SubmitKey(const http::Request& req) {
+  std::string key = req.Header("idempotency-key");
+  bool ok = key.size() <= 128;
+  for (char ch : key) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_');
+  const bool given = std::any_of(req.headers.begin(), req.headers.end(),
+                                 [](const auto& h) { return h.first == "idempotency-key"; });
+  if (!ok || (given && key.empty())) {
+    return InvalidArgument("Idempotency-Key: expected 1 to 128 characters of A-Z a-z 0-9 - _ (one per submit)");
+  }
+  return key;
+}
+
 }  // namespace
 
 void AddJobRoutes(Api& api) {
@@ -178,8 +193,10 @@ void AddJobRoutes(Api& api) {
     RM_ASSIGN_OR_RETURN(protocol::JobSpec spec, protocol::ParseJobSpec(req.body));
     RM_RETURN_IF_ERROR(CheckJobInputs(api, c, spec));
     RM_RETURN_IF_ERROR(ResolveJobImage(api, c, &spec));
-    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->Submit(c.user, spec));
-    return Reply{201, {{"id", id}}};
+    RM_ASSIGN_OR_RETURN(std::string key, SubmitKey(req));
+    bool existed = false;
+    RM_ASSIGN_OR_RETURN(int64_t id, api.jobs->Submit(c.user, spec, key, &existed));
+    return Reply{existed ? 200 : 201, {{"id", id}}};
   }));
 
   api.http->Route("GET", "/api/v1/jobs", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {

@@ -22,15 +22,19 @@ void AddHealthRoute(Api& api) {
   api.http->Route("GET", "/healthz", health, [&api](http::Request&, http::Responder respond) {
     http::Response r;
     std::vector<std::string> damage = api.store->Damage();
+    nlohmann::json body;
     if (damage.empty()) {
-      r.body = R"({"status":"ok"})";
+      body = {{"status", "ok"}, {"ok", true}};
     } else {
       r.status = 503;
-      r.body = nlohmann::json{{"status", "damaged"},
-                              {"damaged", damage.size()},
-                              {"details", "GET /api/v1/damage (admins) and the server's log"}}
-                   .dump();
+      body = {{"status", "damaged"},
+              {"ok", false},
+              {"damaged", damage.size()},
+              {"details", "GET /api/v1/damage (admins) and the server's log"}};
     }
+    // A standby is healthy: it is ready to take over.
+    if (api.role) body.update(api.role());
+    r.body = body.dump();
     respond(std::move(r));
   });
 }

@@ -185,7 +185,21 @@ void JobService::Unwatch(uint64_t watch_id) {
 // Not under mu_: a submit is one insert (the store has its own lock), and
 // waits for no scheduling pass. The pending limit may be passed by the few
 // submits that race it.
-StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec) {
+StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec, const std::string& submit_key,
+                                     bool* existed) {
+  if (existed) *existed = false;
+  // A retry (the answer to the first try was lost, or its server failed
+  // over) finds the first try's job before any limit is counted.
+  auto earlier = [&]() -> StatusOr<int64_t> {
+    auto j = store_->GetJobBySubmitKey(user.id, submit_key);
+    if (!j.ok()) return j.status();
+    if (existed) *existed = true;
+    return j->id;
+  };
+  if (!submit_key.empty()) {
+    auto id = earlier();
+    if (id.ok() || id.status().code() != StatusCode::kNotFound) return id;
+  }
   if (options_.max_pending_jobs_per_user > 0) {
     RM_ASSIGN_OR_RETURN(int64_t pending, store_->CountJobs(user.id, State::kPending));
     if (pending >= options_.max_pending_jobs_per_user) {
@@ -206,12 +220,16 @@ StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spe
   job.replicas = spec.replicas;
   job.max_restarts = spec.max_restarts;
   job.created_ms = job.updated_ms = now;
+  job.submit_key = submit_key;
   const Task tmpl = PendingTask(spec, "waiting for the scheduler", now);
   int64_t id = 0;
-  RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+  Status made = store_->InTransaction([&]() -> Status {
     RM_ASSIGN_OR_RETURN(id, store_->CreateJob(job, tmpl));
     return store_->AddEvent({0, id, 0, -1, now, "", "PENDING", "submitted by " + user.name});
-  }));
+  });
+  // Two tries with one key at once: the second finds the first's job.
+  if (made.code() == StatusCode::kAlreadyExists && !submit_key.empty()) return earlier();
+  RM_RETURN_IF_ERROR(made);
   spdlog::info("job {} ({}) submitted by {}: {} x {}", id, spec.name, user.name, spec.replicas, spec.kind);
   Wake();
   return id;

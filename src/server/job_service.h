@@ -135,7 +135,10 @@ class JobService {
   void NoteCheckpoint(int64_t job_id, int64_t ms);
   void Stop();
 
-  StatusOr<int64_t> Submit(const store::User& user, const protocol::JobSpec& spec);
+  // A non-empty `submit_key` makes the submit idempotent per user: a retry
+  // with the same key returns the job the first one made, and sets *existed.
+  StatusOr<int64_t> Submit(const store::User& user, const protocol::JobSpec& spec, const std::string& submit_key = "",
+                           bool* existed = nullptr);
   Status Cancel(int64_t job_id, const std::string& by);
 
   // `held`: the tasks (id, attempt) the agent runs or holds. A task it

@@ -86,13 +86,18 @@ Status Server::Bootstrap() {
   }
   for (const char* sub : {"/logs", "/metrics"}) RM_RETURN_IF_ERROR(Dir(options_.data_dir + sub, 0700));
   const std::string meta_url = options_.meta_url.empty() ? "sqlite:" + options_.data_dir + "/meta.db" : options_.meta_url;
-  RM_ASSIGN_OR_RETURN(store_, store::OpenMetaStore(meta_url));
+  if (options_.meta) {
+    store_ = options_.meta;
+  } else {
+    RM_ASSIGN_OR_RETURN(store_, store::OpenMetaStore(meta_url));
+  }
   logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes);
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
   if (options_.files) {
     files_ = options_.files;
   } else {
     const std::string url = options_.files_url.empty() ? "local:" + options_.data_dir + "/blobs" : options_.files_url;
+    RM_RETURN_IF_ERROR(CheckFilesShared(url));
     auto files = files::OpenBlobStore(url);
     if (!files.ok()) return files.status().Annotate("--files");
     files_ = std::move(*files);
@@ -103,18 +108,16 @@ Status Server::Bootstrap() {
                   meta_url, damage.size());
   }
   spdlog::info("users' files: {}", files_->Describe());
-  RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
-  if (users == 0) {
-    const int64_t now = clock_->NowMs();
-    std::string token = NewApiToken();
-    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
-      RM_ASSIGN_OR_RETURN(int64_t uid, store_->CreateUser({0, "admin", Role::kAdmin, "", now}));
-      return store_->CreateToken({0, uid, "bootstrap", Sha256Hex(token), now, "admin", ""}).status();
-    }));
-    RM_RETURN_IF_ERROR(WriteFileAtomic(admin_token_path(), token + "\n", 0600));
-    spdlog::info("created user admin; its token is in {}", admin_token_path());
-  }
   return Status::Ok();
+}
+
+Status Server::CheckFilesShared(const std::string& files_url) const {
+  if (store_->leadership() == nullptr || files_url.rfind("local:", 0) != 0) return Status::Ok();
+  return FailedPrecondition(fmt::format(
+      "--files {}: this store is shared by servers that take over from each other, and a server that takes over "
+      "cannot read files kept on another machine's disk; give every server the same shared files service, "
+      "--files s3://BUCKET?endpoint=URL (docs/files.md, docs/failover.md)",
+      files_url));
 }
 
 Status Server::SetUpTls(http::ServerOptions* h) {
@@ -137,27 +140,6 @@ Status Server::SetUpTls(http::ServerOptions* h) {
 Status Server::Start() {
   RM_RETURN_IF_ERROR(Bootstrap());
   options_.jobs.files = files_.get();
-  monitor_ = std::make_unique<monitor::Monitor>(options_.monitor);
-  if (Status st = monitor_->series().Load(MonitorPath()); !st.ok()) {
-    // History only: the server starts without it and says so.
-    spdlog::warn("monitor: {}", st.message());
-  }
-  // Series of tasks deleted since it was saved go (ids are not reused, so
-  // this only frees memory).
-  std::set<int64_t> gone;
-  for (const std::string& key : monitor_->series().Keys("task/")) {
-    const int64_t id = std::atoll(key.c_str() + 5);
-    if (gone.count(id)) continue;
-    auto t = store_->GetTask(id);
-    if (!t.ok() && t.status().code() == StatusCode::kNotFound) gone.insert(id);
-  }
-  for (int64_t id : gone) monitor_->series().Erase(fmt::format("task/{}/", id));
-  options_.jobs.monitor = monitor_.get();
-  options_.jobs.on_job_ended = [this](int64_t job_id) {
-    if (archiver_) archiver_->Enqueue(job_id);
-    if (api_) api_->job_ends.Fire(job_id);  // GET /api/v1/jobs/{id}?wait=S
-  };
-  jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
   // Registry logins are sealed with a key outside the database; sessions'
   // CSRF tokens are MACs under a key derived from it, so they need no
   // storage and outlive a restart.
@@ -187,13 +169,21 @@ Status Server::Start() {
   // Group commit (store/meta_store.h): no answer leaves before the writes
   // its handler made are on disk. A handler during which nothing committed
   // waits for nothing; otherwise the latest commit's ticket covers its own.
-  h.before_respond = [store = store_.get()]() -> std::function<Status()> {
+  // A leader that stepped down while the handler ran answers 503, never a
+  // success: its writes may have been refused by the fence.
+  h.before_respond = [this, store = store_.get()]() -> std::function<Status()> {
     const uint64_t at_start = store->CommitTicket();
-    return [store, at_start] {
+    Election* e = election_ptr_.load();
+    const bool leading = e && e->View().role == ServerRole::kLeader;
+    return [e, store, at_start, leading] {
+      if (leading && e->View().role == ServerRole::kSteppedDown) {
+        return Unavailable("this server stepped down as leader while answering; retry on the leader");
+      }
       const uint64_t now = store->CommitTicket();
       return now == at_start ? Status::Ok() : store->AwaitDurable(now);
     };
   };
+  if (store_->leadership()) h.gate = [this](const http::Request& head) { return Gate(head); };
   http_ = std::make_unique<http::Server>(h);
   http_->SetAuthenticator([this](const http::Request& head, const http::RouteOptions& route) {
     return auth_->Authenticate(head, route);
@@ -201,12 +191,10 @@ Status Server::Start() {
 
   api_ = std::make_unique<Api>();
   api_->store = store_.get();
-  api_->monitor = monitor_.get();
-  api_->jobs = jobs_.get();
-  api_->logs = logs_.get();
-  api_->metrics = metrics_.get();
   api_->files = files_.get();
   api_->auth = auth_.get();
+  api_->logs = logs_.get();
+  api_->metrics = metrics_.get();
   // Notebook tunnels' node keys come from the secrets key too: they survive restarts.
   lab_ = std::make_unique<LabTunnels>(box->DeriveKey("lab-tunnel"));
   api_->lab = lab_.get();
@@ -215,15 +203,83 @@ Status Server::Start() {
   api_->http = http_.get();
   api_->clock = clock_;
   api_->limits = options_.limits;
-
+  api_->role = [this] { return RoleJson(); };
+  // The services a leader runs (monitor, jobs) are set before the first
+  // request reaches a route: at once without a shared store, at takeover with one.
   AddAllRoutes(*api_);
 
+  if (!store_->leadership()) {
+    if (!options_.listen) return Lead();
+    RM_RETURN_IF_ERROR(http_->Start());
+    port_ = http_->port();
+    return Lead();
+  }
+  if (!options_.listen) return InvalidArgument("a server on a shared store must listen (it takes part in an election)");
+  RM_RETURN_IF_ERROR(http_->Start());
+  port_ = http_->port();
+  ElectionOptions e = options_.election;
+  if (e.id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    e.id = fmt::format("{}:{}:{}", host, getpid(), RandomHex(4));
+  }
+  if (e.url.empty()) e.url = url();
+  election_ = std::make_unique<Election>(
+      store_->leadership(), clock_, e, [this](int64_t) { return Lead(); },
+      [this](const std::string& why) {
+        if (options_.on_stepped_down) options_.on_stepped_down(why);
+      });
+  store_->leadership()->OnFenced([this](int64_t seen) {
+    election_->Lose(fmt::format("a write was refused: the lease's epoch moved to {}", seen));
+  });
+  spdlog::info("ringmaster server {} on {}: standing by until it holds the lease (data in {})", e.id, url(),
+               options_.data_dir);
+  election_ptr_ = election_.get();
+  election_->Start();
+  return Status::Ok();
+}
+
+Status Server::Lead() {
+  RM_ASSIGN_OR_RETURN(int64_t users, store_->CountUsers());
+  if (users == 0) {
+    const int64_t now = clock_->NowMs();
+    std::string token = NewApiToken();
+    RM_RETURN_IF_ERROR(store_->InTransaction([&]() -> Status {
+      RM_ASSIGN_OR_RETURN(int64_t uid, store_->CreateUser({0, "admin", Role::kAdmin, "", now}));
+      return store_->CreateToken({0, uid, "bootstrap", Sha256Hex(token), now, "admin", ""}).status();
+    }));
+    RM_RETURN_IF_ERROR(WriteFileAtomic(admin_token_path(), token + "\n", 0600));
+    spdlog::info("created user admin; its token is in {}", admin_token_path());
+  }
+  monitor_ = std::make_unique<monitor::Monitor>(options_.monitor);
+  if (Status st = monitor_->series().Load(MonitorPath()); !st.ok()) {
+    // History only: the server starts without it and says so.
+    spdlog::warn("monitor: {}", st.message());
+  }
+  // Series of tasks deleted since it was saved go (ids are not reused, so
+  // this only frees memory).
+  std::set<int64_t> gone;
+  for (const std::string& key : monitor_->series().Keys("task/")) {
+    const int64_t id = std::atoll(key.c_str() + 5);
+    if (gone.count(id)) continue;
+    auto t = store_->GetTask(id);
+    if (!t.ok() && t.status().code() == StatusCode::kNotFound) gone.insert(id);
+  }
+  for (int64_t id : gone) monitor_->series().Erase(fmt::format("task/{}/", id));
+  options_.jobs.monitor = monitor_.get();
+  options_.jobs.on_job_ended = [this](int64_t job_id) {
+    if (archiver_) archiver_->Enqueue(job_id);
+    if (api_) api_->job_ends.Fire(job_id);  // GET /api/v1/jobs/{id}?wait=S
+  };
+  // Made now, not at start: nodes' leases count from here, so a standby that
+  // takes over gives every agent a full lease to find it.
+  jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
+  api_->monitor = monitor_.get();
+  api_->jobs = jobs_.get();
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
   archiver_->Start();
   if (!options_.listen) return Status::Ok();
-  RM_RETURN_IF_ERROR(http_->Start());
-  port_ = http_->port();
   {
     std::string own = options_.registry_name;
     if (own.empty()) own = url().substr(url().find("://") + 3);
@@ -248,6 +304,35 @@ Status Server::Start() {
   return Status::Ok();
 }
 
+std::optional<http::Response> Server::Gate(const http::Request& head) const {
+  if (head.path == "/healthz") return std::nullopt;
+  Election* e = election_ptr_.load();
+  const ElectionView v = e ? e->View() : ElectionView{ServerRole::kStandby, "", 0};
+  if (v.role == ServerRole::kLeader) return std::nullopt;
+  http::Response r;
+  if (v.role == ServerRole::kStandby && !v.leader_url.empty()) {
+    r = http::ErrorResponse(307, "unavailable", "this server is a standby; the leader is " + v.leader_url);
+    r.headers.emplace_back("Location", v.leader_url + head.target);
+  } else {
+    r = http::ErrorResponse(503, "unavailable",
+                            v.role == ServerRole::kSteppedDown
+                                ? "this server stepped down as leader; it comes back as a standby"
+                                : "this server is a standby and no leader holds the lease yet");
+    r.headers.emplace_back("Retry-After", "1");
+  }
+  json body = json::parse(r.body);
+  body["leader"] = v.role == ServerRole::kStandby ? v.leader_url : "";
+  r.body = body.dump();
+  return r;
+}
+
+json Server::RoleJson() const {
+  Election* e = election_ptr_.load();
+  if (!store_->leadership()) return {{"role", "leader"}, {"leader", url()}, {"epoch", 0}};
+  const ElectionView v = e ? e->View() : ElectionView{ServerRole::kStandby, "", 0};
+  return {{"role", RoleName(v.role)}, {"leader", v.leader_url}, {"epoch", v.epoch}};
+}
+
 void Server::Stop() {
   if (jobs_) jobs_->Stop();  // ends long-polls: their answers go out before the connections close
   if (http_) http_->Stop();
@@ -261,6 +346,9 @@ void Server::Stop() {
     monitor_saver_.join();
     SaveMonitor();
   }
+  // After the last write: a standby takes over at once instead of waiting
+  // for the lease to run out.
+  if (election_) election_->Stop();
 }
 
 std::string Server::MonitorPath() const { return options_.data_dir + "/monitor.series"; }

@@ -6,10 +6,17 @@
 // of the right scope or a session cookie (server/auth.h); users see only their own
 // jobs. The data dir is private: the process runs with umask 077; only the
 // data dir itself is 0711, for agents that keep sandboxes in it (docs/security.md).
+// With a store that servers share (MetaStore::leadership()), it leads or
+// stands by (server/leader.h): a standby answers /healthz and sends every
+// other request to the leader (307), and starts the scheduler and the rest
+// only once it takes over.
 // Thread-safety: Start/Stop from one thread; requests run on the http pools.
 #pragma once
 
+#include <functional>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <mutex>
 #include <condition_variable>
@@ -25,6 +32,7 @@
 #include "monitor/monitor.h"
 #include "server/log_archiver.h"
 #include "server/log_store.h"
+#include "server/leader.h"
 #include "server/registries.h"
 #include "store/meta_store.h"
 
@@ -45,6 +53,14 @@ struct ServerOptions {
   // The metadata store (store::OpenMetaStore): "" = sqlite:<data>/meta.db;
   // "memory:" keeps nothing across a restart.
   std::string meta_url;
+  // Tests: this store instead of meta_url's (e.g. one that several servers share).
+  std::shared_ptr<store::MetaStore> meta;
+  // Among servers sharing the store: this server's id ("" = host:pid:random)
+  // and the URL clients are sent to ("" = url()), the lease's timing, and what
+  // to do once it has stepped down (it then answers 503 to all but /healthz;
+  // `ringmaster server` re-executes itself as a standby).
+  ElectionOptions election;
+  std::function<void(const std::string& why)> on_stepped_down;
   // Where users' files live (files::OpenBlobStore): "" = local:<data>/blobs;
   // "s3://BUCKET?endpoint=..." for S3 (docs/files.md).
   std::string files_url;
@@ -103,11 +119,20 @@ class Server {
 
  private:
   Status Bootstrap();
+  Status CheckFilesShared(const std::string& files_url) const;
   Status SetUpTls(http::ServerOptions* http);
+  // What a leader runs: the admin user, the JobService and its scheduler, the
+  // monitor's history and saver, the log archiver, the own registry.
+  Status Lead();
+  // The answer of a server that is not (or not yet) leading; nullopt = serve.
+  std::optional<http::Response> Gate(const http::Request& head) const;
+  nlohmann::json RoleJson() const;
 
   ServerOptions options_;  // Bootstrap fills in defaults (the file store root)
   Clock* const clock_;
-  std::unique_ptr<store::MetaStore> store_;
+  std::shared_ptr<store::MetaStore> store_;
+  std::unique_ptr<Election> election_;  // set when the store is shared
+  std::atomic<Election*> election_ptr_{nullptr};  // election_, for request threads (set after the port opens)
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;
   std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)

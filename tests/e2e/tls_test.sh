@@ -31,7 +31,7 @@ pass "submit, logs -f, cancel and logs through the CLI over HTTPS"
 # The same CLI given only --ca (as a remote user would), and curl with the CA.
 RINGMASTER_SERVER=$URL "$RM" --data /nonexistent --token "$(cat "$DATA/admin.token")" --ca "$DATA/tls/ca.crt" whoami |
   grep -q '^admin ' || fail "--ca did not let the CLI trust the server"
-[ "$(curl -s --cacert "$DATA/tls/ca.crt" "$URL/healthz")" = '{"status":"ok"}' ] || fail "curl --cacert"
+curl -s --cacert "$DATA/tls/ca.crt" "$URL/healthz" | grep -q '"status":"ok"' || fail "curl --cacert"
 
 # Plain HTTP to the TLS port: a clear message, from curl and from the CLI.
 PLAIN="http://${URL#https://}"
