@@ -1,6 +1,12 @@
 #include "common/strings.h"
 #include "client/api_client.h"
 
+#include <strings.h>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "common/crypto.h"
@@ -26,7 +32,7 @@ StatusCode CodeFromName(const std::string& name, int http_status) {
       {"DataLoss", StatusCode::kDataLoss},
   };
   for (const auto& [n, c] : kNames) {
-    if (name == n) return c;
+    if (strcasecmp(name.c_str(), n) == 0) return c;  // a standby's "unavailable" too
   }
   if (http_status == 401) return StatusCode::kUnauthenticated;
   if (http_status == 403) return StatusCode::kPermissionDenied;
@@ -56,6 +62,33 @@ StatusOr<nlohmann::json> ParseAnswer(const http::ClientResponse& r) {
   }
 }
 
+std::vector<std::string> SplitServerUrls(const std::string& urls) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= urls.size()) {
+    size_t comma = urls.find(',', start);
+    if (comma == std::string::npos) comma = urls.size();
+    std::string u = urls.substr(start, comma - start);
+    while (!u.empty() && (u.back() == '/' || u.back() == ' ')) u.pop_back();
+    while (!u.empty() && u.front() == ' ') u.erase(0, 1);
+    if (!u.empty()) out.push_back(u);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// "http://a:1/api/v1/jobs?x" -> "http://a:1".
+std::string OriginOf(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return "";
+  return url.substr(0, url.find('/', scheme + 3));
+}
+
+// A failure of the connection (not an answer) that another server may not have.
+bool Retryable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
 // The client's failures as the API client has always reported them: no
 // answer (a timeout included) is Unavailable, naming the server.
 Status Unreachable(const Status& s) {
@@ -65,25 +98,66 @@ Status Unreachable(const Status& s) {
 
 }  // namespace
 
-// One http::Client per ApiClient and its copies: Cancel() reaches every
-// call of any copy.
+// One http::Client per server of an ApiClient and its copies: Cancel()
+// reaches every call of any copy.
 struct ApiClient::InFlight {
-  InFlight(const std::string& url, const std::string& ca_file) {
-    auto target = http::ParseClientUrl(url);
-    if (!target.ok()) {
-      bad_url = target.status();
-      return;
+  InFlight(const std::string& urls, const std::string& ca) : ca_file(ca) {
+    for (std::string url : SplitServerUrls(urls)) {
+      auto c = MakeClient(url);
+      if (!c.ok()) {
+        bad_url = c.status();
+        return;
+      }
+      this->urls.push_back(url);
+      clients.push_back(std::move(*c));
     }
+    if (clients.empty()) bad_url = InvalidArgument("server: no URL given (expected https://HOST:PORT[,https://...])");
+  }
+  StatusOr<std::unique_ptr<http::Client>> MakeClient(const std::string& url) const {
+    auto target = http::ParseClientUrl(url);
+    if (!target.ok()) return target.status();
     target->ca_file = ca_file;
     http::ClientOptions o;
     o.connect_timeout = kConnectTimeout;
     o.io_timeout = std::chrono::seconds(30);
     o.peer = "the server at " + url;
     o.untrusted_hint = "pass --ca <its data dir>/tls/ca.crt (or set RINGMASTER_CA)";
-    client = std::make_unique<http::Client>(std::move(*target), std::move(o));
+    return std::make_unique<http::Client>(std::move(*target), std::move(o));
   }
+  // The client for a redirect's origin: one of ours, else one made for it.
+  // *index: its place in the list, or npos.
+  http::Client* ForOrigin(const std::string& origin, size_t* index) {
+    for (size_t i = 0; i < urls.size(); ++i) {
+      if (urls[i] == origin) {
+        *index = i;
+        return clients[i].get();
+      }
+    }
+    *index = std::string::npos;
+    std::lock_guard<std::mutex> l(mu);
+    auto it = others.find(origin);
+    if (it != others.end()) return it->second.get();
+    if (others.size() >= 16) return nullptr;  // a server that sends us everywhere
+    auto c = MakeClient(origin);
+    if (!c.ok()) return nullptr;
+    if (cancelled) (*c)->Cancel();
+    return others.emplace(origin, std::move(*c)).first->second.get();
+  }
+  void Cancel() {
+    cancelled = true;
+    for (auto& c : clients) c->Cancel();
+    std::lock_guard<std::mutex> l(mu);
+    for (auto& [origin, c] : others) c->Cancel();
+  }
+
+  const std::string ca_file;
   Status bad_url;
-  std::unique_ptr<http::Client> client;
+  std::vector<std::string> urls;
+  std::vector<std::unique_ptr<http::Client>> clients;
+  std::atomic<size_t> current{0};  // the server that answered last
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<http::Client>> others;  // GUARDED_BY(mu): redirect targets not in the list
 };
 
 namespace {
@@ -107,9 +181,7 @@ http::ClientRequest Request(std::string method, const std::string& path, const s
 
 }  // namespace
 
-void ApiClient::Cancel() const {
-  if (in_flight_->client) in_flight_->client->Cancel();
-}
+void ApiClient::Cancel() const { in_flight_->Cancel(); }
 
 ApiClient::ApiClient(std::string server_url, std::string token, std::string ca_file)
     : server_url_(std::move(server_url)), token_(std::move(token)), ca_file_(std::move(ca_file)) {
@@ -117,11 +189,64 @@ ApiClient::ApiClient(std::string server_url, std::string token, std::string ca_f
   in_flight_ = std::make_shared<InFlight>(server_url_, ca_file_);
 }
 
+std::string ApiClient::current_url() const {
+  if (in_flight_->urls.empty()) return server_url_;
+  return in_flight_->urls[in_flight_->current.load() % in_flight_->urls.size()];
+}
+
+namespace {
+
+// An answer's verdict: a standby's redirect, a server that cannot serve now, or the answer.
+ApiClient::Try Judge(int status, const std::function<std::string(const std::string&)>& header) {
+  if (status == 307 && !header("Location").empty()) return {ApiClient::Try::kFollow, header("Location")};
+  if (status == 503) return {ApiClient::Try::kNext, ""};
+  return {};
+}
+
+}  // namespace
+
+void ApiClient::Failover(std::chrono::milliseconds budget,
+                         const std::function<Try(http::Client& client)>& attempt) const {
+  InFlight& f = *in_flight_;
+  const size_t n = f.clients.size();
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  size_t i = f.current.load() % n;
+  for (size_t tries = 1;; ++tries) {
+    Try t = attempt(*f.clients[i]);
+    size_t answered = i;
+    if (t.what == Try::kFollow) {
+      // A standby names the leader: there, once, with the same request.
+      http::Client* leader = f.ForOrigin(OriginOf(t.location), &answered);
+      t = leader ? attempt(*leader) : Try{Try::kNext, ""};
+    }
+    if (t.what == Try::kDone) {
+      if (answered != std::string::npos) f.current = answered;
+      return;
+    }
+    if (n < 2 || f.cancelled || std::chrono::steady_clock::now() >= deadline) return;
+    i = (i + 1) % n;
+    if (tries % n == 0) {
+      // Every server refused: a failover is under way. Wait a little, not past the budget.
+      auto pause = std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(500),
+                                                                 deadline - std::chrono::steady_clock::now());
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
 StatusOr<nlohmann::json> ApiClient::Send(http::ClientRequest request, CallOptions opts) const {
   RM_RETURN_IF_ERROR(in_flight_->bad_url);
-  auto r = in_flight_->client->Do(request, Call(request.method + " " + request.target, opts.read_timeout));
-  if (!r.ok()) return Unreachable(r.status());
-  return ParseAnswer(*r);
+  StatusOr<nlohmann::json> result = Unavailable("no server tried");
+  Failover(opts.failover, [&](http::Client& c) -> Try {
+    auto r = c.Do(request, Call(request.method + " " + request.target, opts.read_timeout));
+    if (!r.ok()) {
+      result = Unreachable(r.status());
+      return {Retryable(r.status()) ? Try::kNext : Try::kDone, ""};
+    }
+    result = ParseAnswer(*r);
+    return Judge(r->status, [&](const std::string& name) { return r->Header(name); });
+  });
+  return result;
 }
 
 StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, CallOptions opts) const {
@@ -173,10 +298,22 @@ StatusOr<nlohmann::json> ApiClient::Upload(const std::string& path, uint64_t siz
     offset += static_cast<uint64_t>(got);
     return static_cast<size_t>(got);
   };
-  auto res = in_flight_->client->Do(r, Call("PUT " + path, opts.read_timeout));
-  if (!res.ok()) return Unreachable(res.status());
-  if (res->status < 300 && !res->send_error.ok()) return Unreachable(res->send_error);
-  return ParseAnswer(*res);
+  StatusOr<nlohmann::json> result = Unavailable("no server tried");
+  Failover(opts.failover, [&](http::Client& c) -> Try {
+    offset = 0;  // each try sends the whole body
+    auto res = c.Do(r, Call("PUT " + path, opts.read_timeout));
+    if (!res.ok()) {
+      result = Unreachable(res.status());
+      return {Retryable(res.status()) ? Try::kNext : Try::kDone, ""};
+    }
+    if (res->status < 300 && !res->send_error.ok()) {
+      result = Unreachable(res->send_error);
+      return {};
+    }
+    result = ParseAnswer(*res);
+    return Judge(res->status, [&](const std::string& name) { return res->Header(name); });
+  });
+  return result;
 }
 
 Status ApiClient::Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
@@ -186,20 +323,34 @@ Status ApiClient::Download(const std::string& path, const std::vector<std::pair<
   http::ClientRequest r = Request("GET", path, token_);
   r.headers.insert(r.headers.end(), headers.begin(), headers.end());
   r.headers.emplace_back("Accept-Encoding", "identity");
-  auto stream = in_flight_->client->Open(r, Call("GET " + path, opts.read_timeout));
-  if (!stream.ok()) return Unreachable(stream.status());
-  const http::ClientResponse& head = (*stream)->head();
-  if (head.status >= 300) {
-    auto body = (*stream)->ReadAll(64 << 10);
-    return FromHttpError(head.status, body.ok() ? *body : "");
-  }
+  std::unique_ptr<http::ResponseStream> stream;
+  Status failed = Unavailable("no server tried");
+  std::string from;
+  Failover(opts.failover, [&](http::Client& c) -> Try {
+    auto s = c.Open(r, Call("GET " + path, opts.read_timeout));
+    if (!s.ok()) {
+      failed = Unreachable(s.status());
+      return {Retryable(s.status()) ? Try::kNext : Try::kDone, ""};
+    }
+    const http::ClientResponse& head = (*s)->head();
+    if (head.status >= 300) {
+      auto body = (*s)->ReadAll(64 << 10);
+      failed = FromHttpError(head.status, body.ok() ? *body : "");
+      return Judge(head.status, [&](const std::string& name) { return head.Header(name); });
+    }
+    stream = std::move(*s);
+    from = c.target().Describe();
+    return {};
+  });
+  if (!stream) return failed;
+  const http::ClientResponse& head = stream->head();
   on_headers([&head](const std::string& name) { return head.Header(name); });
   std::string buf(64 << 10, '\0');
   for (;;) {
-    auto n = (*stream)->ReadSome(buf.data(), buf.size());
+    auto n = stream->ReadSome(buf.data(), buf.size());
     if (!n.ok()) {
       if (n.status().code() == StatusCode::kAborted) return Status::Ok();  // cancelled, as before
-      return Unavailable(fmt::format("stream from {} broke: {}", server_url_, n.status().message()));
+      return Unavailable(fmt::format("stream from {} broke: {}", from, n.status().message()));
     }
     if (*n == 0) return Status::Ok();
     if (!on_data(buf.data(), *n)) return Status::Ok();

@@ -1,8 +1,10 @@
 // ApiClient: the client of Ringmaster's REST API, used by the CLI and by
 // agents, over http::Client. HTTP errors come back as Status with the
 // server's code and message; https:// is verified against a CA file (a
-// server's <data>/tls/ca.crt) or the system's CAs. Thread-safe: each call
-// opens its own connection.
+// server's <data>/tls/ca.crt) or the system's CAs. Given several servers
+// (a leader and its standbys), it follows a standby's 307 to the leader and
+// moves on to the next server when one cannot be reached or answers 503.
+// Thread-safe: each call opens its own connection.
 #pragma once
 
 #include <chrono>
@@ -21,13 +23,17 @@ namespace ringmaster::client {
 
 struct CallOptions {
   std::chrono::milliseconds read_timeout{30'000};
+  // With several servers: how long a call may cycle through them while none
+  // answers (a failover under way). Each try keeps read_timeout.
+  std::chrono::milliseconds failover{30'000};
 };
 
 class ApiClient {
  public:
-  // server_url: "http://127.0.0.1:8080" or "https://...". token: bearer
-  // token ("" = none). ca_file: PEM CA certificates to trust for https ("" =
-  // the system's).
+  // server_url: "http://127.0.0.1:8080" or "https://...", or several,
+  // comma-separated ("https://a:8443,https://b:8443"). token: bearer token
+  // ("" = none). ca_file: PEM CA certificates to trust for https ("" = the
+  // system's).
   ApiClient(std::string server_url, std::string token, std::string ca_file = "");
 
   StatusOr<nlohmann::json> Get(const std::string& path, CallOptions opts = {}) const;
@@ -54,7 +60,13 @@ class ApiClient {
   Status Download(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers,
                   const std::function<void(const std::function<std::string(const std::string&)>&)>& on_headers,
                   const std::function<bool(const char*, size_t)>& on_data, CallOptions opts = {}) const;
+  // Every call follows a standby's 307 once. With several servers, a
+  // connection failure or a 503 sends it to the next, cycling for up to
+  // CallOptions::failover.
+  // The servers as given (comma-separated).
   const std::string& server_url() const { return server_url_; }
+  // The server that answered last (the first one before any call).
+  std::string current_url() const;
   const std::string& ca_file() const { return ca_file_; }
 
   // Aborts every call in flight (their sockets are shut down) and makes later
@@ -62,6 +74,12 @@ class ApiClient {
   void Cancel() const;
 
   struct InFlight;  // calls in progress, shared by copies of this client
+  // What one try on one server came to: an answer, a server to leave, or a
+  // standby's redirect to the leader.
+  struct Try {
+    enum What { kDone, kNext, kFollow } what = kDone;
+    std::string location;  // kFollow: the standby's Location
+  };
 
   // Exchanges a user's password for a new API token (HTTP Basic on POST
   // /api/v1/tokens): the server's answer, {"id", "token", "scope", ...}.
@@ -71,6 +89,9 @@ class ApiClient {
 
  private:
   StatusOr<nlohmann::json> Send(http::ClientRequest request, CallOptions opts) const;
+  // Runs `attempt` on the current server, following a 307 once and, with
+  // several servers, moving on while it says kNext, for up to `budget`.
+  void Failover(std::chrono::milliseconds budget, const std::function<Try(http::Client& client)>& attempt) const;
 
   std::string server_url_;
   std::string token_;
