@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include "common/crypto.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -49,7 +51,11 @@ std::string WithWorkingDir(const std::string& text) {
 int Submit(const Connection& c, const std::string& file, bool no_workdir) {
   std::string text = ReadSpec(file);
   if (!no_workdir) text = WithWorkingDir(text);
-  auto res = Connect(c).PostText("/api/v1/jobs", text, "application/yaml");
+  // One key for this submit and each of its retries (another server, a lost
+  // answer): the server makes one job of them.
+  client::CallOptions once;
+  once.headers.emplace_back("Idempotency-Key", RandomHex(16));
+  auto res = Connect(c).PostText("/api/v1/jobs", text, "application/yaml", once);
   if (!res.ok()) Die(fmt::format("{}: {}", file, res.status().message()));
   std::cout << res->at("id").get<int64_t>() << "\n";
   return 0;

@@ -185,7 +185,15 @@ StatusOr<std::optional<StoredLogin>> Update(
 }  // namespace
 
 std::string NormalizeServerUrl(const std::string& url) {
+  // A list (a leader and its standbys): each of its URLs, in order.
+  if (const size_t comma = url.find(','); comma != std::string::npos) {
+    const std::string first = NormalizeServerUrl(url.substr(0, comma));
+    const std::string rest = NormalizeServerUrl(url.substr(comma + 1));
+    return first.empty() ? rest : rest.empty() ? first : first + "," + rest;
+  }
   std::string u = url;
+  while (!u.empty() && u.front() == ' ') u.erase(0, 1);
+  while (!u.empty() && u.back() == ' ') u.pop_back();
   while (!u.empty() && u.back() == '/') u.pop_back();
   // Scheme and host are case-insensitive; a path (if any) is not.
   const size_t scheme_end = u.find("://");

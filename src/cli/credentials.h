@@ -22,7 +22,8 @@ struct StoredLogin {
   std::string ca;        // the CA file trusted at login ("" = none)
 };
 
-// "https://Host:8080/" -> "https://host:8080": the key a server is stored under.
+// "https://Host:8080/" -> "https://host:8080": the key a server is stored under
+// (a list, "https://a:1,https://b:1", stays a list of such).
 std::string NormalizeServerUrl(const std::string& url);
 // The credentials file's path (the file need not exist).
 std::string CredentialsPath();

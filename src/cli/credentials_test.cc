@@ -45,6 +45,8 @@ StoredLogin Login(const std::string& server, const std::string& user, int64_t id
 TEST(NormalizeServerUrl, LowersSchemeAndHostAndDropsTrailingSlashes) {
   EXPECT_EQ(NormalizeServerUrl("HTTPS://Gpu-Head.Example:8080//"), "https://gpu-head.example:8080");
   EXPECT_EQ(NormalizeServerUrl("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+  // A leader and its standby: each one normalized, the order kept.
+  EXPECT_EQ(NormalizeServerUrl("HTTPS://A:1/, https://B:2"), "https://a:1,https://b:2");
   EXPECT_EQ(NormalizeServerUrl("https://Host/Base/Path/"), "https://host/Base/Path");
 }
 

@@ -1,6 +1,8 @@
 #include "cli/daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <sys/utsname.h>
 
 #include <filesystem>
@@ -240,6 +242,33 @@ scheduler::SchedulerConfig MakeSchedulerConfig(const SchedulerFlags& f) {
   return c;
 }
 
+// A server that stepped down comes back as a clean standby: the same
+// program with the same arguments. Its descriptors (the port first) close
+// on the way, so the new process can bind again.
+[[noreturn]] void ReExecute() {
+  std::vector<std::string> args;
+  if (auto cmdline = ReadFile("/proc/self/cmdline"); cmdline.ok()) {
+    size_t start = 0;
+    for (size_t i = 0; i < cmdline->size(); ++i) {
+      if ((*cmdline)[i] == '\0') {
+        args.push_back(cmdline->substr(start, i - start));
+        start = i + 1;
+      }
+    }
+  }
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    if (fd > 2) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  spdlog::error("re-executing as a standby");
+  execv("/proc/self/exe", argv.data());
+  spdlog::critical("re-executing failed ({}): exiting", std::strerror(errno));
+  _exit(75);
+}
+
 }  // namespace
 
 int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags& node, const SchedulerFlags& sched,
@@ -269,6 +298,12 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.registries.platform = HostPlatform();
   so.secrets_key = node.secrets_key;
   so.files_url = flags.files;
+  so.election.id = flags.server_id;
+  so.election.url = flags.advertise_url;
+  so.on_stepped_down = [exit_code = flags.exit_on_stepped_down](const std::string&) {
+    if (exit_code) _exit(75);
+    ReExecute();
+  };
   auto subnet = net::ParseCidr(flags.overlay_subnet);
   if (!subnet.ok()) Die("--overlay-subnet: " + subnet.status().message());
   if (net::BlockCount(*subnet, so.jobs.overlay_block_prefix) == 0) {

@@ -60,7 +60,12 @@ struct ServerFlags {
   int64_t max_pending_jobs = 500;
   int max_followers = 32;
   int64_t max_tokens = 100;
-  std::string meta;   // store::OpenMetaStore URL; "" = sqlite:<data>/meta.db
+  std::string meta;   // store::OpenMetaStore URL (--store); "" = sqlite:<data>/meta.db
+  // Among servers sharing a store: this one's id and the URL clients are sent
+  // to ("" = defaults, server::ElectionOptions); after stepping down exit 75
+  // instead of re-executing (for supervisors that restart it themselves).
+  std::string server_id, advertise_url;
+  bool exit_on_stepped_down = false;
   std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
   std::string overlay_subnet = "10.244.0.0/16";
   // The monitor: stragglers and idle allocations (monitor::MonitorOptions).

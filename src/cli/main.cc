@@ -79,8 +79,9 @@ int Main(int argc, char** argv) {
   Connection conn;
   bool verbose = false;
   app.add_option("--server", conn.server,
-                 "server URL (default: $RINGMASTER_SERVER, else <data>/server.json, else the one server you are "
-                 "logged in to)");
+                 "server URL, or a leader and its standbys comma-separated (https://a:8443,https://b:8443: calls "
+                 "go to whichever leads); default: $RINGMASTER_SERVER, else <data>/server.json, else the one server "
+                 "you are logged in to");
   app.add_option("--token", conn.token,
                  "API token (default: $RINGMASTER_TOKEN, else your `login` to the server, else <data>/admin.token)");
   app.add_option("--data", conn.data, "the data dir of `ringmaster up` (default: $RINGMASTER_DATA, else /var/lib/ringmaster for root, ~/.ringmaster for others)");
@@ -127,9 +128,16 @@ int Main(int argc, char** argv) {
                     "seconds a browser session (the dashboard's login) lasts; logging in again starts a new one")
         ->check(CLI::Range(60.0, 30.0 * 86400))
         ->capture_default_str();
-    cmd->add_option("--meta", srv_flags.meta,
-                    "the metadata database (users, jobs, ...): sqlite:PATH or a PATH, or memory: (nothing kept "
+    cmd->add_option("--store,--meta", srv_flags.meta,
+                    "the metadata database (users, jobs, ...): sqlite:PATH or a PATH, postgres://USER@HOST:PORT/DB "
+                    "(servers on one PostgreSQL elect a leader; the others stand by), or memory: (nothing kept "
                     "across a restart; default: sqlite:<data>/meta.db)");
+    cmd->add_option("--server-id", srv_flags.server_id,
+                    "this server's name among servers sharing a store (default: HOST:PID:RANDOM)");
+    cmd->add_option("--advertise-url", srv_flags.advertise_url,
+                    "the URL standbys send clients to while this server leads (default: its own URL)");
+    cmd->add_flag("--exit-on-lost-lease", srv_flags.exit_on_stepped_down,
+                  "after losing the lease exit with status 75 instead of re-executing as a standby");
     cmd->add_option("--files", srv_flags.files,
                     "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
                     "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");

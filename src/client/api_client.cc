@@ -236,6 +236,7 @@ void ApiClient::Failover(std::chrono::milliseconds budget,
 
 StatusOr<nlohmann::json> ApiClient::Send(http::ClientRequest request, CallOptions opts) const {
   RM_RETURN_IF_ERROR(in_flight_->bad_url);
+  request.headers.insert(request.headers.end(), opts.headers.begin(), opts.headers.end());
   StatusOr<nlohmann::json> result = Unavailable("no server tried");
   Failover(opts.failover, [&](http::Client& c) -> Try {
     auto r = c.Do(request, Call(request.method + " " + request.target, opts.read_timeout));

@@ -26,6 +26,8 @@ struct CallOptions {
   // With several servers: how long a call may cycle through them while none
   // answers (a failover under way). Each try keeps read_timeout.
   std::chrono::milliseconds failover{30'000};
+  // Added to the request (e.g. Idempotency-Key), on every try.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 class ApiClient {

@@ -275,8 +275,16 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   if (!r.phase.empty()) {
     if (IsTerminal(task.state)) return Status::Ok();  // late: the task's timeline has ended
     const std::string state = StateName(task.state);
-    return store_->AddEvent(
-        {0, task.job_id, task.id, task.rank, clock_->NowMs(), state, state, PhaseEventReason(r.phase)});
+    const std::string reason = PhaseEventReason(r.phase);
+    // A report the agent sent again (its answer was lost, or it went to a new
+    // leader) is recorded once: the task's latest event is it already.
+    RM_ASSIGN_OR_RETURN(auto events, store_->ListEvents(task.job_id));
+    for (auto e = events.rbegin(); e != events.rend(); ++e) {
+      if (e->task_id != task.id) continue;
+      if (e->reason == reason) return Status::Ok();
+      break;
+    }
+    return store_->AddEvent({0, task.job_id, task.id, task.rank, clock_->NowMs(), state, state, reason});
   }
   if (IsTerminal(task.state)) {
     if (r.state == "exited") return Status::Ok();  // a repeated report

@@ -737,3 +737,44 @@ TEST_F(JobServiceTest, HeartbeatsAreHeldInMemoryAndStoredOnlyOnReturnOrEveryHalf
 
 }  // namespace
 }  // namespace ringmaster::server
+
+namespace ringmaster::server {
+namespace {
+
+// An agent sends a report again when its answer was lost or its server
+// failed over: (task, attempt, state) makes the replay a no-op.
+TEST_F(JobServiceTest, AReplayedReportHasNoSecondEffect) {
+  AddNode("vm", 2000);
+  int64_t id = Submit("command: x\nresources: {cpu: 1}\nmax_restarts: 3\n");
+  ASSERT_TRUE(svc_->RunPass().ok());
+  const store::Task placed = Tasks(id)[0];
+  auto count = [&](const std::string& reason_part) {
+    int n = 0;
+    for (const auto& e : store_->ListEvents(id).value()) n += e.reason.find(reason_part) != std::string::npos;
+    return n;
+  };
+  TaskReport staging{placed.node_id, placed.attempt, "", -1, 0, "", "staging"};
+  ASSERT_TRUE(svc_->ReportTask(placed.id, staging).ok());
+  ASSERT_TRUE(svc_->ReportTask(placed.id, staging).ok());
+  EXPECT_EQ(count("staging"), 1);
+  ASSERT_TRUE(Report(placed, "running").ok());
+  ASSERT_TRUE(Report(placed, "running").ok());
+  EXPECT_EQ(count("rank 0 started"), 1);  // the job's RUNNING, once
+  ASSERT_TRUE(Report(placed, "exited", 1).ok());
+  EXPECT_EQ(Job(id).restarts, 1);
+  // The same exit again: the attempt it names has ended, nothing restarts twice.
+  const Status again = Report(placed, "exited", 1);
+  EXPECT_TRUE(again.ok() || again.code() == StatusCode::kFailedPrecondition) << again.ToString();
+  EXPECT_EQ(Job(id).restarts, 1);
+  EXPECT_EQ(Job(id).state, State::kPending);
+  // After the restart placed it again, the old attempt's exit is still refused.
+  clock_.AdvanceMs(1'000);
+  ASSERT_TRUE(svc_->RunPass().ok());
+  ASSERT_EQ(Tasks(id)[0].attempt, placed.attempt + 1);
+  EXPECT_EQ(Report(placed, "exited", 1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Job(id).restarts, 1);
+  EXPECT_EQ(Tasks(id)[0].state, State::kScheduled);
+}
+
+}  // namespace
+}  // namespace ringmaster::server

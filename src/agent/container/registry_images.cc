@@ -44,8 +44,10 @@ Status DockerPullError(const std::string& registry, const registry::Credentials&
 
 }  // namespace
 
-RegistryImageOptions WithServerRegistry(RegistryImageOptions options, const std::string& server_url,
+RegistryImageOptions WithServerRegistry(RegistryImageOptions options, const std::string& server_urls,
                                         const std::string& server_ca_file) {
+  // Of a leader and its standbys, the first names the registry.
+  const std::string server_url = server_urls.substr(0, server_urls.find(','));
   const size_t scheme = server_url.find("://");
   if (scheme == std::string::npos) return options;
   std::string authority = server_url.substr(scheme + 3);
