@@ -2,13 +2,17 @@
 operation, the bearer token, and the server's errors turned into typed ones.
 
 A Transport holds no connection between calls (each call opens its own), so
-one Transport may serve several threads.
+one Transport may serve several threads. Given several servers (a leader and
+its standbys: a list, or one comma-separated string), a call follows a
+standby's 307 to the leader, and moves on to the next server when one cannot
+be reached or answers 503, for up to `failover` seconds.
 """
 
 import http.client
 import json
 import socket
 import ssl
+import time
 import urllib.parse
 
 from .errors import RingmasterError, Timeout, Unavailable, error_for
@@ -16,40 +20,101 @@ from .errors import RingmasterError, Timeout, Unavailable, error_for
 _USER_AGENT = "ringmaster-python"
 
 
-class Transport:
-    def __init__(self, server, token, ca=None, timeout=30.0):
-        u = urllib.parse.urlsplit(server)
+class _Server:
+    def __init__(self, url, ca):
+        u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise RingmasterError(0, "InvalidArgument", f"server: {server!r} is not an http:// or https:// URL")
-        self.server = server
-        self.timeout = timeout
-        self._https = u.scheme == "https"
-        self._host = u.hostname
-        self._port = u.port
-        self._base = u.path.rstrip("/")
-        self._token = token
-        self._ssl = None
-        if self._https:
-            self._ssl = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+            raise RingmasterError(0, "InvalidArgument", f"server: {url!r} is not an http:// or https:// URL")
+        self.url = url
+        self.origin = f"{u.scheme}://{u.netloc}"
+        self.https = u.scheme == "https"
+        self.host = u.hostname
+        self.port = u.port
+        self.base = u.path.rstrip("/")
+        self.ssl = None
+        if self.https:
+            self.ssl = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
 
-    def _connection(self, timeout):
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl)
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+    def connection(self, timeout):
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.ssl)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+
+class _Redirect(Exception):
+    def __init__(self, location, error):
+        super().__init__(location)
+        self.location = location
+        self.error = error
+
+
+def split_servers(server):
+    """"https://a:1, https://b:1/" or a list -> ["https://a:1", "https://b:1"]."""
+    parts = server if isinstance(server, (list, tuple)) else str(server).split(",")
+    return [p.strip().rstrip("/") for p in parts if p and p.strip()]
+
+
+class Transport:
+    def __init__(self, server, token, ca=None, timeout=30.0, failover=30.0):
+        urls = split_servers(server)
+        if not urls:
+            raise RingmasterError(0, "InvalidArgument", "server: no URL given")
+        self._servers = [_Server(u, ca) for u in urls]
+        self._ca = ca
+        self.server = ",".join(urls)
+        self.timeout = timeout
+        self.failover = failover
+        self._current = 0  # the server that answered last
+        self._token = token
 
     def open(self, method, path, body=None, headers=None, timeout=None, chunks=None, length=None):
         """Sends a request and returns the open response of a 2xx answer (the
         caller reads it, then closes it); any other answer raises its typed
         error. `body`: bytes; or `chunks`, an iterable of bytes of `length` in
-        all, streamed. `timeout` bounds each socket operation (connect, each
-        write, each read)."""
+        all, streamed (sent to one server only: it cannot be sent twice).
+        `timeout` bounds each socket operation (connect, each write, each read)."""
+        n = len(self._servers)
+        deadline = time.monotonic() + self.failover
+        i = self._current
+        tries = 0
+        while True:
+            tries += 1
+            server = self._servers[i % n]
+            try:
+                try:
+                    resp = self._try(server, method, path, body, headers, timeout, chunks, length)
+                except _Redirect as r:
+                    u = urllib.parse.urlsplit(r.location)
+                    leader = next((s for s in self._servers if s.origin == f"{u.scheme}://{u.netloc}"), None)
+                    if leader is None:
+                        leader = _Server(f"{u.scheme}://{u.netloc}", self._ca)
+                    if chunks is not None:
+                        raise r.error from None
+                    resp = self._try(leader, method, path, body, headers, timeout, None, None)
+                    if leader in self._servers:
+                        self._current = self._servers.index(leader)
+                    return resp
+                self._current = i % n
+                return resp
+            except (Unavailable, _Redirect) as e:
+                err = e.error if isinstance(e, _Redirect) else e
+                if n < 2 or chunks is not None or time.monotonic() >= deadline:
+                    raise err from None
+            except Timeout:
+                if n < 2 or chunks is not None or time.monotonic() >= deadline:
+                    raise
+            i += 1
+            if tries % n == 0:
+                time.sleep(max(0.0, min(0.5, deadline - time.monotonic())))
+
+    def _try(self, server, method, path, body, headers, timeout, chunks, length):
         timeout = self.timeout if timeout is None else timeout
-        conn = self._connection(timeout)
+        conn = server.connection(timeout)
         h = {"Authorization": f"Bearer {self._token}", "User-Agent": _USER_AGENT, "Accept-Encoding": "identity",
              "Connection": "close"}
         h.update(headers or {})
         try:
-            conn.putrequest(method, self._base + path, skip_accept_encoding=True)
+            conn.putrequest(method, server.base + path, skip_accept_encoding=True)
             if chunks is not None:
                 h["Content-Length"] = str(length)
             elif body is not None or method in ("POST", "PUT"):
@@ -65,20 +130,25 @@ class Transport:
             resp = conn.getresponse()
         except (socket.timeout, TimeoutError):
             conn.close()
-            raise Timeout(0, "DeadlineExceeded", f"{method} {path}: no answer from {self.server} in {timeout:g}s") from None
+            raise Timeout(0, "DeadlineExceeded", f"{method} {path}: no answer from {server.url} in {timeout:g}s") from None
         except ssl.SSLError as e:
             conn.close()
-            raise Unavailable(0, "Unavailable", f"TLS with {self.server}: {e}") from None
+            raise Unavailable(0, "Unavailable", f"TLS with {server.url}: {e}") from None
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise Unavailable(0, "Unavailable", f"{method} {path}: {self.server}: {e}") from None
+            raise Unavailable(0, "Unavailable", f"{method} {path}: {server.url}: {e}") from None
         if 200 <= resp.status < 300:
             return resp  # Connection: close: the socket goes with the response
         try:
             text = resp.read(1 << 20)
         finally:
             conn.close()
-        raise _error_from(resp.status, text)
+        err = _error_from(resp.status, text)
+        if resp.status == 307 and resp.getheader("Location"):
+            raise _Redirect(resp.getheader("Location"), err)
+        if resp.status == 503 and not isinstance(err, Unavailable):
+            raise Unavailable(503, "Unavailable", str(err))
+        raise err
 
     def call(self, method, path, body=None, headers=None, timeout=None):
         """A request whose 2xx answer is JSON (or empty): the parsed answer."""

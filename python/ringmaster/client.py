@@ -7,6 +7,7 @@ so one Client may be shared by threads.
 
 import json
 import os
+import secrets
 import socket
 import time
 import urllib.parse
@@ -43,7 +44,8 @@ class LogLine(str):
 class Client(FilesMixin):
     """A connection to a Ringmaster server.
 
-    server, token, ca: found as the CLI finds them when not given
+    server, token, ca: found as the CLI finds them when not given (server may
+    name a leader and its standbys: a list, or URLs comma-separated)
     ($RINGMASTER_SERVER, $RINGMASTER_TOKEN, $RINGMASTER_CA, the login that
     `ringmaster login` kept, a local `ringmaster up`'s data dir; see
     docs/python.md). `timeout` (seconds) bounds every socket operation of
@@ -94,7 +96,9 @@ class Client(FilesMixin):
                 body = text
         else:
             raise TypeError(f"spec: a dict, a file path or YAML text, not {type(spec).__name__}")
-        return self._http.call("POST", "/api/v1/jobs", body=body.encode())["id"]
+        # One key for this submit and its retries on other servers: one job.
+        key = secrets.token_hex(16)
+        return self._http.call("POST", "/api/v1/jobs", body=body.encode(), headers={"Idempotency-Key": key})["id"]
 
     def show(self, job_id):
         """The job with its `spec`, `tasks` and `events` (a dict)."""

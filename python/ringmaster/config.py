@@ -28,8 +28,12 @@ def _config_error(message):
 
 def normalize_server_url(url):
     """A server URL as the credentials file keys it: no trailing '/', scheme
-    and host in lower case."""
-    u = url.rstrip("/")
+    and host in lower case. A leader and its standbys (a list, or URLs
+    comma-separated) become "URL,URL" of such, in order."""
+    if isinstance(url, (list, tuple)) or "," in url:
+        parts = url if isinstance(url, (list, tuple)) else url.split(",")
+        return ",".join(normalize_server_url(p.strip()) for p in parts if p and p.strip())
+    u = url.strip().rstrip("/")
     scheme_end = u.find("://")
     host_end = len(u) if scheme_end < 0 else u.find("/", scheme_end + 3)
     if host_end < 0:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
@@ -115,6 +116,75 @@ class StreamsTest(unittest.TestCase):
             c.submit("no/such/spec.yaml")
         with self.assertRaises(TypeError):
             c.submit(42)
+
+
+class FailoverTest(unittest.TestCase):
+    """A Transport with several servers on loopback: past a dead one and a
+    503, through a standby's 307, with one Idempotency-Key per submit."""
+
+    def setUp(self):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        def server(answer):
+            class H(http.server.BaseHTTPRequestHandler):
+                def log_message(self, *a):
+                    pass
+
+                def do_POST(self):
+                    body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    status, headers, out = answer(self, body)
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+
+                do_GET = do_POST
+
+            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            self.addCleanup(s.server_close)
+            self.addCleanup(s.shutdown)
+            return f"http://127.0.0.1:{s.server_address[1]}"
+
+        err = b'{"error":{"code":"unavailable","message":"standby"},"leader":""}'
+
+        def leader(h, body):
+            seen.append((h.path, h.headers.get("Idempotency-Key"), body))
+            return 201, {}, b'{"id": 7}'
+
+        self.leader = server(leader)
+        self.unavailable = server(lambda h, body: (503, {"Retry-After": "1"}, err))
+        self.standby = server(lambda h, body: (307, {"Location": self.leader + h.path}, err))
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+        s.close()
+
+    def test_dead_and_503_servers_are_passed_and_a_redirect_followed(self):
+        from ringmaster.client import Client
+        c = Client(server=[self.dead, self.unavailable, self.standby], token="t")
+        self.assertEqual(c.submit("command: x\n"), 7)
+        self.assertEqual(c.submit("command: x\n"), 7)
+        self.assertEqual(len(self.seen), 2)
+        (path, key1, body), (_, key2, _) = self.seen
+        self.assertEqual((path, body), ("/api/v1/jobs", b"command: x\n"))
+        self.assertRegex(key1, "^[0-9a-f]{32}$")
+        self.assertNotEqual(key1, key2)  # one key per submit
+
+    def test_no_server_answering_fails_within_the_budget(self):
+        from ringmaster._http import Transport
+        from ringmaster.errors import Unavailable
+        t = Transport(f"{self.dead},{self.unavailable}", "t", failover=1.0)
+        start = time.monotonic()
+        with self.assertRaises(Unavailable):
+            t.call("GET", "/api/v1/jobs")
+        self.assertLess(time.monotonic() - start, 5)
 
 
 if __name__ == "__main__":
