@@ -22,6 +22,10 @@
 namespace ringmaster::client {
 
 struct CallOptions {
+  CallOptions() = default;
+  // `{timeout}` at a call: the read timeout, the rest as default.
+  CallOptions(std::chrono::milliseconds read) : read_timeout(read) {}  // NOLINT(google-explicit-constructor)
+
   std::chrono::milliseconds read_timeout{30'000};
   // With several servers: how long a call may cycle through them while none
   // answers (a failover under way). Each try keeps read_timeout.

@@ -36,6 +36,8 @@
 
 namespace ringmaster::server {
 
+class AgentService;
+
 struct ApiLimits {
   size_t max_spec_bytes = 1 << 20;
   size_t max_body_bytes = 64 << 10;         // JSON bodies of other calls
@@ -126,6 +128,8 @@ struct Api {
   // This server's part among servers sharing the store, for /healthz:
   // {"role": "leader"|"standby"|"stepped-down", "leader": URL or "", "epoch": N}.
   std::function<nlohmann::json()> role;
+  // The agent protocol's service (StartAgentService, once jobs and monitor are set).
+  std::shared_ptr<AgentService> agent_service;
   JobViews job_views;
   JobEnds job_ends;
   FollowerCount followers;        // log streams
@@ -178,6 +182,8 @@ void AddRegistryRoutes(Api& api);
 // This server as a read-only OCI registry of users' own images (/v2/).
 void AddRegistryV2Routes(Api& api);
 void AddAgentRoutes(Api& api);
+// Makes api.agent_service from api's jobs, monitor and stores: call once they are set.
+void StartAgentService(Api& api);
 void AddFileRoutes(Api& api);
 // The agent's side of the files service: a task's staging plan, reads of its
 // inputs and checkpoints, writes of its outputs and checkpoints.

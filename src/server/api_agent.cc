@@ -54,17 +54,23 @@ StatusOr<store::Task> AgentTask(Api& api, const http::Request& req, const Caller
   return task;
 }
 
+void StartAgentService(Api& api) {
+  api.agent_service = std::make_shared<AgentService>(
+      AgentServiceDeps{api.jobs, api.store, api.clock, api.monitor, api.logs, api.metrics});
+}
+
 void AddAgentRoutes(Api& api) {
   http::RouteOptions agent{api.limits.max_body_bytes, http::Pool::kAgent, true, access::kAgent};
   http::RouteOptions ship{api.limits.max_agent_chunk, http::Pool::kAgent, true, access::kAgent};
-  auto svc = std::make_shared<AgentService>(
-      AgentServiceDeps{api.jobs, api.store, api.clock, api.monitor, api.logs, api.metrics});
+  // Made by StartAgentService once the jobs and the monitor run (a standby
+  // has none); no request reaches these routes before.
+  auto svc = [&api] { return api.agent_service; };
 
   api.http->Route("POST", "/api/v1/agent/register", agent, Json([&api, svc](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(auto b, BodyMessage<protocol::RegisterRequest>(req));
     if (b.name.empty()) return InvalidArgument("name: required");
     RM_RETURN_IF_ERROR(Auth::CheckNode(c, b.name));
-    RM_ASSIGN_OR_RETURN(protocol::RegisterReply reply, svc->Register(b));
+    RM_ASSIGN_OR_RETURN(protocol::RegisterReply reply, svc()->Register(b));
     if (api.lab) {  // notebooks: where the agent takes tunnels, and the key their tickets are signed with
       api.lab->SetPort(reply.node_id, b.tunnel_port);
       reply.tunnel_key = api.lab->NodeKey(b.name);
@@ -79,7 +85,7 @@ void AddAgentRoutes(Api& api) {
                     RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(api, req, c));
                     RM_ASSIGN_OR_RETURN(auto b, BodyMessage<protocol::Heartbeat>(req));
                     if (api.lab && b.tunnel_port > 0) api.lab->SetPort(node.id, b.tunnel_port);
-                    RM_ASSIGN_OR_RETURN(protocol::HeartbeatReply reply, svc->Heartbeat(node, b));
+                    RM_ASSIGN_OR_RETURN(protocol::HeartbeatReply reply, svc()->Heartbeat(node, b));
                     return Reply{200, protocol::ToJson(reply)};
                   }));
 
@@ -95,7 +101,7 @@ void AddAgentRoutes(Api& api) {
     if (!wait.ok()) return respond(ErrorFor(req, wait.status()));
     const int64_t node_id = node->id;
     auto answer = [svc, node_id, respond, req_copy = req]() {
-      auto a = svc->Assignments(node_id);
+      auto a = svc()->Assignments(node_id);
       respond(a.ok() ? JsonResponse(200, protocol::ToJson(*a)) : ErrorFor(req_copy, a.status()));
     };
     if (*wait == 0) return answer();
@@ -119,7 +125,7 @@ void AddAgentRoutes(Api& api) {
   api.http->Route("POST", "/api/v1/agent/tasks/{id}/status", agent, Json([&api, svc](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(store::Task task, AgentTask(api, req, c));
     RM_ASSIGN_OR_RETURN(auto b, BodyMessage<protocol::TaskStatusReport>(req));
-    RM_RETURN_IF_ERROR(svc->ReportStatus(task, b));
+    RM_RETURN_IF_ERROR(svc()->ReportStatus(task, b));
     return Reply{200, json::object()};
   }));
 
@@ -131,7 +137,7 @@ void AddAgentRoutes(Api& api) {
                       protocol::OutputChunk chunk{task.id, kind, 0, 0, ""};
                       RM_ASSIGN_OR_RETURN(chunk.attempt, IntParam(req, "attempt", 0, 0, INT32_MAX));
                       RM_ASSIGN_OR_RETURN(chunk.offset, IntParam(req, "offset", 0, 0, INT64_MAX / 2));
-                      RM_ASSIGN_OR_RETURN(protocol::ShipReply reply, svc->ShipOutput(task, chunk, req.body));
+                      RM_ASSIGN_OR_RETURN(protocol::ShipReply reply, svc()->ShipOutput(task, chunk, req.body));
                       return Reply{200, protocol::ToJson(reply)};
                     }));
   }

@@ -183,7 +183,7 @@ Status Server::Start() {
       return now == at_start ? Status::Ok() : store->AwaitDurable(now);
     };
   };
-  if (store_->leadership()) h.gate = [this](const http::Request& head) { return Gate(head); };
+  h.gate = [this](const http::Request& head) { return Gate(head); };
   http_ = std::make_unique<http::Server>(h);
   http_->SetAuthenticator([this](const http::Request& head, const http::RouteOptions& route) {
     return auth_->Authenticate(head, route);
@@ -276,10 +276,14 @@ Status Server::Lead() {
   jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
   api_->monitor = monitor_.get();
   api_->jobs = jobs_.get();
+  StartAgentService(*api_);
   archiver_ = std::make_unique<LogArchiver>(api_.get());
   api_->on_checkpoint = [this](int64_t job_id) { archiver_->EnqueuePrune(job_id); };
   archiver_->Start();
-  if (!options_.listen) return Status::Ok();
+  if (!options_.listen) {
+    serving_ = true;
+    return Status::Ok();
+  }
   {
     std::string own = options_.registry_name;
     if (own.empty()) own = url().substr(url().find("://") + 3);
@@ -301,11 +305,19 @@ Status Server::Lead() {
   RM_RETURN_IF_ERROR(WriteFileAtomic(options_.data_dir + "/server.json", info.dump() + "\n", 0600));
   spdlog::info("ringmaster server listening on {} (data in {}{})", url(), options_.data_dir,
                ca_path_.empty() ? "" : "; clients trust " + ca_path_);
+  serving_ = true;
   return Status::Ok();
 }
 
 std::optional<http::Response> Server::Gate(const http::Request& head) const {
   if (head.path == "/healthz") return std::nullopt;
+  if (!store_->leadership()) {
+    // Alone on its store: it serves once its services are up (the port opens first).
+    if (serving_.load()) return std::nullopt;
+    http::Response r = http::ErrorResponse(503, "Unavailable", "the server is starting");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
   Election* e = election_ptr_.load();
   const ElectionView v = e ? e->View() : ElectionView{ServerRole::kStandby, "", 0};
   if (v.role == ServerRole::kLeader) return std::nullopt;

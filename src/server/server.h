@@ -132,7 +132,8 @@ class Server {
   Clock* const clock_;
   std::shared_ptr<store::MetaStore> store_;
   std::unique_ptr<Election> election_;  // set when the store is shared
-  std::atomic<Election*> election_ptr_{nullptr};  // election_, for request threads (set after the port opens)
+  std::atomic<Election*> election_ptr_{nullptr};
+  std::atomic<bool> serving_{false};  // Lead() has finished: the routes may run  // election_, for request threads (set after the port opens)
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<LogStore> metrics_;
   std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)

@@ -163,6 +163,14 @@ task_key() { rmc show "$1" --json | jq -r --argjson r "${2:-0}" '.tasks[] | sele
 latest_checkpoint() { rmc files cat "jobs/$1/checkpoints/latest" 2>/dev/null | tr -d '\n' || true; }
 # job_field ID FIELD: one top-level field of `show --json`.
 job_field() { rmc show "$1" --json | jq -r ".$2"; }
+# submit_train2 NAME EPOCHS: a 2-worker LeNet-5 training job, cpu 2 of each
+# node's 2 (one worker per node, so two agents carry it); prints its id.
+submit_train2() {
+  jq -n --arg name "$1" --argjson e "$2" '{name: $name, kind: "distributed", replicas: 2,
+    resources: {cpu: 2, memory: "1Gi"},
+    command: ["ringmaster-train", "--model", "lenet5", "--epochs", ($e | tostring), "--threads", "1",
+              "--checkpoint-every", "200", "--progress", "lines"]}' | rmc submit -
+}
 
 # wait_state ID STATE [SECONDS]: waits (a hang guard, not a timing check) for a state.
 wait_state() {

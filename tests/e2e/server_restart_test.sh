@@ -19,12 +19,8 @@ start_agent node-b 32450-32499 "$SANDBOXES"
 await_nodes 2
 pass "a server on port $SERVER_PORT and two agents"
 
-# cpu 2 of each node's 2: one worker per node, so both agents carry the job.
 EPOCHS=20
-ID=$(jq -n --argjson e $EPOCHS '{name: "outlives-server", kind: "distributed", replicas: 2,
-  resources: {cpu: 2, memory: "1Gi"},
-  command: ["ringmaster-train", "--model", "lenet5", "--epochs", ($e | tostring), "--threads", "1",
-            "--checkpoint-every", "200", "--progress", "lines"]}' | rmc submit -)
+ID=$(submit_train2 outlives-server $EPOCHS)
 wait_state "$ID" RUNNING 60
 for _ in $(seq 1 600); do rmc logs "$ID" | grep -q '^\[0\] epoch 1/[0-9]* .* 20%' && break; sleep 0.1; done
 rmc logs "$ID" | grep -q '^\[0\] epoch 1/[0-9]* .* 20%' || { rmc logs "$ID"; fail "job $ID shows no progress"; }
