@@ -21,14 +21,33 @@ namespace {
 
 bool IsPostgres(const std::string& url) { return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0; }
 
-// The URL as it may be printed: a PostgreSQL URL without its password.
+// The URL as it may be printed: a PostgreSQL URL without its password
+// (libpq then finds it in PGPASSWORD or ~/.pgpass).
 std::string Redacted(const std::string& url) {
   if (!IsPostgres(url)) return url;
   const size_t start = url.find("://") + 3;
   const size_t at = url.find('@', start);
   const size_t colon = url.find(':', start);
   if (at == std::string::npos || colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + ":***" + url.substr(at);
+  return url.substr(0, colon) + url.substr(at);
+}
+
+// The URL libpq's tools take: without the password, nor Ringmaster's own
+// parameters (pool=N), which libpq refuses.
+std::string LibpqUrl(const std::string& url) {
+  std::string out = Redacted(url);
+  const size_t q = out.find('?');
+  if (q == std::string::npos) return out;
+  std::string kept;
+  size_t i = q + 1;
+  while (i <= out.size()) {
+    size_t amp = out.find('&', i);
+    if (amp == std::string::npos) amp = out.size();
+    const std::string param = out.substr(i, amp - i);
+    if (!param.empty() && param.rfind("pool=", 0) != 0) kept += (kept.empty() ? "" : "&") + param;
+    i = amp + 1;
+  }
+  return out.substr(0, q) + (kept.empty() ? "" : "?" + kept);
 }
 
 // The database file of an SQLite URL as OpenMetaStore reads it (sqlite:PATH,
@@ -111,7 +130,7 @@ int AdminBackup(const std::string& data, const std::string& meta, const std::str
   const std::string url = meta.empty() ? "sqlite:" + (data.empty() ? DefaultDataDir() : data) + "/meta.db" : meta;
   if (IsPostgres(url)) {
     Die("admin backup: the metadata is in PostgreSQL: back it up with pg_dump: pg_dump -Fc -f " + to + " '" +
-        Redacted(url) + "' (docs/operations.md)");
+        LibpqUrl(url) + "' (docs/operations.md)");
   }
   auto path = SqlitePath(url);
   if (!path) Die("admin backup: " + url + " keeps nothing on disk to back up (expected sqlite:PATH)");
