@@ -151,11 +151,17 @@ int AdminBackup(const std::string& data, const std::string& meta, const std::str
 
 int AdminMigrate(const std::string& from, const std::string& to, bool online) {
   if (from == to) Die("admin migrate: --from and --to are the same store");
+  if (from.rfind("memory:", 0) == 0 || to.rfind("memory:", 0) == 0) {
+    Die("admin migrate: memory: keeps nothing to copy, from or to (expected sqlite:PATH or postgres://...)");
+  }
   const auto from_path = SqlitePath(from);
   if (online && !from_path) {
     Die("admin migrate: --online copies a snapshot of an SQLite database only; stop the servers of " + Redacted(from) +
         " first (docs/operations.md)");
   }
+  // Opening an SQLite path that is not there would make an empty database to copy.
+  std::error_code ec;
+  if (from_path && !std::filesystem::exists(*from_path, ec)) Die("admin migrate: --from: no database at " + *from_path);
   // Checked before either store is opened: opening may migrate its schema.
   if (std::string why = InUse(from, nullptr); !why.empty() && !online) {
     Die("admin migrate: " + why + ": stop the server first, or pass --online to copy a snapshot of it as it is now "
@@ -190,13 +196,12 @@ int AdminMigrate(const std::string& from, const std::string& to, bool online) {
     ++n;
     rows += t.rows;
     const size_t filled = 20 * n / tables;
+    const std::string ids = t.last_id > 0 ? ", ids up to " + std::to_string(t.last_id) : "";
     std::cerr << (::isatty(2) ? "\r" : "") << "  [" << std::string(filled, '#') << std::string(20 - filled, '.')
-              << "] " << t.table << ": " << t.rows << " rows" << (t.last_id > 0 ? ", ids up to " + std::to_string(t.last_id) : "")
-              << ", counts match\n";
+              << "] " << t.table << ": " << t.rows << " rows" << ids << ", counts match\n";
   });
   src.reset();
   if (!snapshot.empty()) {
-    std::error_code ec;
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(snapshot + suffix, ec);
   }
   if (!copied.ok()) {
