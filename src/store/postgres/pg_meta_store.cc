@@ -45,7 +45,12 @@ Status PgMetaStore::Begin(int64_t* seen) {
   if (fence < 0) return writer_.ExecScript("BEGIN").status();
   // The share lock makes a takeover (UPDATE leader) wait for this
   // transaction, and this one see the takeover if it came first.
-  RM_ASSIGN_OR_RETURN(Result r, writer_.ExecScript("BEGIN; SELECT epoch FROM leader WHERE id = 1 FOR SHARE"));
+  auto checked = writer_.ExecScript("BEGIN; SELECT epoch FROM leader WHERE id = 1 FOR SHARE");
+  if (!checked.ok()) {
+    (void)writer_.ExecScript("ROLLBACK");  // the script may have left the transaction open
+    return checked.status();
+  }
+  const Result& r = *checked;
   const int64_t epoch = r.rows() == 1 ? PgRow(r, 0).Int(0) : -1;
   if (epoch == fence) return Status::Ok();
   (void)writer_.ExecScript("ROLLBACK");
