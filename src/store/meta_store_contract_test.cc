@@ -1,6 +1,6 @@
 // The MetaStore contract: one suite, run on every backend (MetaStoreContract.*/sqlite,
-// .../memory). A backend passes it or is not a MetaStore. What only one backend has
-// (SQLite's migrations, damage on disk, a full disk) is tested beside it.
+// .../memory, .../postgres). A backend passes it or is not a MetaStore. What only one
+// backend has (migrations, damage, a full disk, leadership) is tested beside it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

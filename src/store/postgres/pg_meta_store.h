@@ -1,12 +1,8 @@
-// PostgreSQL backend of MetaStore (libpq). Writes and transactions run on one
-// connection behind the store's lock (StoreMutex: nesting and the version
-// protocol as in SQLite); reads outside a transaction run in parallel on a
-// pool (`pool=N`, default 8). Durability is a group commit: transactions
-// commit with synchronous_commit off, and AwaitDurable runs one synchronous
-// commit of a one-row write on its own connection, whose WAL flush covers
-// every commit made before it, for every waiter at once. Leadership (lease
-// row `leader`, fencing by epoch) and TableCopy are implemented here too.
-// Opened through OpenMetaStore("postgres://..."). Thread-safe.
+// PostgreSQL backend of MetaStore (libpq), with Leadership (the `leader`
+// lease row, fencing by epoch) and TableCopy. Writes and transactions run on
+// one connection behind the store's lock (StoreMutex, as in SQLite); reads
+// outside a transaction on a pool (`pool=N`, default 8). Internal: opened
+// through OpenMetaStore("postgres://..."). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -46,6 +42,9 @@ class PgMetaStore final : public MetaStore, public Leadership, public TableCopy 
 
   Status InTransaction(const std::function<Status()>& fn) override;
   uint64_t CommitTicket() override { return mu_.Commits(); }
+  // A group commit: transactions commit with synchronous_commit off; a waiter
+  // runs one synchronous commit of a one-row write (sync_marker) on its own
+  // connection, whose WAL flush covers every commit before it, for all waiters.
   Status AwaitDurable(uint64_t ticket) override;
   uint64_t JobVersion(int64_t job_id) override { return mu_.versions().Job(job_id) + StandbyMove(); }
   uint64_t AuthVersion() override { return mu_.versions().Auth() + StandbyMove(); }
@@ -129,7 +128,7 @@ class PgMetaStore final : public MetaStore, public Leadership, public TableCopy 
   StatusOr<Result> Write(const std::string& sql, const Params& params, Touch touch = {});
   // Write, NotFound("<what> not found") if it touched no row.
   Status WriteOne(const std::string& sql, const Params& params, const std::string& what, Touch touch = {});
-  // Runs `fn` on the transaction's connection when this thread is in one, else on a pooled one.
+  // A read: on the transaction's connection when this thread is in one, else on a pooled one.
   StatusOr<Result> Read(const std::string& sql, const Params& params = Params());
   Status Noted(Status st);
   void NoteDamage(const std::string& what);
