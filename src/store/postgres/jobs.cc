@@ -95,7 +95,7 @@ StatusOr<JobPage> PgMetaStore::ListJobs(const JobFilter& f) {
   const std::string n = std::to_string(p.size());
   const std::string sql = std::string("SELECT j.*, (SELECT COUNT(*) FROM jobs") + where + ") FROM (SELECT 1) one " +
                           "LEFT JOIN LATERAL (SELECT " + kJobCols + " FROM jobs" + where + " ORDER BY id DESC LIMIT $" +
-                          std::to_string(p.size() - 1) + "::bigint OFFSET $" + n + "::bigint) j ON true";
+                          std::to_string(p.size() - 1) + "::bigint OFFSET $" + n + "::bigint) j ON true ORDER BY j.id DESC";
   RM_ASSIGN_OR_RETURN(Result r, Read(sql, p));
   JobPage page;
   const int count_col = r.columns() - 1;
