@@ -17,8 +17,8 @@
 
 #include "common/status.h"
 #include "store/meta_store.h"
+#include "store/rows.h"
 #include "store/sqlite/group_commit.h"
-#include "store/sqlite/rows.h"
 #include "store/sqlite/statements.h"
 #include "store/store_mutex.h"
 
