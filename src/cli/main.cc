@@ -15,6 +15,7 @@
 
 #include "agent/container/docker/docker_runtime.h"
 #include "agent/executor/shim.h"
+#include "cli/admin.h"
 #include "cli/commands.h"
 #include "cli/connect.h"
 #include "cli/daemon.h"
@@ -470,6 +471,25 @@ int Main(int argc, char** argv) {
   audit->add_option("-n,--limit", audit_limit, "newest entries to show")->capture_default_str();
   audit->add_flag("--json", as_json, "print JSON");
 
+  auto* admin = app.add_subcommand("admin", "operate the server's metadata store directly, on its machine: backup, "
+                                            "migrate (docs/operations.md)");
+  admin->require_subcommand(1);
+  std::string meta_url, backup_to, migrate_from, migrate_to;
+  bool online = false;
+  auto* admin_backup = admin->add_subcommand(
+      "backup", "copy the SQLite metadata database while the server runs (a consistent snapshot, 0600); "
+                "PostgreSQL: prints the pg_dump to run");
+  admin_backup->add_option("--meta", meta_url, "the store: sqlite:PATH or a PATH (default: sqlite:<data>/meta.db)");
+  admin_backup->add_option("--to", backup_to, "the backup file (written as FILE.tmp, then renamed)")->required();
+  auto* admin_migrate = admin->add_subcommand(
+      "migrate", "copy every row of one metadata store into an empty other (ids kept), e.g. from sqlite:PATH to "
+                 "postgres://...; stop the server first");
+  admin_migrate->add_option("--from", migrate_from, "the store to copy: sqlite:PATH, a PATH or postgres://...")->required();
+  admin_migrate->add_option("--to", migrate_to, "the empty store to copy into")->required();
+  admin_migrate->add_flag("--online", online,
+                          "the SQLite source's server is running: copy a snapshot of it as it is now (what it writes "
+                          "later is not copied)");
+
   // docs/cli.md (`make cli-docs`); hidden: in no group.
   auto* cli_reference = app.add_subcommand("cli-reference", "print the CLI's reference page (Markdown)")->group("");
 
@@ -495,6 +515,8 @@ int Main(int argc, char** argv) {
     WriteCliReference(app, std::cout);
     return 0;
   }
+  if (*admin_backup) return AdminBackup(conn.data, meta_url, backup_to);
+  if (*admin_migrate) return AdminMigrate(migrate_from, migrate_to, online);
   if (*up) return RunUp(conn.data, srv_flags, node, sched, true);
   if (*server_cmd) return RunUp(conn.data, srv_flags, node, sched, false);
   if (*agent_cmd) {

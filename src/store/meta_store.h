@@ -1,8 +1,8 @@
 // MetaStore: durable metadata of the platform — users, API tokens, nodes,
 // jobs, tasks, the event log of every state transition and the audit log.
 // Ids are never reused, even after a delete. The server is its only writer.
-// Backends (sqlite/, memory/) are opened by URL (OpenMetaStore) and all pass
-// meta_store_contract_test.cc. Thread-safety: safe to call from many threads.
+// Backends (sqlite/, postgres/, memory/) are opened by URL (OpenMetaStore)
+// and all pass the contract suite (meta_store_contract.h). Thread-safety: safe to call from many threads.
 #pragma once
 
 #include <cstdint>
@@ -303,8 +303,10 @@ class MetaStore {
 };
 
 // Opens the store that `url` names: "sqlite:PATH" (or a bare PATH) opens,
-// creating if needed, the SQLite database there and migrates it; "memory:" a
-// new empty store that lives as long as the object (tests, throwaway servers).
+// creating if needed, the SQLite database there and migrates it;
+// "postgres://USER[:PASSWORD]@HOST:PORT/DB[?pool=N&statement_timeout=MS&...]"
+// (or postgresql://) a PostgreSQL database, migrating it; "memory:" a new
+// empty store that lives as long as the object (tests, throwaway servers).
 StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url);
 
 }  // namespace ringmaster::store

@@ -1,6 +1,7 @@
-// The MetaStore contract's fixture, shared by its test files: the backends
-// (every one runs every case: MetaStoreContract.*/sqlite, .../memory), a
-// fresh store in a temp directory per test, and small builders. Test-only.
+// The MetaStore contract's fixture, shared by its test files: a fresh store
+// per test from the backend it is instantiated with (each test binary names
+// its backends: MetaStoreContract.*/sqlite, .../memory, .../postgres), and
+// small builders. Test-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +23,10 @@ struct Backend {
   std::string name;
   // Opens a new, empty store; `dir` is an empty directory the test owns.
   std::function<std::unique_ptr<MetaStore>(const std::string& dir)> open;
+  // After the store is closed: what `open` made outside `dir` (a database).
+  std::function<void(const std::string& dir)> cleanup;
+  // Why the backend cannot run here ("" = it can): the case is skipped.
+  std::function<std::string()> unavailable;
 };
 
 inline Job AJob(int64_t uid, int replicas = 1) {
@@ -40,11 +45,6 @@ inline User AUser(const std::string& name) {
 
 inline std::ostream& operator<<(std::ostream& os, const Backend& b) { return os << b.name; }
 
-inline const Backend kBackends[] = {
-    {"sqlite", [](const std::string& dir) { return std::move(OpenMetaStore("sqlite:" + dir + "/meta.db")).value(); }},
-    {"memory", [](const std::string&) { return std::move(OpenMetaStore("memory:")).value(); }},
-};
-
 inline JobFilter Where(int64_t user_id, std::vector<State> states = {}, std::string kind = "", std::string name = "",
                 int limit = 100, int64_t offset = 0) {
   JobFilter f;
@@ -60,6 +60,9 @@ inline JobFilter Where(int64_t user_id, std::vector<State> states = {}, std::str
 class MetaStoreContract : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
+    if (GetParam().unavailable) {
+      if (const std::string why = GetParam().unavailable(); !why.empty()) GTEST_SKIP() << why;
+    }
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = std::filesystem::temp_directory_path() /
            ("rm_store_contract_" + std::to_string(getpid()) + "_" + GetParam().name + "_" + info->name());
@@ -70,6 +73,7 @@ class MetaStoreContract : public ::testing::TestWithParam<Backend> {
   }
   void TearDown() override {
     store_.reset();
+    if (GetParam().cleanup && !dir_.empty()) GetParam().cleanup(dir_.string());
     std::filesystem::remove_all(dir_);
   }
 

@@ -1,6 +1,6 @@
 // The MetaStore contract: one suite, run on every backend (MetaStoreContract.*/sqlite,
-// .../memory). A backend passes it or is not a MetaStore. What only one backend has
-// (SQLite's migrations, damage on disk, a full disk) is tested beside it.
+// .../memory, .../postgres). A backend passes it or is not a MetaStore. What only one
+// backend has (migrations, damage, a full disk, leadership) is tested beside it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -382,35 +382,6 @@ TEST_P(MetaStoreContract, ManyThreadsWriteAndAwaitAtOnce) {
   EXPECT_EQ(store_->ListJobs(Where(0, {}, "", "", 1000))->jobs.size(), all.size());
   EXPECT_EQ(store_->ListPlacedTasks()->size(), 0u);
   for (int64_t id : all) EXPECT_EQ(store_->ListTasks(id)->size(), 2u);
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, MetaStoreContract, ::testing::ValuesIn(kBackends),
-                         [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
-
-TEST(OpenMetaStoreTest, ChoosesTheBackendByScheme) {
-  const auto dir = std::filesystem::temp_directory_path() / ("rm_open_meta_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  // A bare path is SQLite, as before there were schemes; so is sqlite:PATH.
-  for (const std::string& url : {(dir / "a.db").string(), "sqlite:" + (dir / "b.db").string()}) {
-    auto s = OpenMetaStore(url);
-    ASSERT_TRUE(s.ok()) << url << ": " << s.status().ToString();
-    EXPECT_TRUE((*s)->CreateUser(AUser("ada")).ok());
-  }
-  EXPECT_TRUE(std::filesystem::exists(dir / "a.db"));
-  EXPECT_TRUE(std::filesystem::exists(dir / "b.db"));
-  EXPECT_TRUE(OpenMetaStore("memory:").ok());
-  for (const char* bad : {"memory:x", "nosuch:/x", ""}) {
-    auto s = OpenMetaStore(bad);
-    ASSERT_FALSE(s.ok()) << bad;
-    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << bad;
-  }
-  // Two memory stores are two stores.
-  auto a = std::move(OpenMetaStore("memory:")).value();
-  auto b = std::move(OpenMetaStore("memory:")).value();
-  ASSERT_TRUE(a->CreateUser(AUser("ada")).ok());
-  EXPECT_EQ(*b->CountUsers(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -213,15 +213,15 @@ StatusOr<std::vector<Event>> SqliteMetaStore::ListEvents(int64_t job_id) {
 
 Status SqliteMetaStore::AddAudit(const AuditEntry& a) {
   Lock l(mu_);
-  Stmt s(cache_, "INSERT INTO audit(ts_ms, user, address, action, target, outcome, detail) VALUES (?,?,?,?,?,?,?)");
+  Stmt s(cache_, "INSERT INTO audit(ts_ms, \"user\", address, action, target, outcome, detail) VALUES (?,?,?,?,?,?,?)");
   s.Bind(a.ts_ms).Bind(a.user).Bind(a.address).Bind(a.action).Bind(a.target).Bind(a.outcome).Bind(a.detail);
   return Check(s.Step(), "insert audit entry");
 }
 
 StatusOr<std::vector<AuditEntry>> SqliteMetaStore::ListAudit(int limit, const std::string& user, const std::string& action) {
   return Many<AuditEntry>(
-      "SELECT id, ts_ms, user, address, action, target, outcome, detail FROM audit "
-      "WHERE (?1 = '' OR user = ?1) AND (?2 = '' OR action = ?2) ORDER BY id DESC LIMIT ?3",
+      std::string("SELECT ") + kAuditCols + " FROM audit "
+      "WHERE (?1 = '' OR \"user\" = ?1) AND (?2 = '' OR action = ?2) ORDER BY id DESC LIMIT ?3",
       ReadAudit, user, action, limit);
 }
 

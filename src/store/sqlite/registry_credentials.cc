@@ -5,16 +5,6 @@
 #include "store/sqlite/sqlite_meta_store.h"
 
 namespace ringmaster::store::sqlite {
-namespace {
-
-constexpr const char* kCols = "user_id, registry, username, sealed, updated_ms";
-
-RegistryCredential ReadCredential(const Stmt& s) {
-  return RegistryCredential{s.Int(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4)};
-}
-
-}  // namespace
-
 Status SqliteMetaStore::PutRegistryCredential(const RegistryCredential& c) {
   Lock l(mu_);
   Stmt s(cache_,
@@ -26,13 +16,13 @@ Status SqliteMetaStore::PutRegistryCredential(const RegistryCredential& c) {
 }
 
 StatusOr<RegistryCredential> SqliteMetaStore::GetRegistryCredential(int64_t user_id, const std::string& registry) {
-  return One<RegistryCredential>(std::string("SELECT ") + kCols + " FROM registry_credentials WHERE user_id=? AND registry=?",
+  return One<RegistryCredential>(std::string("SELECT ") + kCredentialCols + " FROM registry_credentials WHERE user_id=? AND registry=?",
                                  ReadCredential, "registry login " + registry, user_id, registry);
 }
 
 StatusOr<std::vector<RegistryCredential>> SqliteMetaStore::ListRegistryCredentials(int64_t user_id) {
   return Many<RegistryCredential>(
-      std::string("SELECT ") + kCols + " FROM registry_credentials WHERE user_id=? ORDER BY registry", ReadCredential,
+      std::string("SELECT ") + kCredentialCols + " FROM registry_credentials WHERE user_id=? ORDER BY registry", ReadCredential,
       user_id);
 }
 

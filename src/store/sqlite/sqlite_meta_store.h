@@ -17,8 +17,8 @@
 
 #include "common/status.h"
 #include "store/meta_store.h"
+#include "store/rows.h"
 #include "store/sqlite/group_commit.h"
-#include "store/sqlite/rows.h"
 #include "store/sqlite/statements.h"
 #include "store/store_mutex.h"
 
@@ -45,6 +45,8 @@ class SqliteMetaStore final : public MetaStore {
   uint64_t JobVersion(int64_t job_id) override { return mu_.versions().Job(job_id); }
   uint64_t AuthVersion() override { return mu_.versions().Auth(); }
   std::vector<std::string> Damage() override;
+  // table_copy.cc: the rows `ringmaster admin migrate` moves.
+  TableCopy* tables() override;
 
   StatusOr<int64_t> CreateUser(const User& user) override;
   StatusOr<User> GetUser(int64_t id) override;
@@ -102,6 +104,7 @@ class SqliteMetaStore final : public MetaStore {
   Status DeleteRegistryCredential(int64_t user_id, const std::string& registry) override;
 
  private:
+  friend class SqliteTableCopy;
   using Lock = std::lock_guard<StoreMutex>;
 
   // Task rows of ranks [from, to) from a template.
@@ -203,6 +206,7 @@ class SqliteMetaStore final : public MetaStore {
   StoreMutex mu_;
   GroupCommit group_commit_;
   int tx_depth_ = 0;  // GUARDED_BY(mu_)
+  std::unique_ptr<TableCopy> table_copy_;  // GUARDED_BY(mu_); made on first use
 };
 
 }  // namespace ringmaster::store::sqlite

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "store/rows.h"
+
 namespace ringmaster::store::sqlite {
 
 // Prepared statements of one connection, by their SQL. A statement in use
@@ -67,11 +69,11 @@ class StmtCache {
 using SqlValue = std::variant<int64_t, std::string>;
 
 // RAII prepared statement with positional binding.
-class Stmt {
+class Stmt final : public Row {
  public:
   Stmt(StmtCache& cache, const char* sql) : cache_(cache) { std::tie(stmt_, cached_) = cache.Take(sql); }
   Stmt(StmtCache& cache, const std::string& sql) : Stmt(cache, sql.c_str()) {}
-  ~Stmt() {
+  ~Stmt() override {
     if (stmt_) cache_.Return(stmt_, cached_);
   }
   Stmt(const Stmt&) = delete;
@@ -106,10 +108,10 @@ class Stmt {
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(stmt_); }
 
-  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double Real(int col) const { return sqlite3_column_double(stmt_, col); }
-  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::string Text(int col) const {
+  int64_t Int(int col) const override { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const override { return sqlite3_column_double(stmt_, col); }
+  bool IsNull(int col) const override { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const override {
     auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
     return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
   }

@@ -1,8 +1,8 @@
-#include "store/sqlite/rows.h"
+#include "store/rows.h"
 
 #include <string>
 
-namespace ringmaster::store::sqlite {
+namespace ringmaster::store {
 
 std::string& RowDamage() {
   thread_local std::string damage;
@@ -23,7 +23,7 @@ E Parsed(std::optional<E> v, E fallback, const char* table, int64_t id, const ch
 
 }  // namespace
 
-User ReadUser(const Stmt& s) {
+User ReadUser(const Row& s) {
   User u;
   u.id = s.Int(0);
   u.name = s.Text(1);
@@ -36,15 +36,15 @@ User ReadUser(const Stmt& s) {
   return u;
 }
 
-Token ReadToken(const Stmt& s) {
+Token ReadToken(const Row& s) {
   return Token{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6), s.Int(7), s.Int(8) != 0};
 }
 
-AuditEntry ReadAudit(const Stmt& s) {
+AuditEntry ReadAudit(const Row& s) {
   return AuditEntry{s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7)};
 }
 
-Node ReadNode(const Stmt& s) {
+Node ReadNode(const Row& s) {
   Node n;
   n.id = s.Int(0);
   n.name = s.Text(1);
@@ -72,7 +72,7 @@ Node ReadNode(const Stmt& s) {
   return n;
 }
 
-Job ReadJob(const Stmt& s) {
+Job ReadJob(const Row& s) {
   Job j;
   j.id = s.Int(0);
   j.user_id = s.Int(1);
@@ -101,7 +101,7 @@ Job ReadJob(const Stmt& s) {
   return j;
 }
 
-Task ReadTask(const Stmt& s) {
+Task ReadTask(const Row& s) {
   Task t;
   t.id = s.Int(0);
   t.job_id = s.Int(1);
@@ -125,7 +125,11 @@ Task ReadTask(const Stmt& s) {
   return t;
 }
 
-Event ReadEvent(const Stmt& s) {
+RegistryCredential ReadCredential(const Row& s) {
+  return RegistryCredential{s.Int(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4)};
+}
+
+Event ReadEvent(const Row& s) {
   Event e;
   e.id = s.Int(0);
   e.job_id = s.Int(1);
@@ -138,4 +142,4 @@ Event ReadEvent(const Stmt& s) {
   return e;
 }
 
-}  // namespace ringmaster::store::sqlite
+}  // namespace ringmaster::store

@@ -1,13 +1,25 @@
-// The SQLite MetaStore's rows: each table's column list and row reader.
-// Internal to store/sqlite/. Thread-compatible: under the connection's mutex.
+// The SQL backends' rows: each table's column list and its reader from a row
+// cursor (Row: a SQLite statement, a PostgreSQL result row). Internal to
+// store/. Thread-compatible; RowDamage is per thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "store/meta_store.h"
-#include "store/sqlite/statements.h"
 
-namespace ringmaster::store::sqlite {
+namespace ringmaster::store {
+
+// One row of a query's result, its columns by position.
+class Row {
+ public:
+  virtual ~Row() = default;
+  virtual int64_t Int(int col) const = 0;
+  virtual double Real(int col) const = 0;
+  virtual bool IsNull(int col) const = 0;
+  virtual std::string Text(int col) const = 0;
+};
+
 
 inline constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
 inline constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node, expires_ms, session";
@@ -21,18 +33,22 @@ inline constexpr const char* kTaskCols =
     "id, job_id, rank, state, reason, node_id, attempt, desired, exit_code, cpu_milli, "
     "memory_bytes, gpus, created_ms, started_ms, finished_ms, port, gpu_indices, overlay_ip";
 inline constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, from_state, to_state, reason";
+// "user" quoted: a reserved word in PostgreSQL, an identifier in both.
+inline constexpr const char* kAuditCols = "id, ts_ms, \"user\", address, action, target, outcome, detail";
+inline constexpr const char* kCredentialCols = "user_id, registry, username, sealed, updated_ms";
 
 // What a reader found wrong with the row it read ("" = sound): set by the
 // readers, checked and cleared by whoever called them (same thread, under
 // the store's lock).
 std::string& RowDamage();
 
-User ReadUser(const Stmt& s);
-Token ReadToken(const Stmt& s);
-AuditEntry ReadAudit(const Stmt& s);
-Node ReadNode(const Stmt& s);
-Job ReadJob(const Stmt& s);
-Task ReadTask(const Stmt& s);
-Event ReadEvent(const Stmt& s);
+User ReadUser(const Row& s);
+Token ReadToken(const Row& s);
+AuditEntry ReadAudit(const Row& s);
+Node ReadNode(const Row& s);
+Job ReadJob(const Row& s);
+Task ReadTask(const Row& s);
+Event ReadEvent(const Row& s);
+RegistryCredential ReadCredential(const Row& s);
 
-}  // namespace ringmaster::store::sqlite
+}  // namespace ringmaster::store
