@@ -6,8 +6,9 @@
 #  - what a is asked to write after waking is not acknowledged by a either;
 #  - a steps down: its /healthz says standby (it re-executed) and names b;
 #  - b, the leader, keeps serving.
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/failover_lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes directory
+source "$HERE/lib.sh"
+source "$HERE/failover_lib.sh"
 trap 'rc=$?; set +e; [ $rc -ne 0 ] && dump_servers; stop_servers; (exit $rc); cleanup' EXIT
 
 start_pair

@@ -9,8 +9,9 @@
 #    (200), ids are never shared, and the store holds no job beyond them;
 #  - a 2-worker training job running across the failover succeeds, on its
 #    first attempt (the agents kept their tasks through the switch).
-source "$(dirname "$0")/lib.sh"
-source "$(dirname "$0")/failover_lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes directory
+source "$HERE/lib.sh"
+source "$HERE/failover_lib.sh"
 : "${RINGMASTER_TRAIN:?set RINGMASTER_TRAIN}"
 trap 'rc=$?; set +e; [ $rc -ne 0 ] && dump_servers; stop_agents; stop_servers; (exit $rc); cleanup' EXIT
 
@@ -25,7 +26,7 @@ wait_state "$ID" RUNNING 60
 pass "job $ID trains on two agents"
 
 export STOP_FILE=$DATA/killed
-PYTHONPATH=$REPO/python /usr/bin/python3 "$(dirname "$0")/failover_submits.py" "$SERVERS" "$RINGMASTER_TOKEN" 8 63 \
+PYTHONPATH=$REPO/python /usr/bin/python3 "$HERE/failover_submits.py" "$SERVERS" "$RINGMASTER_TOKEN" 8 63 \
   > "$DATA/acks" 2> "$DATA/submits.err" &
 LOAD=$!
 for _ in $(seq 1 300); do [ "$(grep -c '^c' "$DATA/acks" || true)" -ge 150 ] && break; sleep 0.1; done
