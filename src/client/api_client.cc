@@ -215,8 +215,11 @@ void ApiClient::Failover(std::chrono::milliseconds budget,
     Try t = attempt(*f.clients[i]);
     size_t answered = i;
     if (t.what == Try::kFollow) {
-      // A standby names the leader: there, once, with the same request.
-      http::Client* leader = f.ForOrigin(OriginOf(t.location), &answered);
+      // A standby names the leader: there, once, with the same request; never
+      // from https to plain http, where the token would travel in clear.
+      const std::string origin = OriginOf(t.location);
+      const bool downgrade = f.urls[i].rfind("https://", 0) == 0 && origin.rfind("https://", 0) != 0;
+      http::Client* leader = downgrade ? nullptr : f.ForOrigin(origin, &answered);
       t = leader ? attempt(*leader) : Try{Try::kNext, ""};
     }
     if (t.what == Try::kDone) {

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/crypto.h"
+#include "common/json_limits.h"
 #include "common/units.h"
 
 namespace ringmaster::server {
@@ -383,7 +384,10 @@ StatusOr<http::Principal> Auth::Authenticate(const http::Request& head, const ht
 
 void Auth::Audit(const http::Request& req, const std::string& who, const std::string& action,
                  const std::string& target, const std::string& outcome, const std::string& detail) {
-  store::AuditEntry e{0, clock_->NowMs(), who, req.remote, action, target, outcome, detail.substr(0, 512)};
+  // Names come from the client (a failed login's, say): stored as printable
+  // UTF-8, so no bytes a store cannot hold keep the entry out of the log.
+  store::AuditEntry e{0,      clock_->NowMs(), Printable(who, 256), req.remote, action, Printable(target, 256),
+                      outcome, Printable(detail, 512)};
   if (Status st = store_->AddAudit(e); !st.ok()) spdlog::error("audit: {}", st.ToString());
   spdlog::info("audit: {} {} {} {} from {}{}", who.empty() ? "-" : who, action, target, outcome, req.remote,
                detail.empty() ? "" : ": " + detail);

@@ -172,15 +172,17 @@ Status Server::Start() {
   // A leader that stepped down while the handler ran answers 503, never a
   // success: its writes may have been refused by the fence.
   h.before_respond = [this, store = store_.get()]() -> std::function<Status()> {
-    const uint64_t at_start = store->CommitTicket();
     Election* e = election_ptr_.load();
     const bool leading = e && e->View().role == ServerRole::kLeader;
-    return [e, store, at_start, leading] {
+    return [e, store, leading] {
       if (leading && e->View().role == ServerRole::kSteppedDown) {
         return Unavailable("this server stepped down as leader while answering; retry on the leader");
       }
-      const uint64_t now = store->CommitTicket();
-      return now == at_start ? Status::Ok() : store->AwaitDurable(now);
+      // Every commit the handler could have seen, its own or another's, is
+      // durable before the answer: an answer never shows what a crash could
+      // take back (an id handed out again, a job that was never there).
+      // AwaitDurable returns at once when the sync has caught up.
+      return store->AwaitDurable(store->CommitTicket());
     };
   };
   h.gate = [this](const http::Request& head) { return Gate(head); };

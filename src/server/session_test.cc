@@ -280,5 +280,21 @@ TEST(CookieValueTest, ReadsTheNamedCookieAmongOthersLeniently) {
   EXPECT_EQ(get({"rm_session=abc", "rm_session=def"}).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(SessionTest, AFailedLoginWithJunkInItsNameIsAuditedAsPrintableText) {
+  // A name holding bytes no store keeps as text: a NUL (JSON's \u0000) in a
+  // session login, a lone 0xff in HTTP Basic. Each login fails, and the audit
+  // log still records it, the bytes escaped.
+  http::Response r = Call("POST", "/api/v1/session", {}, R"({"user":"alice\u0000x","password":"correct horse"})");
+  EXPECT_EQ(r.status, 401) << r.body;
+  // "al\xffice:x" in base64.
+  r = Call("POST", "/api/v1/tokens", {{"authorization", "Basic YWz/aWNlOng="}}, "{}");
+  EXPECT_EQ(r.status, 401) << r.body;
+  http::Response audit = Call("GET", "/api/v1/audit?limit=50", {{"authorization", "Bearer " + admin_}});
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  const std::string entries = json::parse(audit.body)["entries"].dump();
+  EXPECT_NE(entries.find(R"(user alice\\x00x)"), std::string::npos) << entries;
+  EXPECT_NE(entries.find(R"(user al\\xffice)"), std::string::npos) << entries;
+}
+
 }  // namespace
 }  // namespace ringmaster::server
