@@ -327,6 +327,12 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   if (auto st = srv.Start(); !st.ok()) Die(st.message());
   std::unique_ptr<agent::Agent> agent;
   if (with_agent) {
+    // On a shared store the server stands by until it holds the lease: the
+    // local agent's token is written by the leader (at most a lease's wait,
+    // when this server's previous process still held it).
+    if (auto st = srv.AwaitLeading(std::chrono::seconds(30)); !st.ok()) {
+      Die(st.message() + ": `ringmaster up` runs its agent beside the leader; run `ringmaster server` for a standby");
+    }
     NodeFlags local = node;
     // One machine: tasks meet where the server listens (unless it listens everywhere).
     if (local.address.empty() && host != "0.0.0.0") local.address = host;

@@ -94,6 +94,7 @@ Status Server::Bootstrap() {
   logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes);
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
   if (options_.files) {
+    RM_RETURN_IF_ERROR(CheckFilesShared("(a store given in-process)"));
     files_ = options_.files;
   } else {
     const std::string url = options_.files_url.empty() ? "local:" + options_.data_dir + "/blobs" : options_.files_url;
@@ -111,13 +112,40 @@ Status Server::Bootstrap() {
   return Status::Ok();
 }
 
-Status Server::CheckFilesShared(const std::string& files_url) const {
-  if (store_->leadership() == nullptr || files_url.rfind("local:", 0) != 0) return Status::Ok();
-  return FailedPrecondition(fmt::format(
-      "--files {}: this store is shared by servers that take over from each other, and a server that takes over "
-      "cannot read files kept on another machine's disk; give every server the same shared files service, "
-      "--files s3://BUCKET?endpoint=URL (docs/files.md, docs/failover.md)",
-      files_url));
+// Users' files on this machine's disk (local:) and a shared store: this server
+// must be the store's only one, for a server taking over could not read them.
+// Its lease says so (LocalFilesMark in its id): a server that finds a live lease
+// of another machine's or data dir's local files refuses to stand by, and so
+// does a local one that finds a live lease of shared files. The same server
+// restarted finds its own mark and waits out its old lease.
+std::string Server::LocalFilesMark() const {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return fmt::format("[local files at {}:{}]", host, options_.data_dir);
+}
+
+Status Server::CheckFilesShared(const std::string& files_url) {
+  if (store_->leadership() == nullptr) return Status::Ok();
+  local_files_ = files_url.rfind("local:", 0) == 0;
+  auto lease = store_->leadership()->Current();
+  if (!lease.ok()) return lease.status().Annotate("reading the store's leader lease");
+  if (lease->holder.empty() || lease->remaining_ms <= 0) return Status::Ok();
+  const size_t mark = lease->holder.find("[local files at ");
+  if (mark != std::string::npos && lease->holder.substr(mark) != LocalFilesMark()) {
+    return FailedPrecondition(fmt::format(
+        "the leader of this store ({}) keeps users' files on its own disk (--files local), so it cannot have a "
+        "standby: a server taking over could not read them. Move its files to a shared service first "
+        "(--files s3://BUCKET?endpoint=URL on every server; docs/failover.md)",
+        lease->holder_url));
+  }
+  if (local_files_ && mark == std::string::npos) {
+    return FailedPrecondition(fmt::format(
+        "--files {}: the store's leader ({}) has a standby's shared files, and a server that takes over cannot read "
+        "files kept on another machine's disk; give every server the same shared files service, "
+        "--files s3://BUCKET?endpoint=URL (docs/files.md, docs/failover.md)",
+        files_url, lease->holder_url));
+  }
+  return Status::Ok();
 }
 
 Status Server::SetUpTls(http::ServerOptions* h) {
@@ -225,6 +253,7 @@ Status Server::Start() {
     gethostname(host, sizeof(host) - 1);
     e.id = fmt::format("{}:{}:{}", host, getpid(), RandomHex(4));
   }
+  if (local_files_) e.id += " " + LocalFilesMark();
   if (e.url.empty()) e.url = url();
   election_ = std::make_unique<Election>(
       store_->leadership(), clock_, e, [this](int64_t) { return Lead(); },
@@ -377,6 +406,22 @@ void Server::SaveMonitor() {
   if (!tiers.empty()) monitor_->series().EraseIdle(now - tiers.back().resolution_ms * tiers.back().points);
   monitor_->series().EraseIdle(now - options_.monitor_task_retention_ms, "task/");
   if (Status st = monitor_->series().Save(MonitorPath()); !st.ok()) spdlog::warn("monitor: saving its history: {}", st.message());
+}
+
+Status Server::AwaitLeading(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!serving_.load()) {
+    Election* e = election_ptr_.load();
+    const ElectionView v = e ? e->View() : ElectionView{};
+    if (v.role == ServerRole::kSteppedDown) return FailedPrecondition("this server stepped down as leader");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return DeadlineExceeded(fmt::format("this server did not become the store's leader within {} s{}",
+                                          timeout.count() / 1000,
+                                          v.leader_url.empty() ? "" : "; the leader is " + v.leader_url));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::string> Server::LocalAgentToken(const std::string& node) {

@@ -110,6 +110,9 @@ class Server {
   // The CA certificate clients should trust ("" when serving plain HTTP).
   const std::string& ca_path() const { return ca_path_; }
   std::string admin_token_path() const { return options_.data_dir + "/admin.token"; }
+  // Returns once this server leads and its services are up (at once without
+  // a shared store); DeadlineExceeded after `timeout`, naming the leader.
+  Status AwaitLeading(std::chrono::milliseconds timeout);
   // A token with scope agent for the local agent of `node`, kept in
   // <data>/agent.token (0600) and reused across restarts while it is valid.
   StatusOr<std::string> LocalAgentToken(const std::string& node);
@@ -119,7 +122,9 @@ class Server {
 
  private:
   Status Bootstrap();
-  Status CheckFilesShared(const std::string& files_url) const;
+  Status CheckFilesShared(const std::string& files_url);
+  std::string LocalFilesMark() const;
+  bool local_files_ = false;  // users' files on this machine, with a shared store: no standby
   Status SetUpTls(http::ServerOptions* http);
   // What a leader runs: the admin user, the JobService and its scheduler, the
   // monitor's history and saver, the log archiver, the own registry.

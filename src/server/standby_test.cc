@@ -161,7 +161,40 @@ TEST_F(StandbyTest, AFencedWriteAnswers503AndTheLeaderStepsDown) {
   EXPECT_EQ(stepped_down_, "a");
 }
 
-TEST_F(StandbyTest, ALocalFilesBackendIsRefusedOnASharedStore) {
+// Users' files on one machine's disk: that server may lead a shared store
+// alone, but no server stands by beside it, and it stands by beside none.
+TEST_F(StandbyTest, ALocalFilesServerLeadsAloneAndNoStandbyJoinsIt) {
+  auto local = [this](const std::string& name) {
+    ServerOptions o;
+    o.data_dir = (dir_ / name).string();
+    o.meta = shared_.View(name);
+    o.election.id = name;
+    o.election.lease = 600ms;
+    o.election.renew = 100ms;
+    o.election.retry = 50ms;
+    return std::make_unique<Server>(o);
+  };
+  auto c = local("c");
+  ASSERT_TRUE(c->Start().ok());
+  ASSERT_TRUE(WaitRole(c.get(), "leader"));
+  // A server with shared files, and another with local files of its own: refused, naming why.
+  ServerOptions o;
+  o.data_dir = (dir_ / "d").string();
+  o.meta = shared_.View("d");
+  o.files = files_;
+  Server d(o);
+  Status st = d.Start();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("own disk (--files local)"), std::string::npos) << st.message();
+  auto e = local("e");
+  st = e->Start();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("cannot have a standby"), std::string::npos) << st.message();
+}
+
+TEST_F(StandbyTest, ALocalFilesServerCannotStandByASharedFilesLeader) {
+  Server* a = StartServer("a");
+  ASSERT_TRUE(WaitRole(a, "leader"));
   ServerOptions o;
   o.data_dir = (dir_ / "c").string();
   o.meta = shared_.View("c");
