@@ -79,6 +79,10 @@ Status Server::Bootstrap() {
     }
   }
   RM_RETURN_IF_ERROR(MakeDirs(options_.data_dir, 0700));
+  // An earlier run's: written again once this one serves (a standby never
+  // does), so clients that read it never find a server that is not up.
+  std::error_code ignored;
+  std::filesystem::remove(options_.data_dir + "/server.json", ignored);
   // Traversable, not listable: an agent on this machine may keep its tasks'
   // sandboxes in here (as `ringmaster up` does). Nothing else in <data> is theirs.
   if (chmod(options_.data_dir.c_str(), 0711) != 0) {
@@ -333,10 +337,11 @@ Status Server::Lead() {
   });
   json info = {{"url", url()}, {"pid", getpid()}};
   if (!ca_path_.empty()) info["ca"] = ca_path_;
+  // Serving before server.json says where: a client that finds the file finds the routes up.
+  serving_ = true;
   RM_RETURN_IF_ERROR(WriteFileAtomic(options_.data_dir + "/server.json", info.dump() + "\n", 0600));
   spdlog::info("ringmaster server listening on {} (data in {}{})", url(), options_.data_dir,
                ca_path_.empty() ? "" : "; clients trust " + ca_path_);
-  serving_ = true;
   return Status::Ok();
 }
 
