@@ -309,4 +309,12 @@ class MetaStore {
 // empty store that lives as long as the object (tests, throwaway servers).
 StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url);
 
+// `url` as it may be printed: a PostgreSQL URL without its password (in the
+// user part or a password= parameter) nor its parameters; others as they are.
+std::string RedactedStoreUrl(const std::string& url);
+// A PostgreSQL store URL as libpq's own tools (pg_dump, psql) take it: no
+// password (they find it in PGPASSWORD or ~/.pgpass) and none of the store's
+// own parameters (pool, statement_timeout), which they refuse.
+StatusOr<std::string> PostgresToolUrl(const std::string& url);
+
 }  // namespace ringmaster::store

@@ -56,13 +56,17 @@ StatusOr<ConnInfo> ParseUrl(const std::string& url) {
   const size_t at = url.find('@', scheme_end + 3);
   const size_t slash = url.find('/', scheme_end + 3);
   info.redacted = url;
+  std::string tool_base = url.substr(0, url.find('?'));
   if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
     const size_t colon = url.find(':', scheme_end + 3);
-    if (colon != std::string::npos && colon < at) info.redacted = url.substr(0, colon) + ":***" + url.substr(at);
+    if (colon != std::string::npos && colon < at) {
+      info.redacted = url.substr(0, colon) + ":***" + url.substr(at);
+      tool_base = url.substr(0, colon) + tool_base.substr(at);
+    }
   }
   const size_t q = url.find('?');
   std::string base = url.substr(0, q);
-  std::string kept;
+  std::string kept, tool_kept;
   if (q != std::string::npos) {
     size_t pos = q + 1;
     while (pos <= url.size()) {
@@ -82,12 +86,14 @@ StatusOr<ConnInfo> ParseUrl(const std::string& url) {
         }
       } else {
         kept += (kept.empty() ? "?" : "&") + kv;
+        if (key != "password") tool_kept += (tool_kept.empty() ? "?" : "&") + kv;
       }
     }
     const size_t rq = info.redacted.find('?');
     if (rq != std::string::npos) info.redacted.resize(rq);
   }
   info.url = base + kept;
+  info.tool_url = tool_base + tool_kept;
   return info;
 }
 

@@ -24,7 +24,8 @@ namespace ringmaster::store::postgres {
 // Where and how to connect, from a store URL (ParseUrl).
 struct ConnInfo {
   std::string url;        // libpq's URI, without the store's own parameters
-  std::string redacted;   // the URL without its password, for messages
+  std::string redacted;   // the URL without its password nor its parameters, for messages
+  std::string tool_url;   // for libpq's own tools (pg_dump): no password, none of the store's parameters
   int pool = 8;           // connections for reads outside a transaction
   int statement_timeout_ms = 10000;
 };

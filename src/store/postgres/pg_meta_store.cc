@@ -37,6 +37,11 @@ StatusOr<std::unique_ptr<MetaStore>> Open(const std::string& url) {
   return std::unique_ptr<MetaStore>(std::move(store));
 }
 
+StatusOr<UrlForms> PrintableUrl(const std::string& url) {
+  RM_ASSIGN_OR_RETURN(ConnInfo info, ParseUrl(url));
+  return UrlForms{info.redacted, info.tool_url};
+}
+
 PgMetaStore::PgMetaStore(const ConnInfo& info)
     : info_(info),
       call_timeout_(info.statement_timeout_ms + 2000),

@@ -322,6 +322,23 @@ TEST_F(PgStoreTest, TablesCopyWithTheirIdsAndIdsNeverGoBack) {
   testing::DropDatabase(dst_dir.string());
 }
 
+// Text the database refuses (bad encoding, a value of the wrong form) is the
+// caller's error, never a server's: InvalidArgument, as on every backend.
+TEST_F(PgStoreTest, TextTheDatabaseRefusesIsInvalidArgument) {
+  auto info = ParseUrl(url_);
+  ASSERT_TRUE(info.ok());
+  Connection conn(*info, {}, milliseconds(5000));
+  for (const char* sql : {"SELECT convert_from('\\xff'::bytea, 'UTF8')", "SELECT 'yesterday'::bigint"}) {
+    auto r = conn.Exec(sql);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << sql << ": " << r.status().ToString();
+  }
+  auto nul = conn.Exec("SELECT $1::text", Params(std::string("a\0b", 3)));
+  EXPECT_EQ(nul.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nul.status().message().find("parameter $1: text with a NUL byte"), std::string::npos)
+      << nul.status().ToString();
+  EXPECT_TRUE(conn.Exec("SELECT 1").ok());
+}
+
 // Its own PostgreSQL (never the shared fixture's), stopped under the store.
 TEST_F(PgStoreTest, ALostServerFailsCallsWithinTheStatementTimeout) {
   const char* script = RM_PG_FIXTURE_SCRIPT;
