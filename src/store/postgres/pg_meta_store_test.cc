@@ -339,6 +339,18 @@ TEST_F(PgStoreTest, TextTheDatabaseRefusesIsInvalidArgument) {
   EXPECT_TRUE(conn.Exec("SELECT 1").ok());
 }
 
+// The database's notices go to the log (at debug), not to stderr.
+TEST_F(PgStoreTest, NoticesAreNotPrintedOnStderr) {
+  auto info = ParseUrl(url_);
+  ASSERT_TRUE(info.ok());
+  Connection conn(*info, {}, milliseconds(5000));
+  ::testing::internal::CaptureStderr();
+  auto r = conn.ExecScript("DO $$ BEGIN RAISE NOTICE 'a notice from the database'; END $$");
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(printed.find("a notice from the database"), std::string::npos) << printed;
+}
+
 // Its own PostgreSQL (never the shared fixture's), stopped under the store.
 TEST_F(PgStoreTest, ALostServerFailsCallsWithinTheStatementTimeout) {
   const char* script = RM_PG_FIXTURE_SCRIPT;
