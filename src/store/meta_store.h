@@ -191,12 +191,15 @@ bool JobFilterSelects(const JobFilter& filter, const Job& job);
 // matches names holding `substring` (case-folded, its % _ \ escaped).
 std::string NameLikePattern(const std::string& substring);
 
+// Text (every string given or looked up) must be UTF-8 without NUL bytes:
+// every backend refuses other text with InvalidArgument, storing nothing.
 class MetaStore {
  public:
   virtual ~MetaStore() = default;
 
   // Runs `fn` atomically: every write inside commits together or not at all.
-  // Nested calls join the outer transaction.
+  // Nested calls join the outer transaction. A `fn` that throws is rolled
+  // back (the exception goes on to the caller) and the store stays usable.
   virtual Status InTransaction(const std::function<Status()>& fn) = 0;
   // Durability by ticket, not by thread: a request's writes may be made on
   // any thread, and a ticket taken after them covers them wherever they ran.

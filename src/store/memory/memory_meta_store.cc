@@ -197,7 +197,8 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   StatusOr<int64_t> UpsertNode(const Node& n) override {
-    RM_RETURN_IF_ERROR(Storable({n.name, n.gpus_json, n.gpu_model, n.agent_version, n.address, n.labels_json, n.executors, n.network}));
+    RM_RETURN_IF_ERROR(Storable({n.name, n.gpus_json, n.gpu_model, n.agent_version, n.address, n.labels_json,
+                                  n.executors, n.network}));
     Lock l(mu_);
     Write();
     for (auto& [id, row] : data_.nodes) {
@@ -256,7 +257,8 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {
-    RM_RETURN_IF_ERROR(Storable({j.name, j.kind, j.reason, j.spec_json, j.stop_reason, j.submit_key, tmpl.reason, tmpl.gpu_indices, tmpl.overlay_ip}));
+    RM_RETURN_IF_ERROR(Storable({j.name, j.kind, j.reason, j.spec_json, j.stop_reason, j.submit_key, tmpl.reason,
+                                  tmpl.gpu_indices, tmpl.overlay_ip}));
     Lock l(mu_);
     if (!data_.users.count(j.user_id)) return Constraint("insert job", "FOREIGN KEY");
     if (!j.submit_key.empty() && GetJobBySubmitKey(j.user_id, j.submit_key).ok()) {

@@ -202,7 +202,8 @@ Status Connection::Flush(const std::string& what, Deadline deadline) {
     const int rc = PQflush(conn_);
     if (rc == 0) return Status::Ok();
     if (rc < 0) return Lost(what + ": " + PQerrorMessage(conn_));
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return Lost(what + ": not sent within " + std::to_string(call_timeout_.count()) + " ms");
     pollfd p{PQsocket(conn_), POLLOUT | POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(left.count()));

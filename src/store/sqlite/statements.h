@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -97,7 +98,9 @@ class Stmt final : public Row {
   }
   Stmt& Bind(const std::string& v) {
     if (bad_text_ == 0) {
-      if (const char* why = TextProblem(v)) bad_text_ = std::string_view(why).find("NUL") != std::string_view::npos ? kTextWithNul : kTextNotUtf8;
+      if (const char* why = TextProblem(v)) {
+        bad_text_ = std::string_view(why).find("NUL") != std::string_view::npos ? kTextWithNul : kTextNotUtf8;
+      }
     }
     sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
