@@ -21,34 +21,9 @@ namespace {
 
 bool IsPostgres(const std::string& url) { return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0; }
 
-// The URL as it may be printed: a PostgreSQL URL without its password
-// (libpq then finds it in PGPASSWORD or ~/.pgpass).
-std::string Redacted(const std::string& url) {
-  if (!IsPostgres(url)) return url;
-  const size_t start = url.find("://") + 3;
-  const size_t at = url.find('@', start);
-  const size_t colon = url.find(':', start);
-  if (at == std::string::npos || colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + url.substr(at);
-}
-
-// The URL libpq's tools take: without the password, nor Ringmaster's own
-// parameters (pool=N), which libpq refuses.
-std::string LibpqUrl(const std::string& url) {
-  std::string out = Redacted(url);
-  const size_t q = out.find('?');
-  if (q == std::string::npos) return out;
-  std::string kept;
-  size_t i = q + 1;
-  while (i <= out.size()) {
-    size_t amp = out.find('&', i);
-    if (amp == std::string::npos) amp = out.size();
-    const std::string param = out.substr(i, amp - i);
-    if (!param.empty() && param.rfind("pool=", 0) != 0) kept += (kept.empty() ? "" : "&") + param;
-    i = amp + 1;
-  }
-  return out.substr(0, q) + (kept.empty() ? "" : "?" + kept);
-}
+// The URL as it may be printed: the store's own redaction (no password, in
+// the user part or a parameter).
+std::string Redacted(const std::string& url) { return store::RedactedStoreUrl(url); }
 
 // The database file of an SQLite URL as OpenMetaStore reads it (sqlite:PATH,
 // or a bare path); nullopt for any other store.
@@ -129,8 +104,10 @@ class Progress {
 int AdminBackup(const std::string& data, const std::string& meta, const std::string& to) {
   const std::string url = meta.empty() ? "sqlite:" + (data.empty() ? DefaultDataDir() : data) + "/meta.db" : meta;
   if (IsPostgres(url)) {
-    Die("admin backup: the metadata is in PostgreSQL: back it up with pg_dump: pg_dump -Fc -f " + to + " '" +
-        LibpqUrl(url) + "' (docs/operations.md)");
+    auto tool = store::PostgresToolUrl(url);
+    if (!tool.ok()) Die("admin backup: --meta " + Redacted(url) + ": " + tool.status().message());
+    Die("admin backup: the metadata is in PostgreSQL: back it up with pg_dump: pg_dump -Fc -f " + to + " '" + *tool +
+        "' (docs/operations.md)");
   }
   auto path = SqlitePath(url);
   if (!path) Die("admin backup: " + url + " keeps nothing on disk to back up (expected sqlite:PATH)");
@@ -197,18 +174,21 @@ int AdminMigrate(const std::string& from, const std::string& to, bool online) {
     rows += t.rows;
     const size_t filled = 20 * n / tables;
     const std::string ids = t.last_id > 0 ? ", ids up to " + std::to_string(t.last_id) : "";
+    // Values no backend stores now are copied repaired, and said so.
+    const std::string repaired =
+        t.repaired > 0 ? "; " + std::to_string(t.repaired) +
+                             " values had NUL bytes or bytes that are not UTF-8, copied with U+FFFD in their place"
+                       : "";
     std::cerr << (::isatty(2) ? "\r" : "") << "  [" << std::string(filled, '#') << std::string(20 - filled, '.')
-              << "] " << t.table << ": " << t.rows << " rows" << ids << ", counts match\n";
+              << "] " << t.table << ": " << t.rows << " rows" << ids << ", counts match, text matches" << repaired
+              << "\n";
   });
   src.reset();
   if (!snapshot.empty()) {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(snapshot + suffix, ec);
   }
-  if (!copied.ok()) {
-    const bool wrote = copied.status().code() != StatusCode::kFailedPrecondition;
-    Die("admin migrate: " + copied.status().message() +
-        (wrote ? " (the destination may hold part of the copy: empty it before another try)" : ""));
-  }
+  // The copy is one transaction of the destination: a failure leaves nothing of it.
+  if (!copied.ok()) Die("admin migrate: " + copied.status().message() + " (nothing was copied)");
   std::cout << "migrated " << rows << " rows in " << copied->size() << " tables; start the server with --meta "
             << Redacted(to) << "\n";
   return 0;

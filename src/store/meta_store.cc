@@ -43,4 +43,23 @@ StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url) {
   return InvalidArgument("metadata store: unknown scheme \"" + scheme + ":\" (expected sqlite:PATH, a path, postgres://... or memory:)");
 }
 
+namespace {
+bool IsPostgresUrl(const std::string& url) {
+  return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0;
+}
+}  // namespace
+
+std::string RedactedStoreUrl(const std::string& url) {
+  if (!IsPostgresUrl(url)) return url;
+  auto info = postgres::PrintableUrl(url);
+  // A URL that does not parse may hold a password anywhere: none of it is shown.
+  return info.ok() ? info->redacted : url.substr(0, url.find("://") + 3) + "***";
+}
+
+StatusOr<std::string> PostgresToolUrl(const std::string& url) {
+  if (!IsPostgresUrl(url)) return InvalidArgument("not a PostgreSQL URL (postgres://...)");
+  RM_ASSIGN_OR_RETURN(postgres::UrlForms forms, postgres::PrintableUrl(url));
+  return forms.tool_url;
+}
+
 }  // namespace ringmaster::store

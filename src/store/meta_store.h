@@ -191,12 +191,15 @@ bool JobFilterSelects(const JobFilter& filter, const Job& job);
 // matches names holding `substring` (case-folded, its % _ \ escaped).
 std::string NameLikePattern(const std::string& substring);
 
+// Text (every string given or looked up) must be UTF-8 without NUL bytes:
+// every backend refuses other text with InvalidArgument, storing nothing.
 class MetaStore {
  public:
   virtual ~MetaStore() = default;
 
   // Runs `fn` atomically: every write inside commits together or not at all.
-  // Nested calls join the outer transaction.
+  // Nested calls join the outer transaction. A `fn` that throws is rolled
+  // back (the exception goes on to the caller) and the store stays usable.
   virtual Status InTransaction(const std::function<Status()>& fn) = 0;
   // Durability by ticket, not by thread: a request's writes may be made on
   // any thread, and a ticket taken after them covers them wherever they ran.
@@ -308,5 +311,13 @@ class MetaStore {
 // (or postgresql://) a PostgreSQL database, migrating it; "memory:" a new
 // empty store that lives as long as the object (tests, throwaway servers).
 StatusOr<std::unique_ptr<MetaStore>> OpenMetaStore(const std::string& url);
+
+// `url` as it may be printed: a PostgreSQL URL without its password (in the
+// user part or a password= parameter) nor its parameters; others as they are.
+std::string RedactedStoreUrl(const std::string& url);
+// A PostgreSQL store URL as libpq's own tools (pg_dump, psql) take it: no
+// password (they find it in PGPASSWORD or ~/.pgpass) and none of the store's
+// own parameters (pool, statement_timeout), which they refuse.
+StatusOr<std::string> PostgresToolUrl(const std::string& url);
 
 }  // namespace ringmaster::store

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -234,6 +235,76 @@ TEST_P(MetaStoreContract, AFailedTransactionLeavesNoTrace) {
   }).ok());
   EXPECT_EQ(store_->GetUser(uid)->file_bytes, 10);
   EXPECT_EQ(store_->ListEvents(kept)->size(), 1u);
+}
+
+// A transaction whose function throws is rolled back and ends: the store
+// takes the next transaction (the lock, the connection and this thread's
+// place in it are all released).
+TEST_P(MetaStoreContract, ATransactionThatThrowsLeavesNoTrace) {
+  const int64_t uid = MakeUser("ada");
+  EXPECT_THROW((void)store_->InTransaction([&]() -> Status {
+    EXPECT_TRUE(store_->AddUserFileBytes(uid, 10).ok());
+    EXPECT_TRUE(store_->InTransaction([&]() -> Status {
+      EXPECT_TRUE(store_->CreateUser(User{0, "inner", Role::kUser, "", 1}).ok());
+      throw std::runtime_error("a bug");
+    }).ok());
+    return Status::Ok();
+  }),
+               std::runtime_error);
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 0);
+  EXPECT_EQ(store_->GetUserByName("inner").status().code(), StatusCode::kNotFound);
+  // The next transaction is an outermost one of its own, and commits.
+  Status st = store_->InTransaction([&]() -> Status { return store_->AddUserFileBytes(uid, 5); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 5);
+  // From another thread too (nothing is left held).
+  std::thread other([&] { EXPECT_TRUE(store_->AddUserFileBytes(uid, 1).ok()); });
+  other.join();
+  EXPECT_EQ(store_->GetUser(uid)->file_bytes, 6);
+}
+
+// Text a SQL backend cannot hold (PostgreSQL's text ends at a NUL and is
+// UTF-8) is refused by every backend alike, before anything is stored: a
+// name with a NUL must never be taken for the name it starts with.
+TEST_P(MetaStoreContract, TextWithANulByteOrNotUtf8IsRefusedAlike) {
+  const int64_t bob = MakeUser("bob");
+  const std::string nul("bob\0x", 5);
+  auto made = store_->CreateUser(User{0, nul, Role::kUser, "", 1});
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(made.status().message().find("NUL"), std::string::npos) << made.status().ToString();
+  auto found = store_->GetUserByName(nul);
+  ASSERT_FALSE(found.ok()) << "found user " << found->id << " (bob is " << bob << ")";
+  EXPECT_TRUE(found.status().code() == StatusCode::kInvalidArgument || found.status().code() == StatusCode::kNotFound)
+      << found.status().ToString();
+
+  const std::string junk = "j\xff\xfeunk";
+  Job job;
+  job.user_id = bob;
+  job.name = junk;
+  job.spec_json = "{}";
+  auto id = store_->CreateJob(job, Task{});
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument) << id.status().ToString();
+  EXPECT_NE(id.status().message().find("UTF-8"), std::string::npos) << id.status().ToString();
+  AuditEntry entry{0, 1, "", "127.0.0.1", "login", "user " + junk, "failed", ""};
+  EXPECT_EQ(store_->AddAudit(entry).code(), StatusCode::kInvalidArgument);
+  entry.target = "user " + nul;
+  EXPECT_EQ(store_->AddAudit(entry).code(), StatusCode::kInvalidArgument);
+  // Inside a transaction the same, and the transaction fails whole.
+  Status st = store_->InTransaction([&]() -> Status {
+    RM_RETURN_IF_ERROR(store_->CreateUser(User{0, "ok", Role::kUser, "", 1}).status());
+    return store_->CreateUser(User{0, junk, Role::kUser, "", 1}).status();
+  });
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(store_->GetUserByName("ok").status().code(), StatusCode::kNotFound);
+  // Nothing was stored; valid UTF-8 of every length is.
+  EXPECT_EQ(*store_->CountUsers(), 1);
+  EXPECT_TRUE(store_->ListJobs(Where(0, {}, "", "", 10))->jobs.empty());
+  EXPECT_TRUE(store_->ListAudit(10, "", "")->empty());
+  const std::string utf8 = "\u00e9\u20ac\U0001F600 caf\u00e9";
+  const int64_t uid = MakeUser(utf8);
+  EXPECT_EQ(store_->GetUser(uid)->name, utf8);
 }
 
 TEST_P(MetaStoreContract, NestedTransactionsJoinTheOuterOne) {

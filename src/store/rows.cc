@@ -2,7 +2,39 @@
 
 #include <string>
 
+#include "common/json_limits.h"
+
 namespace ringmaster::store {
+
+const char* TextProblem(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return "text with a NUL byte cannot be stored";
+  if (!IsValidUtf8(text)) return "text that is not valid UTF-8 cannot be stored";
+  return nullptr;
+}
+
+std::string StorableText(std::string_view text, int64_t* changed) {
+  constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
+  std::string out;
+  out.reserve(text.size());
+  bool any = false;
+  while (!text.empty()) {
+    const size_t bad = InvalidUtf8At(text);
+    for (char c : text.substr(0, bad)) {
+      if (c == '\0') {
+        out += kReplacement;
+        any = true;
+      } else {
+        out += c;
+      }
+    }
+    if (bad == std::string_view::npos) break;
+    out += kReplacement;
+    any = true;
+    text.remove_prefix(bad + 1);
+  }
+  if (any) ++*changed;
+  return out;
+}
 
 std::string& RowDamage() {
   thread_local std::string damage;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "store/meta_store.h"
 
@@ -36,6 +37,15 @@ inline constexpr const char* kEventCols = "id, job_id, task_id, rank, ts_ms, fro
 // "user" quoted: a reserved word in PostgreSQL, an identifier in both.
 inline constexpr const char* kAuditCols = "id, ts_ms, \"user\", address, action, target, outcome, detail";
 inline constexpr const char* kCredentialCols = "user_id, registry, username, sealed, updated_ms";
+
+// Why `text` cannot be stored ("text with a NUL byte cannot be stored", or
+// not valid UTF-8); nullptr when it can. Every backend refuses such text with
+// InvalidArgument, so what is stored never depends on the backend
+// (PostgreSQL's text cannot hold either).
+const char* TextProblem(std::string_view text);
+// `text` with each NUL byte and each invalid UTF-8 sequence replaced by
+// U+FFFD; adds 1 to *changed when anything was replaced.
+std::string StorableText(std::string_view text, int64_t* changed);
 
 // What a reader found wrong with the row it read ("" = sound): set by the
 // readers, checked and cleared by whoever called them (same thread, under

@@ -20,6 +20,9 @@ inline constexpr const char* kCopiedTables[] = {"users", "tokens", "nodes", "job
 struct TableRows {
   std::vector<std::string> columns;                          // the table's, in schema order
   std::vector<std::vector<std::optional<std::string>>> rows;  // values as text; nullopt = NULL
+  // Per column: a text column (its values compare as they are between
+  // backends; numbers and booleans are written differently). ReadTable sets it.
+  std::vector<bool> text;
 };
 
 class TableCopy {

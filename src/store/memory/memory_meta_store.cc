@@ -1,12 +1,15 @@
 #include "store/memory/memory_meta_store.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "store/rows.h"
 #include "store/store_mutex.h"
 
 namespace ringmaster::store::memory {
@@ -50,6 +53,15 @@ int64_t Insert(std::map<int64_t, T>& table, int64_t& last_id, T row) {
   return id;
 }
 
+// InvalidArgument for text the SQL backends cannot store (TextProblem), so
+// that memory: refuses what they refuse.
+Status Storable(std::initializer_list<std::string_view> texts) {
+  for (std::string_view t : texts) {
+    if (const char* why = TextProblem(t)) return InvalidArgument(why);
+  }
+  return Status::Ok();
+}
+
 template <typename T, typename Pred>
 std::vector<T> Select(const std::map<int64_t, T>& table, Pred keep) {
   std::vector<T> out;
@@ -79,12 +91,23 @@ class MemoryMetaStore final : public MetaStore {
     if (in_tx_) return fn();
     Data before = data_;
     in_tx_ = true;
-    Status st = fn();
-    in_tx_ = false;
-    if (!st.ok()) {
-      data_ = std::move(before);
-      return st;
+    // A throwing fn leaves nothing of what it wrote either.
+    struct Undo {
+      MemoryMetaStore* s;
+      Data* before;
+      bool undo = true;
+      ~Undo() {
+        s->in_tx_ = false;
+        if (undo) s->data_ = std::move(*before);
+      }
+    };
+    Status st;
+    {
+      Undo undo{this, &before};
+      st = fn();
+      undo.undo = !st.ok();
     }
+    if (!st.ok()) return st;
     mu_.NoteCommit();
     return st;
   }
@@ -95,6 +118,7 @@ class MemoryMetaStore final : public MetaStore {
   std::vector<std::string> Damage() override { return {}; }
 
   StatusOr<int64_t> CreateUser(const User& u) override {
+    RM_RETURN_IF_ERROR(Storable({u.name, u.password_hash}));
     Lock l(mu_);
     for (const auto& [id, other] : data_.users) {
       if (other.name == u.name) return AlreadyExists("user \"" + u.name + "\" already exists");
@@ -111,6 +135,7 @@ class MemoryMetaStore final : public MetaStore {
     return Find(data_.users, id, "user");
   }
   StatusOr<User> GetUserByName(const std::string& name) override {
+    RM_RETURN_IF_ERROR(Storable({name}));
     Lock l(mu_);
     return FindIf(data_.users, [&](const User& u) { return u.name == name; }, "user \"" + name + "\"");
   }
@@ -136,6 +161,7 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   StatusOr<int64_t> CreateToken(const Token& t) override {
+    RM_RETURN_IF_ERROR(Storable({t.name, t.hash, t.scope, t.node}));
     Lock l(mu_);
     if (!data_.users.count(t.user_id)) return Constraint("insert token", "FOREIGN KEY");
     for (const auto& [id, other] : data_.tokens) {
@@ -150,6 +176,7 @@ class MemoryMetaStore final : public MetaStore {
     return Find(data_.tokens, id, "token");
   }
   StatusOr<Token> GetTokenByHash(const std::string& hash) override {
+    RM_RETURN_IF_ERROR(Storable({hash}));
     Lock l(mu_);
     return FindIf(data_.tokens, [&](const Token& t) { return t.hash == hash; }, "token");
   }
@@ -170,6 +197,8 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   StatusOr<int64_t> UpsertNode(const Node& n) override {
+    RM_RETURN_IF_ERROR(Storable({n.name, n.gpus_json, n.gpu_model, n.agent_version, n.address, n.labels_json,
+                                  n.executors, n.network}));
     Lock l(mu_);
     Write();
     for (auto& [id, row] : data_.nodes) {
@@ -210,6 +239,7 @@ class MemoryMetaStore final : public MetaStore {
     return Select(data_.nodes, [](const Node&) { return true; });
   }
   Status SetNodeCordon(int64_t id, bool cordoned, const std::string& reason, bool draining) override {
+    RM_RETURN_IF_ERROR(Storable({reason}));
     return UpdateNode(id, [&](Node& n) {
       n.cordoned = cordoned;
       n.cordon_reason = reason;
@@ -227,6 +257,8 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   StatusOr<int64_t> CreateJob(const Job& j, const Task& tmpl) override {
+    RM_RETURN_IF_ERROR(Storable({j.name, j.kind, j.reason, j.spec_json, j.stop_reason, j.submit_key, tmpl.reason,
+                                  tmpl.gpu_indices, tmpl.overlay_ip}));
     Lock l(mu_);
     if (!data_.users.count(j.user_id)) return Constraint("insert job", "FOREIGN KEY");
     if (!j.submit_key.empty() && GetJobBySubmitKey(j.user_id, j.submit_key).ok()) {
@@ -243,6 +275,7 @@ class MemoryMetaStore final : public MetaStore {
     return Find(data_.jobs, id, "job");
   }
   StatusOr<Job> GetJobBySubmitKey(int64_t user_id, const std::string& key) override {
+    RM_RETURN_IF_ERROR(Storable({key}));
     if (key.empty()) return InvalidArgument("an empty submit key names no job");
     Lock l(mu_);
     for (const auto& [id, j] : data_.jobs) {
@@ -276,6 +309,7 @@ class MemoryMetaStore final : public MetaStore {
     return out;
   }
   Status UpdateJob(const Job& j) override {
+    RM_RETURN_IF_ERROR(Storable({j.name, j.kind, j.reason, j.spec_json, j.stop_reason}));
     Lock l(mu_);
     mu_.TouchJob(j.id);
     auto it = data_.jobs.find(j.id);
@@ -312,6 +346,7 @@ class MemoryMetaStore final : public MetaStore {
     return Select(data_.tasks, [](const Task& t) { return t.state == State::kScheduled || t.state == State::kRunning; });
   }
   Status UpdateTask(const Task& t) override {
+    RM_RETURN_IF_ERROR(Storable({t.reason, t.gpu_indices, t.overlay_ip}));
     Lock l(mu_);
     mu_.TouchJob(t.job_id);
     auto it = data_.tasks.find(t.id);
@@ -337,6 +372,7 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   Status AddEvent(const Event& e) override {
+    RM_RETURN_IF_ERROR(Storable({e.from_state, e.to_state, e.reason}));
     Lock l(mu_);
     mu_.TouchJob(e.job_id);
     if (!data_.jobs.count(e.job_id)) return Constraint("insert event", "FOREIGN KEY");
@@ -350,6 +386,7 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   Status AddAudit(const AuditEntry& a) override {
+    RM_RETURN_IF_ERROR(Storable({a.user, a.address, a.action, a.target, a.outcome, a.detail}));
     Lock l(mu_);
     Write();
     Insert(data_.audit, data_.last_audit, a);
@@ -374,6 +411,7 @@ class MemoryMetaStore final : public MetaStore {
   }
 
   Status PutRegistryCredential(const RegistryCredential& c) override {
+    RM_RETURN_IF_ERROR(Storable({c.registry, c.username, c.sealed}));
     Lock l(mu_);
     Write();
     data_.registry_credentials[{c.user_id, c.registry}] = c;

@@ -1,6 +1,7 @@
 #include "store/postgres/connection.h"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -25,6 +26,18 @@ std::string Decode(const std::string& s) {
   return out;
 }
 
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// PostgreSQL's notices (NOTICE, WARNING) go to the log, never to stderr.
+void LogNotice(void*, const char* message) {
+  std::string msg = message ? message : "";
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  spdlog::debug("PostgreSQL: {}", msg);
+}
+
 bool ParseInt(const std::string& s, int lo, int hi, int* out) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -43,13 +56,17 @@ StatusOr<ConnInfo> ParseUrl(const std::string& url) {
   const size_t at = url.find('@', scheme_end + 3);
   const size_t slash = url.find('/', scheme_end + 3);
   info.redacted = url;
+  std::string tool_base = url.substr(0, url.find('?'));
   if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
     const size_t colon = url.find(':', scheme_end + 3);
-    if (colon != std::string::npos && colon < at) info.redacted = url.substr(0, colon) + ":***" + url.substr(at);
+    if (colon != std::string::npos && colon < at) {
+      info.redacted = url.substr(0, colon) + ":***" + url.substr(at);
+      tool_base = url.substr(0, colon) + tool_base.substr(at);
+    }
   }
   const size_t q = url.find('?');
   std::string base = url.substr(0, q);
-  std::string kept;
+  std::string kept, tool_kept;
   if (q != std::string::npos) {
     size_t pos = q + 1;
     while (pos <= url.size()) {
@@ -69,12 +86,14 @@ StatusOr<ConnInfo> ParseUrl(const std::string& url) {
         }
       } else {
         kept += (kept.empty() ? "?" : "&") + kv;
+        if (key != "password") tool_kept += (tool_kept.empty() ? "?" : "&") + kv;
       }
     }
     const size_t rq = info.redacted.find('?');
     if (rq != std::string::npos) info.redacted.resize(rq);
   }
   info.url = base + kept;
+  info.tool_url = tool_base + tool_kept;
   return info;
 }
 
@@ -105,6 +124,9 @@ Status ErrorOf(const PGresult* r, const std::string& what) {
   const std::string text = what + ": " + msg;
   if (code == "23505") return AlreadyExists(text);
   if (code == "23503") return NotFound(text);
+  // Text the database cannot take (bad encoding, a value of the wrong form):
+  // the caller's data, not the server, is at fault.
+  if (code == "22021" || code == "22P05" || code == "22P02") return InvalidArgument(text);
   if (code == "53100") return ServerDiskFull(text);
   if (code == "XX001" || code == "XX002") return DataLoss("the server's database is damaged (" + text + ")");
   // Connection trouble, a shutdown, a timeout, a lost serialization race:
@@ -116,8 +138,9 @@ Status ErrorOf(const PGresult* r, const std::string& what) {
   return Internal(text);
 }
 
-Connection::Connection(const ConnInfo& info, std::vector<std::string> setup, std::chrono::milliseconds call_timeout)
-    : info_(info), setup_(std::move(setup)), call_timeout_(call_timeout) {}
+Connection::Connection(const ConnInfo& info, std::vector<std::string> setup, std::chrono::milliseconds call_timeout,
+                       std::atomic<int64_t>* retry_at)
+    : info_(info), setup_(std::move(setup)), call_timeout_(call_timeout), retry_at_(retry_at) {}
 
 Connection::~Connection() { Close(); }
 
@@ -127,14 +150,26 @@ void Connection::Close() {
   prepared_.clear();
 }
 
+void Connection::BackOff() {
+  if (retry_at_) retry_at_->store(NowMs() + kConnectBackOff.count());
+}
+
 Status Connection::Lost(const std::string& why) {
   Close();
+  BackOff();
   return Unavailable("PostgreSQL at " + info_.redacted + ": " + why);
 }
 
 Status Connection::Ensure() {
   if (conn_) return Status::Ok();
   if (pinned_) return Unavailable("PostgreSQL at " + info_.redacted + ": the connection was lost inside a transaction");
+  if (retry_at_) {
+    const int64_t wait_ms = retry_at_->load() - NowMs();
+    if (wait_ms > 0) {
+      return Unavailable("PostgreSQL at " + info_.redacted + ": the database did not answer; retrying in " +
+                         std::to_string((wait_ms + 999) / 1000) + "s");
+    }
+  }
   const std::string timeout_s = std::to_string(std::max<int64_t>(2, call_timeout_.count() / 1000));
   const char* keys[] = {"dbname", "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                         "keepalives_count", "tcp_user_timeout", "application_name", nullptr};
@@ -146,8 +181,12 @@ Status Connection::Ensure() {
     std::string msg = conn_ ? PQerrorMessage(conn_) : "out of memory";
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
     Close();
+    BackOff();
     return Unavailable("cannot connect to PostgreSQL at " + info_.redacted + ": " + msg);
   }
+  // Sends never block past a call's deadline (Flush); notices are logged, not printed.
+  if (PQsetnonblocking(conn_, 1) != 0) return Lost("cannot make the connection non-blocking");
+  PQsetNoticeProcessor(conn_, LogNotice, nullptr);
   for (const std::string& sql : setup_) {
     auto r = ExecScript(sql);
     if (!r.ok()) {
@@ -158,8 +197,23 @@ Status Connection::Ensure() {
   return Status::Ok();
 }
 
-StatusOr<Result> Connection::Collect(const std::string& what) {
-  const auto deadline = std::chrono::steady_clock::now() + call_timeout_;
+Status Connection::Flush(const std::string& what, Deadline deadline) {
+  while (true) {
+    const int rc = PQflush(conn_);
+    if (rc == 0) return Status::Ok();
+    if (rc < 0) return Lost(what + ": " + PQerrorMessage(conn_));
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Lost(what + ": not sent within " + std::to_string(call_timeout_.count()) + " ms");
+    pollfd p{PQsocket(conn_), POLLOUT | POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) return Lost(what + ": poll failed");
+    // The server may answer (an error) before it has read everything.
+    if (n > 0 && (p.revents & POLLIN) && !PQconsumeInput(conn_)) return Lost(what + ": " + PQerrorMessage(conn_));
+  }
+}
+
+StatusOr<Result> Connection::Collect(const std::string& what, Deadline deadline) {
   Result first_error;
   Result last;
   while (true) {
@@ -193,14 +247,17 @@ StatusOr<Result> Connection::Collect(const std::string& what) {
 }
 
 StatusOr<Result> Connection::Exec(const std::string& sql, const Params& params) {
+  if (!params.problem().empty()) return InvalidArgument(params.problem());
   RM_RETURN_IF_ERROR(Ensure());
+  const Deadline deadline = std::chrono::steady_clock::now() + call_timeout_;
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     const std::string name = "s" + std::to_string(prepared_.size());
     if (!PQsendPrepare(conn_, name.c_str(), sql.c_str(), static_cast<int>(params.size()), nullptr)) {
       return Lost(std::string("prepare: ") + PQerrorMessage(conn_));
     }
-    RM_RETURN_IF_ERROR(Collect("prepare").status());
+    RM_RETURN_IF_ERROR(Flush("prepare", deadline));
+    RM_RETURN_IF_ERROR(Collect("prepare", deadline).status());
     it = prepared_.emplace(sql, name).first;
   }
   std::vector<const char*> values;
@@ -210,13 +267,16 @@ StatusOr<Result> Connection::Exec(const std::string& sql, const Params& params) 
                            0)) {
     return Lost(std::string("send: ") + PQerrorMessage(conn_));
   }
-  return Collect("query");
+  RM_RETURN_IF_ERROR(Flush("send", deadline));
+  return Collect("query", deadline);
 }
 
 StatusOr<Result> Connection::ExecScript(const std::string& sql) {
   RM_RETURN_IF_ERROR(Ensure());
+  const Deadline deadline = std::chrono::steady_clock::now() + call_timeout_;
   if (!PQsendQuery(conn_, sql.c_str())) return Lost(std::string("send: ") + PQerrorMessage(conn_));
-  return Collect("statement");
+  RM_RETURN_IF_ERROR(Flush("send", deadline));
+  return Collect("statement", deadline);
 }
 
 }  // namespace ringmaster::store::postgres

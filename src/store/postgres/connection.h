@@ -7,6 +7,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -23,7 +24,8 @@ namespace ringmaster::store::postgres {
 // Where and how to connect, from a store URL (ParseUrl).
 struct ConnInfo {
   std::string url;        // libpq's URI, without the store's own parameters
-  std::string redacted;   // the URL without its password, for messages
+  std::string redacted;   // the URL without its password nor its parameters, for messages
+  std::string tool_url;   // for libpq's own tools (pg_dump): no password, none of the store's parameters
   int pool = 8;           // connections for reads outside a transaction
   int statement_timeout_ms = 10000;
 };
@@ -50,18 +52,28 @@ class Params {
     return *this;
   }
   Params& Add(const std::optional<std::string>& v) {
+    if (v) Check(*v);
     values_.push_back(v);
     return *this;
   }
   size_t size() const { return values_.size(); }
   const std::vector<std::optional<std::string>>& values() const { return values_; }
+  // Why a value cannot be sent (TextProblem), "" if all can: libpq's text
+  // ends at a NUL, and PostgreSQL refuses invalid UTF-8.
+  const std::string& problem() const { return problem_; }
 
  private:
   Params& Push(std::string v) {
+    Check(v);
     values_.emplace_back(std::move(v));
     return *this;
   }
+  void Check(const std::string& v) {
+    if (!problem_.empty()) return;
+    if (const char* why = TextProblem(v)) problem_ = "parameter $" + std::to_string(values_.size() + 1) + ": " + why;
+  }
   std::vector<std::optional<std::string>> values_;
+  std::string problem_;
 };
 
 // A query's result; rows read through PgRow.
@@ -97,7 +109,12 @@ class PgRow final : public Row {
 class Connection {
  public:
   // `setup`: statements run on every new connection (its session settings).
-  Connection(const ConnInfo& info, std::vector<std::string> setup, std::chrono::milliseconds call_timeout);
+  // `retry_at` (shared by a store's connections; may be null): after a failed
+  // connect or a call that got no answer, connecting again waits until then
+  // (steady clock, ms), so that callers fail fast instead of each waiting on
+  // a database that does not answer.
+  Connection(const ConnInfo& info, std::vector<std::string> setup, std::chrono::milliseconds call_timeout,
+             std::atomic<int64_t>* retry_at = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -112,19 +129,28 @@ class Connection {
   bool broken() const { return conn_ == nullptr; }
 
  private:
+  using Deadline = std::chrono::steady_clock::time_point;
   Status Ensure();
+  // Sends what libpq holds (the connection is non-blocking) by `deadline`.
+  Status Flush(const std::string& what, Deadline deadline);
   // Waits for the results of what was sent; the first error wins.
-  StatusOr<Result> Collect(const std::string& what);
+  StatusOr<Result> Collect(const std::string& what, Deadline deadline);
+  // Closes the connection; connecting again backs off (retry_at).
   Status Lost(const std::string& why);
+  void BackOff();
   void Close();
 
   const ConnInfo info_;
   const std::vector<std::string> setup_;
   const std::chrono::milliseconds call_timeout_;
+  std::atomic<int64_t>* const retry_at_;
   PGconn* conn_ = nullptr;
   bool pinned_ = false;
   std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
 };
+
+// How long connecting backs off after a database did not answer.
+inline constexpr std::chrono::milliseconds kConnectBackOff{2000};
 
 // The Status for a failed result: by SQLSTATE (23505 AlreadyExists, 23503
 // NotFound, 53100 disk full, 08*/57P0* Unavailable, XX001/XX002 DataLoss, ...).

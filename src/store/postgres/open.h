@@ -15,4 +15,11 @@ namespace ringmaster::store::postgres {
 // several starting together migrates, the others wait).
 StatusOr<std::unique_ptr<MetaStore>> Open(const std::string& url);
 
+// The printable forms of a store URL (ParseUrl's ConnInfo::redacted, tool_url).
+struct UrlForms {
+  std::string redacted;
+  std::string tool_url;
+};
+StatusOr<UrlForms> PrintableUrl(const std::string& url);
+
 }  // namespace ringmaster::store::postgres

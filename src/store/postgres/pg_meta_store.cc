@@ -12,8 +12,16 @@ namespace {
 // then serves this thread's reads too, so they see the transaction's writes).
 thread_local const PgMetaStore* tx_owner = nullptr;
 
+// A session's settings. A transaction left idle (its server paused halfway)
+// is ended by the database within kIdleInTransaction, below the leader's
+// 10 s lease, so that it never blocks a takeover for longer; a lock waited
+// for gives up within the statement's own bound at most.
+constexpr int kIdleInTransactionMs = 5000;
+
 std::vector<std::string> Setup(int statement_timeout_ms, bool synchronous_commit) {
   return {"SET statement_timeout = " + std::to_string(statement_timeout_ms),
+          "SET lock_timeout = " + std::to_string(std::min(statement_timeout_ms, kIdleInTransactionMs)),
+          "SET idle_in_transaction_session_timeout = " + std::to_string(kIdleInTransactionMs),
           std::string("SET synchronous_commit = ") + (synchronous_commit ? "on" : "off")};
 }
 
@@ -29,13 +37,19 @@ StatusOr<std::unique_ptr<MetaStore>> Open(const std::string& url) {
   return std::unique_ptr<MetaStore>(std::move(store));
 }
 
+StatusOr<UrlForms> PrintableUrl(const std::string& url) {
+  RM_ASSIGN_OR_RETURN(ConnInfo info, ParseUrl(url));
+  return UrlForms{info.redacted, info.tool_url};
+}
+
 PgMetaStore::PgMetaStore(const ConnInfo& info)
     : info_(info),
       call_timeout_(info.statement_timeout_ms + 2000),
       // Commits do not wait for the disk; acknowledgements do (AwaitDurable).
-      writer_(info, Setup(info.statement_timeout_ms, false), call_timeout_),
+      writer_(info, Setup(info.statement_timeout_ms, false), call_timeout_, &retry_at_ms_),
+      // Never backs off: a leader learns within its lease whether it keeps it.
       lease_conn_(info, Setup(static_cast<int>(kLeaseTimeout.count()), true), kLeaseTimeout + std::chrono::milliseconds(500)),
-      sync_conn_(info, Setup(info.statement_timeout_ms, true), call_timeout_) {}
+      sync_conn_(info, Setup(info.statement_timeout_ms, true), call_timeout_, &retry_at_ms_) {}
 
 bool PgMetaStore::InMyTransaction() const { return tx_owner == this; }
 
@@ -66,6 +80,17 @@ Status PgMetaStore::InTransaction(const std::function<Status()>& fn) {
     if (InMyTransaction()) return fn();  // nested: joins the outer one
     st = Begin(&seen);
     if (st.ok()) {
+      // Ends the transaction however fn leaves (a throw included): rolled
+      // back unless committed, the connection unpinned, this thread out.
+      struct Open {
+        Connection& writer;
+        bool rollback = true;
+        ~Open() {
+          tx_owner = nullptr;
+          if (rollback) (void)writer.ExecScript("ROLLBACK");
+          writer.Pin(false);
+        }
+      } open{writer_};
       writer_.Pin(true);
       tx_owner = this;
       st = fn();
@@ -79,8 +104,7 @@ Status PgMetaStore::InTransaction(const std::function<Status()>& fn) {
         }
         if (st.ok()) mu_.NoteCommit();
       }
-      if (!st.ok()) (void)writer_.ExecScript("ROLLBACK");
-      writer_.Pin(false);
+      open.rollback = !st.ok();
     }
   }
   if (seen >= 0) {
@@ -100,6 +124,7 @@ void PgMetaStore::OnFenced(std::function<void(int64_t seen_epoch)> on_fenced) {
 }
 
 StatusOr<Result> PgMetaStore::Write(const std::string& sql, const Params& params, Touch touch) {
+  if (!params.problem().empty()) return InvalidArgument(params.problem());
   const auto touch_locked = [&] {
     if (touch.job) mu_.TouchJob(touch.job);
     if (touch.auth) mu_.TouchAuth();
@@ -140,8 +165,13 @@ StatusOr<Result> PgMetaStore::Read(const std::string& sql, const Params& params)
   }
   std::unique_ptr<Connection> conn;
   {
+    // No longer than the call itself would take: a pool whose connections
+    // all wait on a database that does not answer fails its queue in time.
     std::unique_lock<std::mutex> l(pool_mu_);
-    pool_cv_.wait(l, [&] { return !idle_.empty() || pool_made_ < info_.pool; });
+    if (!pool_cv_.wait_for(l, call_timeout_, [&] { return !idle_.empty() || pool_made_ < info_.pool; })) {
+      return Unavailable("PostgreSQL at " + info_.redacted + ": no connection came free within " +
+                         std::to_string(call_timeout_.count()) + " ms");
+    }
     if (!idle_.empty()) {
       conn = std::move(idle_.back());
       idle_.pop_back();
@@ -149,7 +179,9 @@ StatusOr<Result> PgMetaStore::Read(const std::string& sql, const Params& params)
       ++pool_made_;
     }
   }
-  if (!conn) conn = std::make_unique<Connection>(info_, Setup(info_.statement_timeout_ms, false), call_timeout_);
+  if (!conn) {
+    conn = std::make_unique<Connection>(info_, Setup(info_.statement_timeout_ms, false), call_timeout_, &retry_at_ms_);
+  }
   auto r = conn->Exec(sql, params);
   {
     std::lock_guard<std::mutex> l(pool_mu_);

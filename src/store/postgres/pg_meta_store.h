@@ -119,8 +119,10 @@ class PgMetaStore final : public MetaStore, public Leadership, public TableCopy 
 
  private:
   using Lock = std::lock_guard<StoreMutex>;
-  // While the fence is 0 (a standby) another process writes: versions move at every read.
-  uint64_t StandbyMove() { return fence_.load() == 0 ? standby_moves_.fetch_add(1) + 1 : 0; }
+  // While the fence is 0 (a standby) another process writes: versions move
+  // at every read. The moves stay counted after a promotion, so that no
+  // version ever goes back.
+  uint64_t StandbyMove() { return fence_.load() == 0 ? standby_moves_.fetch_add(1) + 1 : standby_moves_.load(); }
   bool InMyTransaction() const;
   // BEGIN, and with a fence set the epoch check; `seen` is the epoch found when it had moved.
   Status Begin(int64_t* seen);
@@ -176,6 +178,7 @@ class PgMetaStore final : public MetaStore, public Leadership, public TableCopy 
 
   const ConnInfo info_;
   const std::chrono::milliseconds call_timeout_;
+  std::atomic<int64_t> retry_at_ms_{0};  // Connection's back-off, shared by the store's connections
 
   StoreMutex mu_;
   Connection writer_;  // GUARDED_BY(mu_)

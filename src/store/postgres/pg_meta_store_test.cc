@@ -14,6 +14,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "store/postgres/pg_test_db.h"
 #include "store/schema.h"
@@ -179,6 +180,67 @@ TEST_F(PgStoreTest, AStandbyWritesNothingAndTrustsNoVersion) {
   EXPECT_NE(s->AuthVersion(), s->AuthVersion());
 }
 
+// A standby's versions moved at every read; promoted, they go on from there
+// (a cache keyed by a version must never see an older one again).
+TEST_F(PgStoreTest, VersionsNeverGoBackWhenAStandbyIsPromoted) {
+  auto s = OpenStore();
+  ASSERT_NE(s, nullptr);
+  s->leadership()->SetFence(0);
+  uint64_t job = 0, auth = 0;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t j = s->JobVersion(7), a = s->AuthVersion();
+    EXPECT_GT(j, job);
+    EXPECT_GT(a, auth);
+    job = j;
+    auth = a;
+  }
+  auto lease = s->leadership()->Acquire("a", "", 0, milliseconds(10000));
+  ASSERT_TRUE(lease.ok() && lease->mine);
+  s->leadership()->SetFence(lease->epoch);
+  EXPECT_GE(s->JobVersion(7), job);
+  EXPECT_GE(s->AuthVersion(), auth);
+  MakeUser(*s, "bob");
+  EXPECT_GT(s->AuthVersion(), auth);
+  EXPECT_EQ(s->AuthVersion(), s->AuthVersion());  // a leader's versions stand still between writes
+}
+
+// A leader paused with a write transaction open (its share lock on the
+// lease row held) cannot hold off a takeover: the database ends the idle
+// transaction, the standby takes the lease, and nothing the leader wrote in
+// it is kept.
+TEST_F(PgStoreTest, ALeaderPausedInsideATransactionDoesNotBlockATakeover) {
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a && b);
+  auto lease = a->leadership()->Acquire("a", "", 0, milliseconds(1000));
+  ASSERT_TRUE(lease.ok() && lease->mine);
+  a->leadership()->SetFence(lease->epoch);
+  std::promise<void> began;
+  auto tx = std::async(std::launch::async, [&] {
+    return a->InTransaction([&]() -> Status {
+      RM_RETURN_IF_ERROR(a->CreateUser(User{0, "paused", Role::kUser, "", 1}).status());
+      began.set_value();
+      std::this_thread::sleep_for(milliseconds(8000));  // the leader, paused
+      return Status::Ok();
+    });
+  });
+  began.get_future().wait();
+  std::this_thread::sleep_for(milliseconds(1100));  // A's lease has run out
+  const auto t0 = steady_clock::now();
+  StatusOr<LeaseState> taken = Unavailable("not tried");
+  while (steady_clock::now() - t0 < milliseconds(12000)) {
+    taken = b->leadership()->Acquire("b", "", 0, milliseconds(10000));
+    if (taken.ok() && taken->mine) break;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_TRUE(taken.ok() && taken->mine) << taken.status().ToString();
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(7000));
+  EXPECT_EQ(taken->epoch, lease->epoch + 1);
+  const Status st = tx.get();
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(b->GetUserByName("paused").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(PgStoreTest, AReleasedLeaseIsTakenAtOnce) {
   auto a = OpenStore();
   auto b = OpenStore();
@@ -260,6 +322,35 @@ TEST_F(PgStoreTest, TablesCopyWithTheirIdsAndIdsNeverGoBack) {
   testing::DropDatabase(dst_dir.string());
 }
 
+// Text the database refuses (bad encoding, a value of the wrong form) is the
+// caller's error, never a server's: InvalidArgument, as on every backend.
+TEST_F(PgStoreTest, TextTheDatabaseRefusesIsInvalidArgument) {
+  auto info = ParseUrl(url_);
+  ASSERT_TRUE(info.ok());
+  Connection conn(*info, {}, milliseconds(5000));
+  for (const char* sql : {"SELECT convert_from('\\xff'::bytea, 'UTF8')", "SELECT 'yesterday'::bigint"}) {
+    auto r = conn.Exec(sql);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << sql << ": " << r.status().ToString();
+  }
+  auto nul = conn.Exec("SELECT $1::text", Params(std::string("a\0b", 3)));
+  EXPECT_EQ(nul.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nul.status().message().find("parameter $1: text with a NUL byte"), std::string::npos)
+      << nul.status().ToString();
+  EXPECT_TRUE(conn.Exec("SELECT 1").ok());
+}
+
+// The database's notices go to the log (at debug), not to stderr.
+TEST_F(PgStoreTest, NoticesAreNotPrintedOnStderr) {
+  auto info = ParseUrl(url_);
+  ASSERT_TRUE(info.ok());
+  Connection conn(*info, {}, milliseconds(5000));
+  ::testing::internal::CaptureStderr();
+  auto r = conn.ExecScript("DO $$ BEGIN RAISE NOTICE 'a notice from the database'; END $$");
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(printed.find("a notice from the database"), std::string::npos) << printed;
+}
+
 // Its own PostgreSQL (never the shared fixture's), stopped under the store.
 TEST_F(PgStoreTest, ALostServerFailsCallsWithinTheStatementTimeout) {
   const char* script = RM_PG_FIXTURE_SCRIPT;
@@ -277,12 +368,34 @@ TEST_F(PgStoreTest, ALostServerFailsCallsWithinTheStatementTimeout) {
   ASSERT_EQ(std::system(("p=$(head -1 " + own + "/data/postmaster.pid); { echo $p; pgrep -P $p; } > " + own +
                          "/pids && kill -STOP " + pids).c_str()),
             0);
+  // 30 reads at once on a pool of 2, and a write too big for the socket's
+  // buffers (its send would block): each fails by its deadline, none waits
+  // for a connection or a send longer, none connects again in turn.
   auto t0 = steady_clock::now();
-  EXPECT_EQ(s->GetUser(uid).status().code(), StatusCode::kUnavailable);
-  EXPECT_LT(steady_clock::now() - t0, milliseconds(4500));
+  std::vector<std::future<Status>> calls;
+  for (int i = 0; i < 30; ++i) {
+    calls.push_back(std::async(std::launch::async, [&] { return s->GetUser(uid).status(); }));
+  }
+  calls.push_back(std::async(std::launch::async, [&] {
+    return s->CreateUser(User{0, std::string(64 << 20, 'x'), Role::kUser, "", 1}).status();
+  }));
+  for (auto& call : calls) {
+    const Status st = call.get();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  }
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(3000 + 2500));
+  // For a short back-off after, calls fail at once, saying so.
+  t0 = steady_clock::now();
+  auto fast = s->GetUser(uid);
+  EXPECT_EQ(fast.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(fast.status().message().find("retrying in"), std::string::npos) << fast.status().ToString();
+  EXPECT_EQ(s->CreateUser(User{0, "bob", Role::kUser, "", 1}).status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(500));
   ASSERT_EQ(std::system(("kill -CONT " + pids).c_str()), 0);
-  // Back: the broken connection is reopened by the next call.
+  // Back: the broken connections are reopened once the back-off is over.
+  std::this_thread::sleep_for(kConnectBackOff + milliseconds(100));
   EXPECT_TRUE(s->GetUser(uid).ok());
+  EXPECT_TRUE(s->CreateUser(User{0, "bob", Role::kUser, "", 1}).ok());
   // A server that is gone.
   ASSERT_EQ(std::system(("bash " + std::string(script) + " down " + own).c_str()), 0);
   for (int i = 0; i < 3; ++i) {

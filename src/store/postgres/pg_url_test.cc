@@ -27,6 +27,22 @@ TEST(PgUrlTest, TheStoresOwnParametersAreTakenOut) {
   EXPECT_FALSE(ParseUrl("postgres://h/db?statement_timeout=5").ok());
 }
 
+// What `ringmaster admin` prints: never a password, wherever the URL has it;
+// for pg_dump, libpq's parameters only.
+TEST(PgUrlTest, PrintedAndToolFormsHaveNoPassword) {
+  const std::string url =
+      "postgres://rm:s3cret@db.example:5433/ringmaster?sslmode=require&password=t0psecret&pool=3&statement_timeout=2500";
+  EXPECT_EQ(RedactedStoreUrl(url), "postgres://rm:***@db.example:5433/ringmaster");
+  EXPECT_EQ(RedactedStoreUrl("postgres://rm@h/db?password=t0psecret"), "postgres://rm@h/db");
+  EXPECT_EQ(RedactedStoreUrl("postgres://rm:s3cret@h/db?pool=x"), "postgres://***");
+  EXPECT_EQ(RedactedStoreUrl("sqlite:/var/lib/rm/meta.db"), "sqlite:/var/lib/rm/meta.db");
+  auto tool = PostgresToolUrl(url);
+  ASSERT_TRUE(tool.ok()) << tool.status().ToString();
+  EXPECT_EQ(*tool, "postgres://rm@db.example:5433/ringmaster?sslmode=require");
+  EXPECT_EQ(*PostgresToolUrl("postgresql://rm@h/db"), "postgresql://rm@h/db");
+  EXPECT_FALSE(PostgresToolUrl("sqlite:x.db").ok());
+}
+
 TEST(PgUrlTest, AnUnreachableServerIsUnavailableAndItsMessageHasNoPassword) {
   // Port 1 on loopback: refused at once.
   auto s = OpenMetaStore("postgres://rm:s3cret@127.0.0.1:1/ringmaster");

@@ -28,7 +28,11 @@ StatusOr<TableRows> PgMetaStore::ReadTable(const std::string& table) {
   RM_RETURN_IF_ERROR(CheckTable(table));
   RM_ASSIGN_OR_RETURN(Result r, Read("SELECT * FROM " + table + " ORDER BY " + Key(table)));
   TableRows out;
-  for (int c = 0; c < r.columns(); ++c) out.columns.emplace_back(PQfname(r.get(), c));
+  constexpr Oid kTextOid = 25, kVarcharOid = 1043;
+  for (int c = 0; c < r.columns(); ++c) {
+    out.columns.emplace_back(PQfname(r.get(), c));
+    out.text.push_back(PQftype(r.get(), c) == kTextOid || PQftype(r.get(), c) == kVarcharOid);
+  }
   out.rows.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
     PgRow row(r, i);
@@ -43,6 +47,9 @@ StatusOr<TableRows> PgMetaStore::ReadTable(const std::string& table) {
 Status PgMetaStore::WriteTable(const std::string& table, const TableRows& rows) {
   RM_RETURN_IF_ERROR(CheckTable(table));
   return InTransaction([&]() -> Status {
+    // A copy is one transaction of many tables, and its source is read
+    // between them: not an idle leader's transaction, so it is not ended.
+    RM_RETURN_IF_ERROR(writer_.ExecScript("SET LOCAL idle_in_transaction_session_timeout = 0").status());
     RM_ASSIGN_OR_RETURN(Result shape, Read("SELECT * FROM " + table + " LIMIT 1"));
     if (shape.rows() > 0) return FailedPrecondition("table " + table + " is not empty");
     std::vector<std::string> have;

@@ -50,6 +50,8 @@ Status SqliteMetaStore::ScanTable(const char* table) {
 // I/O error of ENOSPC or EDQUOT) is InsufficientStorage: the statement or
 // transaction was rolled back, and the same write succeeds once space is freed.
 Status SqliteMetaStore::Error(int rc, const std::string& what) {
+  if (rc == kTextWithNul) return InvalidArgument(what + ": text with a NUL byte cannot be stored");
+  if (rc == kTextNotUtf8) return InvalidArgument(what + ": text that is not valid UTF-8 cannot be stored");
   const int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Unavailable(Err(what));
   if (primary == SQLITE_FULL || (primary == SQLITE_IOERR && IsDiskFull(sqlite3_system_errno(db_)))) {

@@ -44,20 +44,31 @@ StatusOr<std::unique_ptr<MetaStore>> Open(const std::string& path, int up_to_ver
 
 Status SqliteMetaStore::InTransaction(const std::function<Status()>& fn) {
   std::unique_lock<StoreMutex> lock(mu_);
+  // Leaves the level when fn returns or throws; the outermost one, unless
+  // fn succeeded, also rolls back.
+  struct Level {
+    SqliteMetaStore* s;
+    bool outermost;
+    bool rollback = true;
+    ~Level() {
+      --s->tx_depth_;
+      if (outermost && rollback) (void)s->ExecLocked("ROLLBACK");
+    }
+  };
   if (tx_depth_ > 0) {
     ++tx_depth_;
-    Status st = fn();
-    --tx_depth_;
-    return st;
+    Level level{this, false};
+    return fn();
   }
   RM_RETURN_IF_ERROR(ExecLocked("BEGIN IMMEDIATE"));
-  ++tx_depth_;
-  Status st = fn();
-  --tx_depth_;
-  if (!st.ok()) {
-    (void)ExecLocked("ROLLBACK");
-    return st;
+  Status st;
+  {
+    ++tx_depth_;
+    Level level{this, true};
+    st = fn();
+    level.rollback = !st.ok();
   }
+  if (!st.ok()) return st;
   Status commit = ExecLocked("COMMIT");
   if (!commit.ok()) (void)ExecLocked("ROLLBACK");
   return commit;

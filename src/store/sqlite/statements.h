@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -68,6 +69,12 @@ class StmtCache {
 // A value bound where the number of parameters varies (a filter's clauses).
 using SqlValue = std::variant<int64_t, std::string>;
 
+// What Stmt::Step answers when a bound text cannot be stored (TextProblem):
+// SQLITE_MISMATCH with extended codes of Ringmaster's own (Error() maps them
+// to InvalidArgument).
+inline constexpr int kTextWithNul = SQLITE_MISMATCH | (98 << 8);
+inline constexpr int kTextNotUtf8 = SQLITE_MISMATCH | (99 << 8);
+
 // RAII prepared statement with positional binding.
 class Stmt final : public Row {
  public:
@@ -90,6 +97,11 @@ class Stmt final : public Row {
     return *this;
   }
   Stmt& Bind(const std::string& v) {
+    if (bad_text_ == 0) {
+      if (const char* why = TextProblem(v)) {
+        bad_text_ = std::string_view(why).find("NUL") != std::string_view::npos ? kTextWithNul : kTextNotUtf8;
+      }
+    }
     sqlite3_bind_text(stmt_, ++idx_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
@@ -106,7 +118,7 @@ class Stmt final : public Row {
   }
 
   // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
+  int Step() { return bad_text_ ? bad_text_ : sqlite3_step(stmt_); }
 
   int64_t Int(int col) const override { return sqlite3_column_int64(stmt_, col); }
   double Real(int col) const override { return sqlite3_column_double(stmt_, col); }
@@ -121,6 +133,7 @@ class Stmt final : public Row {
   sqlite3_stmt* stmt_ = nullptr;
   bool cached_ = false;
   int idx_ = 0;
+  int bad_text_ = 0;  // kTextWithNul or kTextNotUtf8 once a bound text cannot be stored
 };
 
 }  // namespace ringmaster::store::sqlite

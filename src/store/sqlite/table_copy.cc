@@ -41,7 +41,11 @@ class SqliteTableCopy final : public TableCopy {
     RM_ASSIGN_OR_RETURN(OneShot st, Prepare("SELECT * FROM " + Quoted(table) + " ORDER BY rowid"));
     TableRows out;
     const int n = sqlite3_column_count(st.get());
-    for (int i = 0; i < n; ++i) out.columns.emplace_back(sqlite3_column_name(st.get(), i));
+    for (int i = 0; i < n; ++i) {
+      out.columns.emplace_back(sqlite3_column_name(st.get(), i));
+      const char* type = sqlite3_column_decltype(st.get(), i);
+      out.text.push_back(type != nullptr && sqlite3_stricmp(type, "TEXT") == 0);
+    }
     int rc;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
       auto& row = out.rows.emplace_back();
