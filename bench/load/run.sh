@@ -6,13 +6,15 @@
 # JTL (summarize.py), plain and then as markdown on stdout.
 # Needs jmeter and jmeter-http (Debian), javac (see xstream_shim), curl, jq.
 # Usage: bench/load/run.sh [--build DIR] [--users 64] [--duration 120] [--ramp 10]
-#                          [--think MS] [--data DIR] [--out DIR]
+#                          [--think MS] [--data DIR] [--out DIR] [--stores "sqlite postgres"]
+#   --stores    the metadata stores to run against, one after the other: the
+#               embedded SQLite, PostgreSQL 15 started for the run (durable)
 #   --data DIR  the server's data dir (default: a fresh one in the temp dir);
 #               kept afterwards, and reused users keep their password
 #   --out DIR   keep results.jtl, summary.md, jmeter.log, up.log and access.log
 set -euo pipefail
-BUILD=build USERS=64 DURATION=120 RAMP=10 THINK=0 DATA="" OUT=""
-usage() { sed -n '8,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+BUILD=build USERS=64 DURATION=120 RAMP=10 THINK=0 DATA="" OUT="" STORES="sqlite postgres"
+usage() { sed -n '8,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift 2 ;;
@@ -22,6 +24,7 @@ while [ $# -gt 0 ]; do
     --think) THINK=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --stores) STORES=$2; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -29,6 +32,16 @@ for n in "$USERS" "$DURATION" "$RAMP" "$THINK"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "$0: not a number: $n" >&2; usage; }
 done
 [ "$USERS" -ge 1 ] || { echo "$0: --users must be at least 1" >&2; exit 2; }
+# Several stores: this script once per store, each with its own data dir and results.
+if [ "$(wc -w <<< "$STORES")" -gt 1 ]; then
+  for store in $STORES; do
+    echo "== load test against $store" >&2
+    "$0" --build "$BUILD" --users "$USERS" --duration "$DURATION" --ramp "$RAMP" --think "$THINK" --stores "$store" \
+      ${DATA:+--data "$DATA/$store"} ${OUT:+--out "$OUT/$store"}
+  done
+  exit 0
+fi
+case $STORES in sqlite | postgres) ;; *) echo "$0: unknown store $STORES (sqlite, postgres)" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(readlink -f "$BUILD")
 RM=$BUILD/src/cli/ringmaster
@@ -46,9 +59,10 @@ WORK=$(mktemp -d /tmp/rm-load.XXXXXX)
 chmod 0711 "$WORK"
 [ -n "$DATA" ] && { mkdir -p "$DATA"; DATA=$(readlink -f "$DATA"); } || DATA=$WORK/d
 [ -n "$OUT" ] && { mkdir -p "$OUT"; OUT=$(readlink -f "$OUT"); }
-UP_PID="" JM_PID=""
+UP_PID="" JM_PID="" PG_DIR=""
 cleanup() {
   set +e
+  [ -n "$PG_DIR" ] && bash "$HERE/../../tests/fixtures/postgres.sh" down "$PG_DIR" > /dev/null
   [ -n "$JM_PID" ] && { kill "$JM_PID"; wait "$JM_PID"; } 2> /dev/null
   [ -n "$UP_PID" ] && { kill "$UP_PID"; wait "$UP_PID"; } 2> /dev/null
   rm -rf "$WORK"
@@ -82,8 +96,14 @@ SHIM_CP=$(xstream_shim)
 # The server, with its local agent: no per-user pending-jobs limit (the
 # submits outrun a 2-core node's agent), task ports clear of the other benches.
 rm -f "$DATA/server.json"
+STORE_FLAGS=()
+if [ "$STORES" = postgres ]; then
+  PG_DIR=$WORK/pg
+  bash "$HERE/../../tests/fixtures/postgres.sh" up "$PG_DIR" --durable > /dev/null
+  STORE_FLAGS=(--store "$(cat "$PG_DIR/url")")
+fi
 "$RM" up --data "$DATA" --host 127.0.0.1 --port 0 --sandbox-root "$WORK/sb" --ports 33000-33999 \
-  --max-pending-jobs 0 > "$WORK/up.log" 2>&1 &
+  --max-pending-jobs 0 "${STORE_FLAGS[@]}" > "$WORK/up.log" 2>&1 &
 UP_PID=$!
 rmc() { "$RM" --data "$DATA" "$@"; }
 for i in $(seq 300); do
@@ -131,7 +151,7 @@ JM_PID=""
 } >&2 || true
 
 /usr/bin/python3 "$HERE/summarize.py" "$WORK/results.jtl" \
-  --title "API load: $USERS users, ${DURATION} s (ramp ${RAMP} s), think time ${THINK} ms, $(nproc) cores" |
+  --title "API load ($STORES): $USERS users, ${DURATION} s (ramp ${RAMP} s), think time ${THINK} ms, $(nproc) cores" |
   tee "$WORK/summary.txt"
 if [ -n "$OUT" ]; then
   sed -n '/^markdown:$/,$p' "$WORK/summary.txt" | tail -n +3 > "$OUT/summary.md"
