@@ -75,6 +75,10 @@ class Transport:
         `timeout` bounds each socket operation (connect, each write, each read)."""
         n = len(self._servers)
         deadline = time.monotonic() + self.failover
+        # Sent again after a server may have run it (no answer in time, a 503
+        # after its handler ran) only when that is safe; a request no server
+        # received (refused, a standby's redirect or 503 with Retry-After) always.
+        replayable = method in ("GET", "HEAD", "PUT") or "Idempotency-Key" in (headers or {})
         i = self._current
         tries = 0
         while True:
@@ -85,6 +89,8 @@ class Transport:
                     resp = self._try(server, method, path, body, headers, timeout, chunks, length)
                 except _Redirect as r:
                     u = urllib.parse.urlsplit(r.location)
+                    if server.url.startswith("https://") and u.scheme != "https":
+                        raise r.error from None  # never the token in clear
                     leader = next((s for s in self._servers if s.origin == f"{u.scheme}://{u.netloc}"), None)
                     if leader is None:
                         leader = _Server(f"{u.scheme}://{u.netloc}", self._ca)
@@ -98,10 +104,11 @@ class Transport:
                 return resp
             except (Unavailable, _Redirect) as e:
                 err = e.error if isinstance(e, _Redirect) else e
-                if n < 2 or chunks is not None or time.monotonic() >= deadline:
+                unsent = isinstance(e, _Redirect) or getattr(e, "unsent", False)
+                if n < 2 or chunks is not None or time.monotonic() >= deadline or not (replayable or unsent):
                     raise err from None
             except Timeout:
-                if n < 2 or chunks is not None or time.monotonic() >= deadline:
+                if n < 2 or chunks is not None or time.monotonic() >= deadline or not replayable:
                     raise
             i += 1
             if tries % n == 0:
@@ -131,6 +138,11 @@ class Transport:
         except (socket.timeout, TimeoutError):
             conn.close()
             raise Timeout(0, "DeadlineExceeded", f"{method} {path}: no answer from {server.url} in {timeout:g}s") from None
+        except ConnectionRefusedError as e:
+            conn.close()
+            err = Unavailable(0, "Unavailable", f"{method} {path}: {server.url}: {e}")
+            err.unsent = True
+            raise err from None
         except ssl.SSLError as e:
             conn.close()
             raise Unavailable(0, "Unavailable", f"TLS with {server.url}: {e}") from None
@@ -147,7 +159,9 @@ class Transport:
         if resp.status == 307 and resp.getheader("Location"):
             raise _Redirect(resp.getheader("Location"), err)
         if resp.status == 503 and not isinstance(err, Unavailable):
-            raise Unavailable(503, "Unavailable", str(err))
+            err = Unavailable(503, "Unavailable", str(err))
+        if resp.status == 503:
+            err.unsent = bool(resp.getheader("Retry-After"))  # a standby's or a starting server's: nothing ran
         raise err
 
     def call(self, method, path, body=None, headers=None, timeout=None):

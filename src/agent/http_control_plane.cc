@@ -15,29 +15,39 @@ StatusOr<T> Read(StatusOr<nlohmann::json> reply) {
   return m;
 }
 
+// Every agent call may be sent again on another server: registration is by
+// node name, heartbeats are state, status reports are fenced by attempt and
+// replays have no second effect, output is appended at an offset.
+client::CallOptions ReportCall(std::chrono::milliseconds timeout) {
+  client::CallOptions o(timeout);
+  o.replayable = true;
+  return o;
+}
+
 }  // namespace
 
 StatusOr<protocol::RegisterReply> HttpControlPlane::Register(const protocol::RegisterRequest& request,
                                                              std::chrono::milliseconds timeout) {
-  return Read<protocol::RegisterReply>(api_.Post("/api/v1/agent/register", protocol::ToJson(request), {timeout}));
+  return Read<protocol::RegisterReply>(api_.Post("/api/v1/agent/register", protocol::ToJson(request), ReportCall(timeout)));
 }
 
 StatusOr<protocol::HeartbeatReply> HttpControlPlane::Heartbeat(int64_t node_id, const protocol::Heartbeat& beat,
                                                                std::chrono::milliseconds timeout) {
   return Read<protocol::HeartbeatReply>(
-      api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id), protocol::ToJson(beat), {timeout}));
+      api_.Post(fmt::format("/api/v1/agent/nodes/{}/heartbeat", node_id), protocol::ToJson(beat), ReportCall(timeout)));
 }
 
 StatusOr<protocol::Assignments> HttpControlPlane::PollAssignments(int64_t node_id, uint64_t index,
                                                                   std::chrono::seconds wait,
                                                                   std::chrono::milliseconds timeout) {
   return Read<protocol::Assignments>(api_.Get(
-      fmt::format("/api/v1/agent/nodes/{}/assignments?index={}&wait={}", node_id, index, wait.count()), {timeout}));
+      fmt::format("/api/v1/agent/nodes/{}/assignments?index={}&wait={}", node_id, index, wait.count()), ReportCall(timeout)));
 }
 
 Status HttpControlPlane::ReportStatus(int64_t task_id, const protocol::TaskStatusReport& report,
                                       std::chrono::milliseconds timeout) {
-  return api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", task_id), protocol::ToJson(report), {timeout}).status();
+  return api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", task_id), protocol::ToJson(report), ReportCall(timeout))
+      .status();
 }
 
 StatusOr<protocol::ShipReply> HttpControlPlane::ShipOutput(const protocol::OutputChunk& chunk,
@@ -45,7 +55,7 @@ StatusOr<protocol::ShipReply> HttpControlPlane::ShipOutput(const protocol::Outpu
   return Read<protocol::ShipReply>(api_.PostText(
       fmt::format("/api/v1/agent/tasks/{}/{}?attempt={}&offset={}", chunk.task_id, protocol::OutputRoute(chunk.kind),
                   chunk.attempt, chunk.offset),
-      chunk.data, "application/octet-stream", {timeout}));
+      chunk.data, "application/octet-stream", ReportCall(timeout)));
 }
 
 }  // namespace ringmaster::agent

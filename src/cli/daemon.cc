@@ -323,8 +323,23 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.usage_eval_interval_ms = std::min<int64_t>(so.jobs.usage_eval_interval_ms, so.monitor.straggler_window_ms);
   // Bad agent flags die here, before the server prints that it is up.
   if (with_agent) (void)MakeAgentOptions(node, "", "", data + "/agent");
-  server::Server srv(so);
-  if (auto st = srv.Start(); !st.ok()) Die(st.message());
+  // On a shared store an unreachable database is waited out, not fatal: a
+  // server that stepped down (or whose machine rebooted) during an outage
+  // comes back as a standby once the database does. A stop signal still ends it.
+  const bool shared_store = so.meta_url.rfind("postgres", 0) == 0;
+  auto srv_owner = std::make_unique<server::Server>(so);
+  for (int backoff_s = 1;; backoff_s = std::min(backoff_s * 2, 10)) {
+    Status st = srv_owner->Start();
+    if (st.ok()) break;
+    const bool transient = st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kDeadlineExceeded;
+    if (!shared_store || !transient) Die(st.message());
+    spdlog::warn("the metadata store is unreachable ({}); trying again in {} s", st.message(), backoff_s);
+    srv_owner.reset();
+    timespec wait{backoff_s, 0};
+    if (sigtimedwait(&set, nullptr, &wait) > 0) return 0;  // stopped while waiting
+    srv_owner = std::make_unique<server::Server>(so);
+  }
+  server::Server& srv = *srv_owner;
   std::unique_ptr<agent::Agent> agent;
   if (with_agent) {
     // On a shared store the server stands by until it holds the lease: the

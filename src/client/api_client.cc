@@ -89,6 +89,9 @@ bool Retryable(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
 }
 
+// A failure before the request left (no connection): no server ran it.
+bool NeverSent(const Status& s) { return s.message().find("cannot reach") != std::string::npos; }
+
 // The client's failures as the API client has always reported them: no
 // answer (a timeout included) is Unavailable, naming the server.
 Status Unreachable(const Status& s) {
@@ -240,15 +243,20 @@ void ApiClient::Failover(std::chrono::milliseconds budget,
 StatusOr<nlohmann::json> ApiClient::Send(http::ClientRequest request, CallOptions opts) const {
   RM_RETURN_IF_ERROR(in_flight_->bad_url);
   request.headers.insert(request.headers.end(), opts.headers.begin(), opts.headers.end());
+  bool replayable = opts.replayable || request.method == "GET" || request.method == "HEAD" || request.method == "PUT";
+  for (const auto& [name, value] : request.headers) replayable = replayable || name == "Idempotency-Key";
   StatusOr<nlohmann::json> result = Unavailable("no server tried");
   Failover(opts.failover, [&](http::Client& c) -> Try {
     auto r = c.Do(request, Call(request.method + " " + request.target, opts.read_timeout));
     if (!r.ok()) {
       result = Unreachable(r.status());
-      return {Retryable(r.status()) ? Try::kNext : Try::kDone, ""};
+      return {Retryable(r.status()) && (replayable || NeverSent(r.status())) ? Try::kNext : Try::kDone, ""};
     }
     result = ParseAnswer(*r);
-    return Judge(r->status, [&](const std::string& name) { return r->Header(name); });
+    Try t = Judge(r->status, [&](const std::string& name) { return r->Header(name); });
+    // A 503 without Retry-After came after the handler ran: its writes may stand.
+    if (t.what == Try::kNext && !replayable && r->Header("Retry-After").empty()) return {};
+    return t;
   });
   return result;
 }

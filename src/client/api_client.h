@@ -32,6 +32,13 @@ struct CallOptions {
   std::chrono::milliseconds failover{30'000};
   // Added to the request (e.g. Idempotency-Key), on every try.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Whether the request may be sent again once a server may have run it (no
+  // answer in time, or a 503 after its handler ran). GET, HEAD, PUT and
+  // requests with an Idempotency-Key always may; other POSTs and DELETEs only
+  // when the caller says so (the agent's reports: attempt-fenced, offset-keyed).
+  // A request no server received (refused, or a standby's redirect or 503
+  // with Retry-After) is always tried on the next one.
+  bool replayable = false;
 };
 
 class ApiClient {

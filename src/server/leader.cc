@@ -85,6 +85,21 @@ void Election::Step() {
   const ElectionView v = View();
   if (v.role == ServerRole::kSteppedDown) return;
   const int64_t sent = clock_->SteadyMs();
+  // A leader steps down a renewal's interval before its lease could have run
+  // out in the database: the lease was taken no earlier than the renewal was
+  // sent, and a renewal's answer may take that long. (A leader that was
+  // paused finds out here, before it does anything else.)
+  const int64_t margin_ms = options_.lease.count() - options_.renew.count();
+  if (v.role == ServerRole::kLeader) {
+    int64_t renewed;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      renewed = renewed_steady_ms_;
+    }
+    if (sent - renewed >= margin_ms) {
+      return Lose(fmt::format("the lease was not renewed for {} ms", sent - renewed));
+    }
+  }
   auto lease = leadership_->Acquire(options_.id, options_.url, v.role == ServerRole::kLeader ? v.epoch : 0, options_.lease);
   if (v.role == ServerRole::kLeader) {
     if (lease.ok() && lease->mine && lease->epoch == v.epoch) {
@@ -101,7 +116,7 @@ void Election::Step() {
       renewed = renewed_steady_ms_;
     }
     spdlog::warn("leadership: renewing the lease: {}", lease.status().message());
-    if (clock_->SteadyMs() - renewed >= options_.lease.count()) {
+    if (clock_->SteadyMs() - renewed >= margin_ms) {
       Lose(fmt::format("the lease was not renewed for {} ms: {}", clock_->SteadyMs() - renewed,
                        lease.status().message()));
     }

@@ -46,19 +46,21 @@ TEST_F(ElectionTest, TheFirstWinsTheOtherStandsByAndSeesTheLeader) {
   EXPECT_EQ(a->Interval(), 2s);
 }
 
-TEST_F(ElectionTest, ALeaderWhoseRenewalsFailStepsDownWhenItsLeaseEndsAndAStandbyTakesOver) {
+TEST_F(ElectionTest, ALeaderWhoseRenewalsFailStepsDownBeforeItsLeaseEndsAndAStandbyTakesOver) {
   auto a = Make("a");
   auto b = Make("b");
   a->Step();
   shared_.Cut("a", true);
-  clock_.AdvanceMs(9'000);
-  a->Step();  // fails, but the lease has 1 s left by a's clock
+  // It steps down a renewal's interval (2 s) before the 10 s lease could end.
+  clock_.AdvanceMs(7'000);
+  a->Step();  // fails, but 1 s is left before that margin by a's clock
   EXPECT_EQ(a->View().role, ServerRole::kLeader);
   b->Step();
   EXPECT_EQ(b->View().role, ServerRole::kStandby);
   clock_.AdvanceMs(1'000);
   a->Step();
   EXPECT_EQ(a->View().role, ServerRole::kSteppedDown);
+  clock_.AdvanceMs(2'000);  // the lease ends in the store
   EXPECT_NE(lost_.find("not renewed"), std::string::npos) << lost_;
   b->Step();
   EXPECT_EQ(won_, "b@2");

@@ -261,7 +261,16 @@ Status Server::Start() {
     e.id = fmt::format("{}:{}:{}", host, getpid(), RandomHex(4));
   }
   if (local_files_) e.id += " " + LocalFilesMark();
-  if (e.url.empty()) e.url = url();
+  if (e.url.empty()) {
+    // Standbys send clients to this URL: a wildcard address names no host.
+    if (options_.host == "0.0.0.0" || options_.host == "::") {
+      return FailedPrecondition(fmt::format(
+          "--host {}: on a shared store, standbys send clients to the leader's URL; say which with "
+          "--advertise-url https://THIS-HOST:{}",
+          options_.host, port_));
+    }
+    e.url = url();
+  }
   election_ = std::make_unique<Election>(
       store_->leadership(), clock_, e, [this](int64_t) { return Lead(); },
       [this](const std::string& why) {
