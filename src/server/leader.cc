@@ -127,9 +127,23 @@ void Election::Step() {
     return;
   }
   if (!lease->mine) {
-    std::lock_guard<std::mutex> l(mu_);
-    view_.leader_url = lease->remaining_ms > 0 ? lease->holder_url : "";
-    view_.epoch = lease->epoch;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      view_.leader_url = lease->remaining_ms > 0 ? lease->holder_url : "";
+      view_.epoch = lease->epoch;
+    }
+    if (options_.may_follow && lease->remaining_ms > 0) {
+      if (Status st = options_.may_follow(*lease); !st.ok()) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          view_.role = ServerRole::kSteppedDown;
+          view_.leader_url.clear();
+        }
+        spdlog::error("leadership: withdrawing from the election: {}", st.message());
+        cv_.notify_all();
+        if (on_lost_) on_lost_(st.message());
+      }
+    }
     return;
   }
   // Won: fence the store's writes to this epoch before anything is written.

@@ -28,6 +28,9 @@ struct ElectionOptions {
   std::chrono::milliseconds lease{10'000};
   std::chrono::milliseconds renew{2'000};
   std::chrono::milliseconds retry{1'000};
+  // A standby's check of the leader it stands by, at every try: an error
+  // withdraws it from the election for good (on_lost runs with the message).
+  std::function<Status(const store::LeaseState& leader)> may_follow;
 };
 
 struct ElectionView {

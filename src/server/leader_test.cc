@@ -16,9 +16,10 @@ using namespace std::chrono_literals;
 
 class ElectionTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Election> Make(const std::string& name) {
+  std::unique_ptr<Election> Make(const std::string& name,
+                                 std::function<Status(const store::LeaseState&)> may_follow = nullptr) {
     views_.push_back(shared_.View(name));
-    ElectionOptions o{name, "http://" + name, 10s, 2s, 1s};
+    ElectionOptions o{name, "http://" + name, 10s, 2s, 1s, std::move(may_follow)};
     return std::make_unique<Election>(
         views_.back()->leadership(), &clock_, o,
         [this, name](int64_t epoch) {
@@ -64,6 +65,25 @@ TEST_F(ElectionTest, ALeaderWhoseRenewalsFailStepsDownBeforeItsLeaseEndsAndAStan
   EXPECT_NE(lost_.find("not renewed"), std::string::npos) << lost_;
   b->Step();
   EXPECT_EQ(won_, "b@2");
+}
+
+// A standby checks the leader it stands by at every try (the server: that
+// their users' files are where both can read them); a refusal withdraws it.
+TEST_F(ElectionTest, AStandbyThatMayNotFollowTheLeaderWithdrawsAndNeverLeads) {
+  auto a = Make("a");
+  a->Step();
+  auto b = Make("b", [](const store::LeaseState& leader) -> Status {
+    if (leader.holder == "a") return FailedPrecondition("a keeps its files on its own disk");
+    return Status::Ok();
+  });
+  b->Step();
+  EXPECT_EQ(b->View().role, ServerRole::kSteppedDown);
+  EXPECT_EQ(lost_, "b: a keeps its files on its own disk");
+  shared_.Cut("a", true);
+  clock_.AdvanceMs(20'000);
+  won_.clear();
+  b->Step();
+  EXPECT_EQ(won_, "");  // not even once a's lease has run out
 }
 
 TEST_F(ElectionTest, ARefusedRenewalStepsTheLeaderDownAtOnce) {

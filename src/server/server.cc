@@ -133,6 +133,11 @@ Status Server::CheckFilesShared(const std::string& files_url) {
   local_files_ = files_url.rfind("local:", 0) == 0;
   auto lease = store_->leadership()->Current();
   if (!lease.ok()) return lease.status().Annotate("reading the store's leader lease");
+  return MayFollow(*lease, files_url);
+}
+
+Status Server::MayFollow(const store::LeaseState& lease_state, const std::string& files_url) const {
+  const store::LeaseState* lease = &lease_state;
   if (lease->holder.empty() || lease->remaining_ms <= 0) return Status::Ok();
   const size_t mark = lease->holder.find("[local files at ");
   if (mark != std::string::npos && lease->holder.substr(mark) != LocalFilesMark()) {
@@ -261,6 +266,10 @@ Status Server::Start() {
     e.id = fmt::format("{}:{}:{}", host, getpid(), RandomHex(4));
   }
   if (local_files_) e.id += " " + LocalFilesMark();
+  // Checked at start, and again at every try: a server that started beside
+  // another at the same moment finds out which files its leader keeps.
+  e.may_follow = [this, files = local_files_ ? std::string("local:") : std::string("shared")](
+                     const store::LeaseState& leader) { return MayFollow(leader, files); };
   if (e.url.empty()) {
     // Standbys send clients to this URL: a wildcard address names no host.
     if (options_.host == "0.0.0.0" || options_.host == "::") {

@@ -124,6 +124,8 @@ class Server {
   Status Bootstrap();
   Status CheckFilesShared(const std::string& files_url);
   std::string LocalFilesMark() const;
+  // Whether this server (its files at `files_url`) may stand by `leader`.
+  Status MayFollow(const store::LeaseState& leader, const std::string& files_url) const;
   bool local_files_ = false;  // users' files on this machine, with a shared store: no standby
   Status SetUpTls(http::ServerOptions* http);
   // What a leader runs: the admin user, the JobService and its scheduler, the
