@@ -35,10 +35,11 @@ rmc users enable bob > /dev/null
 pass "a site on SQLite: users alice and bob, job $RUN succeeded, $GONE deleted, $KEPT pending, files uploaded"
 
 # What the CLI shows of it. A restarted server's agent registers again (an
-# audit entry), and the scheduler touches its pending job (updated_ms).
+# audit entry), and the scheduler touches its pending job (updated_ms) and
+# places it in its queue (queue_position: live, from its latest pass).
 state() {
-  rmc ls -a --json | jq -S '.jobs[] |= del(.updated_ms)'
-  for id in "$RUN" "$KEPT"; do rmc show "$id" --json | jq -S 'del(.updated_ms)'; done
+  rmc ls -a --json | jq -S '.jobs[] |= del(.updated_ms, .queue_position)'
+  for id in "$RUN" "$KEPT"; do rmc show "$id" --json | jq -S 'del(.updated_ms, .queue_position)'; done
   rmc logs "$RUN" | sort
   as_alice files ls --json | jq -S .
   rmc files ls datasets/ --json | jq -S .
