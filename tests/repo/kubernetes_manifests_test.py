@@ -9,11 +9,13 @@ tests/repo/kubernetes/requirements.txt carries: the wheel is only read (its sha2
 checked again here), with Debian's python3-jsonschema and python3-yaml. Custom resources
 (ObjectBucketClaim) are validated against the schemas in tests/repo/kubernetes/, written
 from their CRDs. Beyond the schemas: each kustomization.yaml lists exactly the manifests
-beside it (secret.example.yaml never), applies no Secret, and every selector of a
-Service, workload or NetworkPolicy matches pods of the manifests.
+beside it (secret.example.yaml never), applies no Secret, every selector of a
+Service, workload or NetworkPolicy matches pods of the manifests, resource quantities
+parse, and every $(VAR) in a container's arguments is in its env.
 
 Then every file of tests/repo/kubernetes/invalid/ must be refused, each for the
-deliberate error it names: a validator that refuses nothing fails the test.
+deliberate error its `# expect:` line names: a validator that refuses nothing, or
+refuses for another reason, fails the test.
 """
 import hashlib
 import json
@@ -31,6 +33,8 @@ DEFS_ID = "https://kubernetes.io/api/_definitions.json"
 # The keys of a kustomization.yaml the manifests may use (kustomize's own schema is not
 # in the wheel): a typo there would otherwise go unnoticed until `kubectl apply -k`.
 KUSTOMIZATION_KEYS = {"apiVersion", "kind", "namespace", "labels", "resources", "images"}
+# A resource.Quantity as Kubernetes parses it (apimachinery's quantity.go).
+QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 # Kinds whose pods a selector may match, and where their pod template is.
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 
@@ -149,6 +153,47 @@ def selector_errors(objects):
     return out
 
 
+def containers_of(obj):
+    """The containers and init containers of a workload's pod template."""
+    pod = (((obj.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    return (pod.get("initContainers") or []) + (pod.get("containers") or [])
+
+
+def quantity_errors(obj):
+    """Resource quantities Kubernetes would refuse: the schemas take any string for them."""
+    out = []
+    amounts = []
+    for c in containers_of(obj) if obj.get("kind") in WORKLOADS else []:
+        for part in ("requests", "limits"):
+            for name, value in ((c.get("resources") or {}).get(part) or {}).items():
+                amounts.append(("%s resources.%s.%s" % (c.get("name"), part, name), value))
+    for t in (obj.get("spec") or {}).get("volumeClaimTemplates") or []:
+        for name, value in (((t.get("spec") or {}).get("resources") or {}).get("requests") or {}).items():
+            amounts.append(("volumeClaimTemplates %s requests.%s" % ((t.get("metadata") or {}).get("name"), name), value))
+    for v in (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []:
+        if "sizeLimit" in (v.get("emptyDir") or {}):
+            amounts.append(("volume %s emptyDir.sizeLimit" % v.get("name"), v["emptyDir"]["sizeLimit"]))
+    for where, value in amounts:
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool)) and not QUANTITY.match(str(value)):
+            out.append("%s: %s: %r is not a quantity" % (name_of(obj), where, value))
+    return out
+
+
+def env_reference_errors(obj):
+    """$(VAR) in a container's command or args that its env does not define (kept verbatim then)."""
+    out = []
+    for c in containers_of(obj) if obj.get("kind") in WORKLOADS else []:
+        if c.get("envFrom"):
+            continue  # what envFrom brings is known only in the cluster
+        defined = {e.get("name") for e in c.get("env") or []}
+        for arg in (c.get("command") or []) + (c.get("args") or []):
+            for var in re.findall(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)", str(arg)):
+                if var not in defined:
+                    out.append("%s: container %s: $(%s) in its arguments is not in its env" %
+                               (name_of(obj), c.get("name"), var))
+    return out
+
+
 def kustomization_errors(path, doc):
     """What is wrong with a kustomization.yaml, judged against the files beside it."""
     here = os.path.dirname(path)
@@ -197,6 +242,7 @@ def check_files(schemas, paths):
             objects.append(obj)
             for m in schemas.errors(obj):
                 messages.append("%s: %s: %s" % (path, name_of(obj), m))
+            messages += ["%s: %s" % (path, m) for m in quantity_errors(obj) + env_reference_errors(obj)]
     messages += selector_errors(objects)
     return len(objects), messages
 
@@ -224,7 +270,7 @@ def main():
                        if n.endswith((".yaml", ".yml")))
     count, messages = check_files(schemas, manifests)
     for m in messages:
-        print("FAIL: " + os.path.relpath(m, repo) if m.startswith(repo) else "FAIL: " + m)
+        print("FAIL: " + m.replace(repo + os.sep, ""))
     if count == 0:
         messages.append("no objects")
         print("FAIL: no objects found under %s" % deploy)
@@ -235,12 +281,16 @@ def main():
     broken = sorted(os.path.join(invalid_dir, n) for n in os.listdir(invalid_dir) if n.endswith(".yaml"))
     accepted = 0
     for path in broken:
+        with open(path) as f:
+            expect = re.search(r"^# expect: (.+)$", f.read(), re.M)
         _, refusals = check_files(schemas, [path])
-        if refusals:
-            print("refused as it must be: %s" % refusals[0].replace(repo + os.sep, ""))
+        hits = [r for r in refusals if expect and expect.group(1) in r]
+        if hits:
+            print("refused as it must be: %s" % hits[0].replace(repo + os.sep, ""))
         else:
             accepted += 1
-            print("FAIL: %s was accepted, but it holds a deliberate error" % os.path.relpath(path, repo))
+            print("FAIL: %s was not refused for its deliberate error (its '# expect:' line); refusals: %s" %
+                  (os.path.relpath(path, repo), refusals or "none"))
     if not broken:
         accepted += 1
         print("FAIL: no broken fixtures in %s" % invalid_dir)
