@@ -56,6 +56,8 @@ PACKAGES=(
   libpq-dev postgresql-15 postgresql-client-15
   # notebooks for `kind: dev` (Jupyter Notebook with terminals)
   jupyter-notebook python3-terminado
+  # repo.kubernetes_manifests: deploy/kubernetes against Kubernetes' JSON schemas
+  python3-jsonschema python3-yaml
 )
 
 # npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)
