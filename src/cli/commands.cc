@@ -184,6 +184,8 @@ int Nodes(const Connection& c, bool as_json) {
   json r = Must(Connect(c).Get("/api/v1/nodes"));
   if (as_json) std::cout << r.dump(2) << "\n";
   else PrintNodes(r["nodes"]);
+  // On Slurm: Slurm's nodes as the server last read them; say when it could not.
+  if (!as_json && r.contains("error")) std::cerr << r.value("error", "") << "\n";
   return 0;
 }
 

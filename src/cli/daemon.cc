@@ -24,6 +24,7 @@
 #include "net/overlay.h"
 #include "scheduler/scheduler.h"
 #include "server/server.h"
+#include "slurm/slurm.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -298,6 +299,20 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.registries.platform = HostPlatform();
   so.secrets_key = node.secrets_key;
   so.files_url = flags.files;
+  if (flags.backend == "slurm") {
+    // Tasks run in Slurm's allocations: `up` runs no agent of its own.
+    with_agent = false;
+    so.slurm = slurm::NewCliClient({"", flags.slurm_conf});
+    so.jobs.max_handed_over = flags.slurm_max_queued;
+    server::SlurmBackendOptions& sb = so.slurm_backend;
+    sb.server_url = flags.advertise_url;
+    sb.step_command = flags.slurm_step_command.empty() ? SelfExe() : flags.slurm_step_command;
+    sb.step_data_dir = flags.slurm_step_dir;
+    sb.output = flags.slurm_output;
+    sb.partition = flags.slurm_partition;
+    sb.account = flags.slurm_account;
+    sb.qos = flags.slurm_qos;
+  }
   so.election.id = flags.server_id;
   so.election.url = flags.advertise_url;
   so.on_stepped_down = [exit_code = flags.exit_on_stepped_down](const std::string&) {

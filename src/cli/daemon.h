@@ -78,6 +78,16 @@ struct ServerFlags {
   // restart elsewhere; a server away for less stops nothing (docs/cluster.md).
   double node_lost_after_s = 300;
   double session_ttl_s = 12 * 3600;  // browser sessions (the dashboard) end this long after login
+  // Where tasks run: "agents", or "slurm" (docs/slurm.md) with Slurm's
+  // configuration, where jobs go, the ringmaster binary and a scratch
+  // directory on Slurm's nodes, the batch jobs' own output, and how many
+  // jobs may wait in Slurm's queue at once.
+  std::string backend = "agents";
+  std::string slurm_conf, slurm_partition, slurm_account, slurm_qos;
+  std::string slurm_step_command;  // "" = this binary's path
+  std::string slurm_step_dir = "/var/tmp/ringmaster-slurm";
+  std::string slurm_output = "/dev/null";
+  int slurm_max_queued = 1000;
 };
 
 struct SchedulerFlags {

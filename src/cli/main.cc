@@ -142,6 +142,28 @@ int Main(int argc, char** argv) {
     cmd->add_option("--files", srv_flags.files,
                     "where users' files live: local:/DIR, or s3://BUCKET?endpoint=URL[&region=R][&credentials=FILE] "
                     "(credentials else from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; default: local:<data>/blobs)");
+    // Slurm as the backend (docs/slurm.md).
+    cmd->add_option("--backend", srv_flags.backend,
+                    "where tasks run: agents (ringmaster agent on each node), or slurm (each job becomes a Slurm "
+                    "job; the Slurm commands must work for the server's user)")
+        ->check(CLI::IsMember({"agents", "slurm"}))
+        ->capture_default_str();
+    cmd->add_option("--slurm-conf", srv_flags.slurm_conf, "Slurm's slurm.conf (default: Slurm's own, or $SLURM_CONF)");
+    cmd->add_option("--slurm-partition", srv_flags.slurm_partition, "the Slurm partition jobs go to (default: Slurm's)");
+    cmd->add_option("--slurm-account", srv_flags.slurm_account, "the Slurm account jobs are charged to");
+    cmd->add_option("--slurm-qos", srv_flags.slurm_qos, "the Slurm QOS jobs run under");
+    cmd->add_option("--slurm-step-command", srv_flags.slurm_step_command,
+                    "the ringmaster binary on Slurm's nodes (default: this binary's path)");
+    cmd->add_option("--slurm-step-dir", srv_flags.slurm_step_dir,
+                    "a directory on Slurm's nodes for tasks' files while they run (created, 0700)")
+        ->capture_default_str();
+    cmd->add_option("--slurm-output", srv_flags.slurm_output,
+                    "where Slurm writes the batch jobs' own output (%j: the Slurm job id)")
+        ->capture_default_str();
+    cmd->add_option("--slurm-max-queued", srv_flags.slurm_max_queued,
+                    "jobs that may wait in Slurm's queue at once; the rest wait in Ringmaster's, in its order")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
     cmd->add_option("--overlay-subnet", srv_flags.overlay_subnet,
                     "the container overlay's addresses: a /24 of it per node with agent --network vxlan|ovs-gre")
         ->capture_default_str();

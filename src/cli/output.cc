@@ -132,7 +132,22 @@ void PrintJob(const json& j) {
   }
 }
 
+// Slurm's nodes (the server's --backend slurm): their state and reason as Slurm says.
+void PrintSlurmNodes(const json& nodes) {
+  std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "CPU", "MEMORY", "GRES", "ALLOCATED", "REASON"}};
+  for (const auto& n : nodes) {
+    const json& a = n["allocated"];
+    rows.push_back({Str(n, "name"), Str(n, "state"), Str(n, "cpu"), FormatBytes(n.value("memory_bytes", int64_t{0})),
+                    n.value("gres", "").empty() ? "-" : n.value("gres", ""),
+                    fmt::format("{} cpu, {}, {} gpu", Str(a, "cpu"), FormatBytes(a.value("memory_bytes", int64_t{0})),
+                                Str(a, "gpus")),
+                    n.value("reason", "")});
+  }
+  PrintTable(rows);
+}
+
 void PrintNodes(const json& nodes) {
+  if (!nodes.empty() && nodes[0].value("slurm", false)) return PrintSlurmNodes(nodes);
   std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "CPU", "MEMORY", "GPUS", "ALLOCATED", "CPU USE", "MEM USE", "HEARTBEAT", "EXECUTORS", "NETWORK", "LABELS"}};
   for (const auto& n : nodes) {
     const json& a = n["allocated"];

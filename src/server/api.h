@@ -37,6 +37,7 @@
 namespace ringmaster::server {
 
 class AgentService;
+class SlurmBackend;
 
 struct ApiLimits {
   size_t max_spec_bytes = 1 << 20;
@@ -113,6 +114,7 @@ struct Api {
   monitor::Monitor* monitor = nullptr;
   HttpMetrics http_metrics;
   JobService* jobs = nullptr;
+  SlurmBackend* slurm = nullptr;  // `--backend slurm`: Slurm's nodes are the cluster's
   LogStore* logs = nullptr;
   LogStore* metrics = nullptr;
   files::BlobStore* files = nullptr;

@@ -4,6 +4,7 @@
 #include "common/json_limits.h"
 #include "common/units.h"
 #include "server/api.h"
+#include "server/slurm_backend.h"
 
 namespace ringmaster::server {
 
@@ -33,11 +34,38 @@ json Usage(Api& api, const store::Node& n, int64_t now) {
   return u;
 }
 
+// Slurm's nodes, in the rows' shape where it has the same things ("state" is
+// Slurm's, with its reason; "slurm": true).
+json SlurmNodes(const SlurmBackend& slurm, int64_t now) {
+  SlurmBackend::NodesView v = slurm.Nodes();
+  json out = json::array();
+  for (const slurm::NodeInfo& n : v.nodes) {
+    json gpus = json::array();
+    for (int i = 0; i < n.gpus; ++i) gpus.push_back({{"index", i}, {"model", n.gres}});
+    out.push_back({{"name", n.name},
+                   {"slurm", true},
+                   {"state", n.state},
+                   {"reason", n.reason},
+                   {"cpu", std::to_string(n.cpus)},
+                   {"memory_bytes", n.memory_mib << 20},
+                   {"gpus", gpus},
+                   {"gres", n.gres},
+                   {"address", n.address},
+                   {"allocated", {{"cpu", std::to_string(n.cpus_alloc)},
+                                  {"memory_bytes", n.memory_alloc_mib << 20},
+                                  {"gpus", n.gpus_used}}}});
+  }
+  json body = {{"backend", "slurm"}, {"nodes", out}, {"read_age_ms", v.read_ms ? now - v.read_ms : -1}};
+  if (!v.error.empty()) body["error"] = "reading Slurm's nodes: " + v.error;
+  return body;
+}
+
 }  // namespace
 
 void AddNodeRoutes(Api& api) {
   http::RouteOptions read{api.limits.max_body_bytes, http::Pool::kApi, true, access::kRead};
   api.http->Route("GET", "/api/v1/nodes", read, Json([&api](const http::Request&, const Caller&) -> StatusOr<Reply> {
+    if (api.slurm) return Reply{200, SlurmNodes(*api.slurm, api.clock->NowMs())};
     RM_ASSIGN_OR_RETURN(auto nodes, api.store->ListNodes());
     for (auto& n : nodes) api.jobs->ApplyLive(&n);  // heartbeats are held in memory
     RM_ASSIGN_OR_RETURN(auto placed, api.store->ListPlacedTasks());

@@ -81,6 +81,10 @@ StatusOr<int64_t> JobService::RegisterNode(const store::Node& node_in,
     }
   }
   spdlog::info("node {} registered as {}", node.name, id);
+  if (options_.backend == "slurm") {
+    node.id = id;
+    RM_RETURN_IF_ERROR(BindStepNodeLocked(node));
+  }
   BumpNodeLocked(id);
   Wake();
   return id;

@@ -188,6 +188,13 @@ void JobService::Unwatch(uint64_t watch_id) {
 StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec, const std::string& submit_key,
                                      bool* existed) {
   if (existed) *existed = false;
+  if (options_.backend == "slurm") {
+    // What Slurm's allocations cannot give (docs/slurm.md), refused rather than ignored.
+    if (spec.notebook()) return InvalidArgument("kind: a notebook (dev) needs agents; this server runs jobs on Slurm");
+    if (!spec.node_selector.empty()) {
+      return InvalidArgument("node_selector: this server runs jobs on Slurm, which places them itself");
+    }
+  }
   // A retry (the answer to the first try was lost, or its server failed
   // over) finds the first try's job before any limit is counted.
   auto earlier = [&]() -> StatusOr<int64_t> {
@@ -261,6 +268,7 @@ Status JobService::Cancel(int64_t job_id, const std::string& by) {
     }
     return SettleJobLocked(job_id);
   }));
+  if (options_.on_external_work) options_.on_external_work();
   Wake();
   return Status::Ok();
 }
@@ -317,6 +325,9 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
     }
     return SettleJobLocked(task.job_id);
   });
+  // Its agent learns at once that the server no longer lists it (a Slurm
+  // step, whose one task this was, exits then).
+  if (st.ok()) BumpNodeLocked(task.node_id);
   Wake();
   return st;
 }

@@ -86,6 +86,42 @@ struct JobServiceOptions {
   // The scheduler's policy, plugins, preemption and quotas (scheduler.h).
   // REQUIRES: valid (scheduler::Scheduler::Create accepts it).
   scheduler::SchedulerConfig scheduler;
+  // Where tasks run: "agents" (the scheduler places gangs on agents' nodes)
+  // or "slurm" (a pass admits gangs and hands each to a cluster manager,
+  // which places and starts it: server/slurm_backend.h, control/external.cc).
+  std::string backend = "agents";
+  // On "slurm": at most this many gangs handed over and not yet started
+  // (waiting in Slurm's queue); the rest wait in Ringmaster's, in its order.
+  int max_handed_over = 1000;
+  // On "slurm": called (under the service's lock: it must only queue work)
+  // when a gang was handed over or one handed over is to stop.
+  std::function<void()> on_external_work;
+};
+
+// A gang handed to a cluster manager (backend "slurm"), one attempt of it.
+struct ExternalGang {
+  int64_t job_id = 0;
+  int attempt = 0;
+  int64_t user_id = 0;
+  std::string user;
+  std::string job_name;
+  std::shared_ptr<const protocol::JobSpec> spec;
+  int replicas = 0;
+  // Every rank is on its step's node (the cluster manager started it).
+  bool bound = false;
+  // Cancelled, failed or restarting: the cluster manager's job must end.
+  bool stopping = false;
+  std::string stop_reason;
+  int64_t stop_since_ms = 0;  // when the job was last updated while stopping (wall clock)
+};
+
+// How a cluster manager's job ended, as EndExternalGang applies it to the gang.
+enum class ExternalEnd {
+  kRequeue,    // not the job's fault (a node failed): it starts again at once, not counted as a restart
+  kFailed,     // its ranks failed (within max_restarts the job restarts)
+  kFatal,     // it cannot go on (Slurm's time limit, Slurm refused it): the job fails
+  kLost,       // its ranks ended without a word (within max_restarts the job restarts)
+  kStopped,    // it was stopping, and has: cancelled or restarting as the job's stop says
 };
 
 struct TaskReport {
@@ -198,6 +234,19 @@ class JobService {
   // One scheduling pass (control/pass.h): snapshot, schedule, apply the plan,
   // autoscale, preempt. The loop calls it, tests call it directly.
   Status RunPass();
+
+  // Backend "slurm" (control/external.cc). The gangs handed over, SCHEDULED
+  // or RUNNING, with what their cluster manager must do.
+  StatusOr<std::vector<ExternalGang>> ExternalGangs();
+  // Why a handed-over gang that has not started waits (the cluster manager's
+  // pending reason, in words): the job's reason, recorded when it changes.
+  Status NoteExternalReason(int64_t job_id, int attempt, const std::string& reason);
+  // The cluster manager's job of this attempt ended: its tasks that have not
+  // ended end as `how` says, and the job settles. A no-op for another attempt.
+  Status EndExternalGang(int64_t job_id, int attempt, ExternalEnd how, const std::string& reason);
+  // The step node of a gang's rank: "slurm-<job>-<attempt>-<rank>", and back.
+  static std::string StepNodeName(int64_t job_id, int attempt, int rank);
+  static bool ParseStepNodeName(const std::string& name, int64_t* job_id, int* attempt, int* rank);
   SchedulerStats Stats() const;
   // Where each job left pending by the last pass stands in the queue, in the
   // order its policy tried them (1 = tried first). Jobs that pass did not
@@ -248,6 +297,14 @@ class JobService {
   Status ApplyPlanLocked(const scheduler::Plan& plan, PassInput& in);
   Status PreemptLocked(const scheduler::Plan& plan, const std::set<int64_t>& made_room, int64_t now);
   Status RecordPassLocked(const scheduler::Plan& plan, PassInput& in);
+  // Backend "slurm": which pending gangs are handed over now (in the
+  // policy's order, within quotas and max_handed_over), and handing them
+  // over (tasks SCHEDULED on no node yet, a new attempt each).
+  scheduler::Plan AdmitExternalLocked(const PassInput& in);
+  Status HandOverLocked(const scheduler::Plan& plan, PassInput& in);
+  // A step node registered: once every rank of its gang has one, the gang's
+  // tasks are placed on them (their agents then get their assignments).
+  Status BindStepNodeLocked(const store::Node& node);
   // When the job's `latest` checkpoint last reached the files service (0:
   // never, or not since the server started): preemption's measure of the
   // work a victim would lose.

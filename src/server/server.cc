@@ -329,7 +329,21 @@ Status Server::Lead() {
   };
   // Made now, not at start: nodes' leases count from here, so a standby that
   // takes over gives every agent a full lease to find it.
+  if (options_.slurm) {
+    options_.jobs.backend = "slurm";
+    // Under the service's lock: Wake only flags the backend's loop.
+    options_.jobs.on_external_work = [this] {
+      if (slurm_) slurm_->Wake();
+    };
+  }
   jobs_ = std::make_unique<JobService>(store_.get(), clock_, options_.jobs);
+  if (options_.slurm) {
+    SlurmBackendOptions so = options_.slurm_backend;
+    if (so.server_url.empty()) so.server_url = url();
+    if (so.ca_file.empty()) so.ca_file = ca_path_;
+    slurm_ = std::make_unique<SlurmBackend>(jobs_.get(), store_.get(), options_.slurm.get(), clock_, so);
+    api_->slurm = slurm_.get();
+  }
   api_->monitor = monitor_.get();
   api_->jobs = jobs_.get();
   StartAgentService(*api_);
@@ -346,6 +360,7 @@ Status Server::Lead() {
     registries_->ServeOwn(own, files_.get());
   }
   jobs_->Start();
+  if (slurm_) slurm_->Start();
   monitor_saver_ = std::thread([this] {
     std::unique_lock<std::mutex> l(saver_mu_);
     while (!stopping_) {
@@ -403,6 +418,7 @@ json Server::RoleJson() const {
 }
 
 void Server::Stop() {
+  if (slurm_) slurm_->Stop();
   if (jobs_) jobs_->Stop();  // ends long-polls: their answers go out before the connections close
   if (http_) http_->Stop();
   if (archiver_) archiver_->Stop();

@@ -34,6 +34,7 @@
 #include "server/log_store.h"
 #include "server/leader.h"
 #include "server/registries.h"
+#include "server/slurm_backend.h"
 #include "store/meta_store.h"
 
 namespace ringmaster::server {
@@ -85,6 +86,11 @@ struct ServerOptions {
   bool listen = true;
   Clock* clock = nullptr;  // nullptr = the real clock
   JobServiceOptions jobs;
+  // `--backend slurm` (docs/slurm.md): jobs run as Slurm jobs through this
+  // client instead of on agents; null = agents. `slurm_backend.server_url`
+  // "" = url(), its `ca_file` "" = ca_path().
+  std::shared_ptr<slurm::Client> slurm;
+  SlurmBackendOptions slurm_backend;
   // The metrics pipeline (docs/monitoring.md): its series, straggler and idle
   // thresholds. Its coarse history is saved to <data>/monitor.series this
   // often and at Stop, and read back at Start.
@@ -146,6 +152,7 @@ class Server {
   std::shared_ptr<files::BlobStore> files_;  // users' files (the files API)
   std::unique_ptr<monitor::Monitor> monitor_;
   std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<SlurmBackend> slurm_;  // set with options_.slurm once leading
   std::unique_ptr<Auth> auth_;
   std::unique_ptr<Registries> registries_;
   std::unique_ptr<LabTunnels> lab_;

@@ -28,6 +28,13 @@ Status JobService::RunPass() {
   resized_this_pass_.clear();
   PassInput in;
   RM_RETURN_IF_ERROR(ReadPassLocked(in));
+  if (options_.backend == "slurm") {
+    // Slurm places and starts the gangs; preemption and elastic resizing are
+    // the agents' (docs/slurm.md).
+    scheduler::Plan plan = AdmitExternalLocked(in);
+    RM_RETURN_IF_ERROR(HandOverLocked(plan, in));
+    return RecordPassLocked(plan, in);
+  }
   scheduler::Plan plan;
   if (!in.queue.empty()) plan = scheduler_->Schedule(in.snap, in.queue);
   RM_RETURN_IF_ERROR(ApplyPlanLocked(plan, in));
