@@ -56,6 +56,9 @@ PACKAGES=(
   libpq-dev postgresql-15 postgresql-client-15
   # notebooks for `kind: dev` (Jupyter Notebook with terminals)
   jupyter-notebook python3-terminado
+  # the Slurm backend's tests: slurmctld and two slurmd with munge on loopback
+  # (tests/fixtures/slurm.sh), and the Slurm commands the backend drives
+  slurm-wlm munge
 )
 
 # npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)
