@@ -25,6 +25,8 @@ bool IsShellSafe(std::string_view s) {
   });
 }
 
+constexpr std::string_view kReqNodeNotAvailText = "waiting: a node it needs is not available (down, drained or reserved)";
+
 struct ReasonText {
   std::string_view code, text;
 };
@@ -33,7 +35,7 @@ struct ReasonText {
 constexpr ReasonText kReasons[] = {
     {"Resources", "waiting for resources: the nodes that could run it are busy"},
     {"Priority", "waiting behind jobs of higher priority in Slurm's queue"},
-    {"ReqNodeNotAvail", "waiting: a node it needs is not available (down, drained or reserved)"},
+    {"ReqNodeNotAvail", kReqNodeNotAvailText},
     {"QOSMaxGRESPerUser", "waiting: the user has as many GPUs as the Slurm QOS allows running"},
     {"QOSMaxJobsPerUserLimit", "waiting: the user has as many jobs as the Slurm QOS allows running"},
     {"QOSMaxCpuPerUserLimit", "waiting: the user has as many CPUs as the Slurm QOS allows running"},
@@ -78,6 +80,12 @@ Status CheckRequest(const SubmitRequest& r) {
                                        r.ntasks, r.cpus_per_task, r.memory_mib_per_task, r.gpus_per_task));
   }
   if (r.step_argv.empty()) return InvalidArgument("a Slurm job needs a step to run");
+  // A GRES type is one word: "a100", "h100_80gb", "rtx-8000".
+  if (!std::all_of(r.gpu_type.begin(), r.gpu_type.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      })) {
+    return InvalidArgument(fmt::format("{:?} is not a GPU type Slurm knows (a GRES type is one word)", r.gpu_type));
+  }
   for (std::string_view field : {std::string_view(r.name), std::string_view(r.comment), std::string_view(r.gpu_type),
                                  std::string_view(r.partition), std::string_view(r.account), std::string_view(r.qos),
                                  std::string_view(r.work_dir), std::string_view(r.output)}) {
@@ -145,7 +153,7 @@ std::string PendingReasonText(std::string_view reason) {
   }
   // "ReqNodeNotAvail, UnavailableNodes:n1,n2": the nodes it waits for.
   if (reason.starts_with("ReqNodeNotAvail")) {
-    std::string text(kReasons[2].text);
+    std::string text(kReqNodeNotAvailText);
     if (auto p = reason.find("UnavailableNodes:"); p != reason.npos) {
       std::string_view nodes = reason.substr(p + std::string_view("UnavailableNodes:").size());
       if (!nodes.empty()) text += fmt::format(" (unavailable: {})", nodes);

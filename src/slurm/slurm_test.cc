@@ -110,6 +110,9 @@ TEST(CheckRequestTest, RefusesWhatTheScriptCannotCarry) {
   EXPECT_TRUE(refused([](SubmitRequest& r) { r.cpus_per_task = 0; }));
   EXPECT_TRUE(refused([](SubmitRequest& r) { r.memory_mib_per_task = 0; }));
   EXPECT_TRUE(refused([](SubmitRequest& r) { r.gpus_per_task = -1; }));
+  EXPECT_TRUE(refused([](SubmitRequest& r) { r.gpu_type = "a100:2,gpu"; }));
+  EXPECT_TRUE(refused([](SubmitRequest& r) { r.gpu_type = "a 100"; }));
+  EXPECT_FALSE(refused([](SubmitRequest& r) { r.gpu_type = "h100_80gb"; }));
   EXPECT_FALSE(refused([](SubmitRequest& r) { r.env["_ok_9"] = "quotes ' \" $ ` are fine"; }));
 }
 
