@@ -58,6 +58,9 @@ PACKAGES=(
   jupyter-notebook python3-terminado
   # repo.kubernetes_manifests: deploy/kubernetes against Kubernetes' JSON schemas
   python3-jsonschema python3-yaml
+  # the Slurm backend's tests: slurmctld and two slurmd with munge on loopback
+  # (tests/fixtures/slurm.sh), and the Slurm commands the backend drives
+  slurm-wlm munge
 )
 
 # npm: Debian's package, unless the machine's Node.js brings its own (NodeSource's does, and conflicts with it)

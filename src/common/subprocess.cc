@@ -13,7 +13,19 @@
 
 namespace ringmaster {
 
-StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+namespace {
+
+std::string CommandLine(const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  return cmd;
+}
+
+}  // namespace
+
+bool ToolOutput::exited_ok() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
+
+StatusOr<ToolOutput> CaptureTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", std::strerror(errno)));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -25,7 +37,11 @@ StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono:
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = fork();
-  if (pid < 0) return Internal(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+    return Internal(fmt::format("fork: {}", std::strerror(e)));
+  }
   if (pid == 0) {
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
@@ -67,18 +83,23 @@ StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono:
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::string cmd;
-  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-  if (timed_out) return DeadlineExceeded(fmt::format("{}: no answer in {} ms", cmd, timeout.count()));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && text[1].empty()) {
-    return NotFound(fmt::format("{}: {} is not installed", cmd, argv[0]));
+  if (timed_out) return DeadlineExceeded(fmt::format("{}: no answer in {} ms", CommandLine(argv), timeout.count()));
+  return ToolOutput{status, std::move(text[0]), std::move(text[1])};
+}
+
+StatusOr<std::string> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  RM_ASSIGN_OR_RETURN(ToolOutput run, CaptureTool(argv, timeout));
+  const int status = run.wait_status;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && run.err.empty()) {
+    return NotFound(fmt::format("{}: {} is not installed", CommandLine(argv), argv[0]));
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::string e = text[1];
+  if (!run.exited_ok()) {
+    std::string e = run.err;
     while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
-    return Internal(fmt::format("{}: {}", cmd, e.empty() ? fmt::format("status {}", status) : e.substr(0, 500)));
+    return Internal(
+        fmt::format("{}: {}", CommandLine(argv), e.empty() ? fmt::format("status {}", status) : e.substr(0, 500)));
   }
-  return text[0];
+  return std::move(run.out);
 }
 
 }  // namespace ringmaster

@@ -93,6 +93,15 @@ std::vector<std::string> SbatchArgs(const SubmitRequest& request);
 // The batch script: `#!/bin/sh`, the exports (values shell-quoted), `exec srun ... step_argv`.
 std::string BatchScript(const SubmitRequest& request);
 
+// Ok, or InvalidArgument naming what sbatch or the script could not carry: a
+// line break in any field, argument or environment value (squeue prints one
+// job a line), an environment name that is not [A-Za-z_][A-Za-z0-9_]*, no
+// tasks, CPUs, memory or step. Submit checks it first.
+Status CheckRequest(const SubmitRequest& request);
+// `word` as one POSIX shell word: as is when it has only characters no
+// shell treats specially, else in single quotes ('\'' for a quote).
+std::string ShellQuote(std::string_view word);
+
 // Slurm's pending reason in words a user can act on: "Resources" -> "waiting
 // for resources: the nodes that could run it are busy"; an unknown code ->
 // "Slurm says: <code>". Never empty for a non-empty code.
