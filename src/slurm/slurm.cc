@@ -17,11 +17,12 @@ bool IsEnvName(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
-// Characters that never need quoting in a POSIX shell word.
+// Characters that never need quoting in a POSIX shell word, wherever it
+// stands ('=' would make a leading word an assignment, '~' a home directory).
 bool IsShellSafe(std::string_view s) {
   if (s.empty()) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%+=:,./_-").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%+:,./_-").find(c) != std::string_view::npos;
   });
 }
 

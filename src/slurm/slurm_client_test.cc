@@ -45,9 +45,8 @@ class SlurmClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* dir = std::getenv("RM_SLURM_DIR");
-    if (dir == nullptr || !fs::exists(fs::path(dir) / "slurm.conf")) {
-      GTEST_SKIP() << "RM_SLURM_DIR names no running Slurm (tests/fixtures/slurm.sh up DIR)";
-    }
+    if (dir == nullptr) GTEST_SKIP() << "no RM_SLURM_DIR: run it with ctest (the `slurm` fixture)";
+    ASSERT_TRUE(fs::exists(fs::path(dir) / "slurm.conf")) << "RM_SLURM_DIR=" << dir << " holds no running Slurm";
     conf_ = fs::path(dir) / "slurm.conf";
     client_ = NewCliClient({.bin_dir = "", .conf = conf_.string()});
     std::string pattern = (fs::temp_directory_path() / "rm-slurm-test-XXXXXX").string();

@@ -76,7 +76,8 @@ TEST(BatchScriptTest, HostileValuesStayOneWord) {
 }
 
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {
-  EXPECT_EQ(ShellQuote("abc-1.2_x/y:z,w=v@h%+"), "abc-1.2_x/y:z,w=v@h%+");
+  EXPECT_EQ(ShellQuote("abc-1.2_x/y:z,w@h%+"), "abc-1.2_x/y:z,w@h%+");
+  EXPECT_EQ(ShellQuote("A=b"), "'A=b'");
   EXPECT_EQ(ShellQuote(""), "''");
   EXPECT_EQ(ShellQuote("a b"), "'a b'");
   EXPECT_EQ(ShellQuote("'"), "''\\'''");
