@@ -129,8 +129,9 @@ class Agent {
   bool WaitLaunched(std::chrono::milliseconds guard);
 
   // For a one-task agent (a Slurm step, agent_step.cc). Whether a task was
-  // ever assigned here, and how many it holds: running, ending, or reported
-  // while the server still lists them. Thread-safe.
+  // ever assigned here, and how many it holds: staging, running, or ended
+  // and not yet reported (a task whose exit the server accepted is not held,
+  // though a reply may list it until the node's next change). Thread-safe.
   struct Held {
     bool ever_assigned = false;
     size_t held = 0;

@@ -14,7 +14,7 @@ namespace ringmaster::agent {
 
 Agent::Held Agent::Holding() {
   std::lock_guard<std::mutex> l(mu_);
-  return Held{ever_assigned_, tasks_.size() + released_.size()};
+  return Held{ever_assigned_, tasks_.size()};
 }
 
 StatusOr<std::vector<std::string>> Agent::VisibleGpus(const std::vector<int>& gpus) const {

@@ -179,7 +179,9 @@ int RunSlurmStep(const StepFlags& flags) {
   if (!abs.data_dir.empty()) abs.data_dir = std::filesystem::absolute(abs.data_dir).lexically_normal().string();
 
   // The ordinary agent's defaults (task users, executor, registries), then the step's.
-  AgentSetup setup = MakeAgentOptions(NodeFlags{}, flags.server, "", "");
+  NodeFlags node;
+  node.sandbox_root = flags.sandbox_root;
+  AgentSetup setup = MakeAgentOptions(node, flags.server, "", "");
   auto step = StepAgentOptions(env, abs, std::move(setup.agent));
   if (!step.ok()) Die(step.status().message());
   setup.agent = std::move(*step);

@@ -17,6 +17,7 @@ struct StepFlags {
   std::string ca_file;      // for an https server ("" = the system's CAs)
   std::string node_prefix;  // the node is <node_prefix><rank>
   std::string data_dir;     // each rank's agent data in <data_dir>/<job id>.<rank>, removed at exit
+  std::string sandbox_root;  // where tasks' sandboxes go; "" = the agent's default
   double assign_timeout_s = 300;
   double grace_s = 20;      // SIGTERM to SIGKILL when Slurm ends the step (< Slurm's KillWait)
 };
