@@ -6,6 +6,7 @@
 #    and GPUs Slurm bound and the slurm.* labels; runs the task the server
 #    assigns, exits 0 once it is reported, and leaves no task process and no
 #    data dir behind;
+#  - the server cancels the task: stopped, reported, exit 0;
 #  - nothing assigned within --assign-timeout: exit 3, saying so;
 #  - SIGTERM (Slurm's scancel): the task is stopped, exit 143, its end is not
 #    reported (the job stays running for the server), no task process remains.
@@ -44,7 +45,7 @@ err=$(env -u SLURM_PROCID SLURM_JOB_ID=7 "$RM" slurm-step --server "$URL" --node
 pass "a missing Slurm variable: exit 2, naming it"
 
 # ---- one task, run to its end
-ID=$(rmc submit - <<<'{"name": "step", "command": "echo hello from $RINGMASTER_RANK gpus=$CUDA_VISIBLE_DEVICES; (sleep 3217 &); sleep 1", "resources": {"cpu": 1, "memory": "256Mi", "gpu": 2}}')
+ID=$(rmc submit - <<<'{"name": "step", "command": "echo hello from $RINGMASTER_RANK gpus=$CUDA_VISIBLE_DEVICES tokens=${RINGMASTER_STEP_TOKENS:-none}; (sleep 3217 &); sleep 1", "resources": {"cpu": 1, "memory": "256Mi", "gpu": 2}}')
 step 0 --assign-timeout 60
 for _ in $(seq 1 300); do rmc nodes --json 2>/dev/null | jq -e '.nodes[] | select(.name == "slurm-7-1-0")' > /dev/null && break; sleep 0.1; done
 NODE=$(rmc nodes --json | jq -c '.nodes[] | select(.name == "slurm-7-1-0")')
@@ -58,10 +59,22 @@ pass "slurm-7-1-0 registered with Slurm's 2 cpus, 1000 MiB, 2 GPUs, the slurm.* 
 step_wait
 [ "$RC" = 0 ] || { cat "$DATA/step-0.log"; fail "after its task the wrapper exited $RC, not 0"; }
 [ "$(rmc show "$ID" --json | jq -r .state)" = SUCCEEDED ] || { rmc show "$ID"; fail "the job did not succeed"; }
-rmc logs "$ID" | grep -q "hello from 0 gpus=2,3" || { rmc logs "$ID"; fail "no task output in the job's logs"; }
+rmc logs "$ID" | grep -q "hello from 0 gpus=2,3 tokens=none" || { rmc logs "$ID"; fail "no task output in the job's logs"; }
 pgrep -f "sleep 3217" > /dev/null && fail "a task's process outlived the wrapper"
 [ -e "$STEPS/7.0" ] && fail "the rank's data dir remains: $(ls -la "$STEPS/7.0")"
 pass "the task ran (CUDA_VISIBLE_DEVICES=2,3 as Slurm's SLURM_STEP_GPUS), was reported, the wrapper exited 0 leaving no process or data dir"
+
+# ---- the server cancels the task
+ID3=$(rmc submit - <<<'{"name": "cancelled", "command": "exec sleep 3219", "resources": {"cpu": 1, "memory": "256Mi"}}')
+step 0
+for _ in $(seq 1 300); do [ "$(rmc show "$ID3" --json | jq -r .state)" = RUNNING ] && break; sleep 0.1; done
+[ "$(rmc show "$ID3" --json | jq -r .state)" = RUNNING ] || { cat "$DATA/step-0.log"; fail "the job to cancel did not run"; }
+rmc cancel "$ID3" > /dev/null
+step_wait
+[ "$RC" = 0 ] || { cat "$DATA/step-0.log"; fail "after its task was cancelled the wrapper exited $RC, not 0"; }
+[ "$(rmc show "$ID3" --json | jq -r .state)" = CANCELLED ] || { rmc show "$ID3"; fail "the job is not cancelled"; }
+pgrep -f "sleep 3219" > /dev/null && fail "the cancelled task outlived the wrapper"
+pass "cancel: the task was stopped and reported, the wrapper exited 0"
 
 # ---- nothing to do
 step 1 --assign-timeout 2
