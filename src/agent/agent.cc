@@ -77,6 +77,7 @@ Agent::Agent(AgentOptions options, std::unique_ptr<Executor> executor, std::uniq
         return o;
       }()) {
   inventory_ = DetectNode(options_.nvml_library);
+  if (options_.gpus) inventory_.gpus = *options_.gpus;
   if (!options_.node_name.empty()) inventory_.name = options_.node_name;
   if (options_.cpu_milli > 0) inventory_.cpu_milli = options_.cpu_milli;
   if (options_.memory_bytes > 0) inventory_.memory_bytes = options_.memory_bytes;
@@ -213,6 +214,7 @@ void Agent::Reconcile(const std::vector<protocol::Assignment>& assignments) {
     // window): nothing new starts until it does; a later answer lists it again.
     if (it == tasks_.end() && fenced_ && !stop) continue;
     if (it == tasks_.end()) {
+      ever_assigned_ = true;
       LocalTask t;
       t.ref = ref;
       if (stop) {
@@ -291,6 +293,9 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.limits.pids = l.pids;
     launch.limits.io = {l.io_read_bps, l.io_write_bps, l.io_read_iops, l.io_write_iops};
     launch.gpus = a.gpus;
+    auto visible = VisibleGpus(a.gpus);
+    if (!visible.ok()) return TaskExit{-1, 0, visible.status().message()};
+    launch.gpu_visible = *visible;
     launch.working_dir = a.working_dir;
     auto who = options_.task_users.Resolve(a.user_id, a.user_name);
     if (!who.ok()) {
@@ -668,6 +673,7 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t*
 }
 
 bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
+  if (abandoned_) return false;
   protocol::TaskStatusReport report{node_id_.load(), t.ref.attempt, state, std::nullopt, ""};
   if (t.exit) report.exit = protocol::TaskExitInfo{t.exit->exit_code, t.exit->signal, t.exit->message};
   Status res = control_->ReportStatus(t.ref.task_id, report, kCallTimeout);
@@ -682,6 +688,7 @@ bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
 
 // An older server refuses it (no state it knows): the task runs all the same.
 void Agent::ReportPhase(const LocalTask& t, const char* phase) {
+  if (abandoned_) return;
   (void)control_->ReportStatus(t.ref.task_id, {node_id_.load(), t.ref.attempt, "", std::nullopt, phase}, kCallTimeout);
 }
 

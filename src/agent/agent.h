@@ -55,6 +55,12 @@ struct AgentOptions {
   // ride on the heartbeats. 0 = not sampled.
   std::chrono::milliseconds sample_interval{1000};
   std::string nvml_library = "libnvidia-ml.so.1";
+  // The node's GPUs as given instead of NVML's (a Slurm step: the GPUs Slurm
+  // bound to it, which NVML may not see); nullopt = NVML's.
+  std::optional<std::vector<GpuInfo>> gpus;
+  // What a task's CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES call the
+  // node's GPU i (a Slurm step: Slurm's own names for them); empty = i.
+  std::vector<std::string> gpu_visible;
   std::chrono::milliseconds tick_interval{200};
   // A task's metrics file past this is not shipped (the server keeps no more).
   int64_t max_metrics_bytes = 16 << 20;
@@ -122,6 +128,21 @@ class Agent {
   // on a thread of its own); false if `guard` passed first. For tests.
   bool WaitLaunched(std::chrono::milliseconds guard);
 
+  // For a one-task agent (a Slurm step, agent_step.cc). Whether a task was
+  // ever assigned here, and how many it holds: staging, running, or ended
+  // and not yet reported (a task whose exit the server accepted is not held,
+  // though a reply may list it until the node's next change). Thread-safe.
+  struct Held {
+    bool ever_assigned = false;
+    size_t held = 0;
+  };
+  Held Holding();
+  // Instead of Stop when whoever runs the agent is ending it (Slurm cancels a
+  // step): stops every task (SIGTERM, SIGKILL after `grace`) and the agent's
+  // threads, reporting no exit (the server learns the end from Slurm), and
+  // returns once the tasks have ended (or `grace` + 5 s), their files removed.
+  void Abandon(std::chrono::milliseconds grace);
+
  private:
   // One attempt of a task: what the agent remembers it by. A task id alone
   // is not enough, and neither is it forever (ids may come back after a delete).
@@ -165,6 +186,8 @@ class Agent {
                                                     const std::string& runtime, const std::function<bool()>& stopped);
   // Joins the task threads that have returned (never waits on a busy one).
   void ReapWorkers();
+  // What the task's environment calls its GPUs (options_.gpu_visible); empty = their indices.
+  StatusOr<std::vector<std::string>> VisibleGpus(const std::vector<int>& gpus) const;
   // Stages and starts one assignment; the task's exit if it could not start.
   std::optional<TaskExit> Launch(const TaskRef& ref, const protocol::Assignment& assignment, LocalTask* t);
   // The final uploads; "" or what could not be uploaded.
@@ -220,6 +243,8 @@ class Agent {
   std::map<std::string, std::pair<int64_t, int64_t>> last_cpu_;
 
   std::atomic<bool> running_{false};
+  std::atomic<bool> abandoned_{false};  // Abandon: no report leaves any more
+  bool ever_assigned_ = false;          // GUARDED_BY(mu_)
   std::atomic<int64_t> node_id_{0};
   uint64_t index_ = 0;  // the sync step's: the last assignments answer's
   std::mutex mu_;

@@ -119,6 +119,10 @@ class FakeServer {
     EXPECT_TRUE(found.has_value()) << "no report #" << n << " of state " << state;
     return found.value_or(Report{});
   }
+  size_t ReportCount(const std::string& state) {
+    std::lock_guard<std::mutex> l(mu_);
+    return std::count_if(reports_.begin(), reports_.end(), [&](const Report& r) { return r.body.state == state; });
+  }
 
  private:
   httplib::Server http_;
@@ -177,6 +181,7 @@ class AgentTest : public ::testing::Test {
     o.tick_interval = std::chrono::milliseconds(10);
     // As a root agent would map users, wherever the test runs.
     o.task_users = TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
+    Options(o);
     auto exec = std::make_unique<ScriptedExecutor>();
     exec_ = exec.get();
     Prepare();
@@ -184,11 +189,12 @@ class AgentTest : public ::testing::Test {
     agent_->Start();
   }
   void TearDown() override {
-    agent_->Stop();
+    agent_->Stop();  // after Abandon too: a no-op
     std::filesystem::remove_all(dir_);
   }
   // What a test sets up before the agent starts.
   virtual void Prepare() {}
+  virtual void Options(AgentOptions& o) {}
 
   std::filesystem::path dir_;
   FakeServer server_;
@@ -240,6 +246,69 @@ TEST_F(AgentTest, ATaskIdThatComesBackAfterTheServerDroppedItRunsAgain) {
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[1].identity.user, "bob");
   EXPECT_EQ(launches[1].identity.uid, 300003u);
+}
+
+// A one-task agent (a Slurm step's) watches Holding: nothing, then the task
+// while it runs, then nothing once its exit is reported (the server's long
+// poll need not answer first: the step ends without waiting for it).
+TEST_F(AgentTest, HoldingFollowsATaskFromAssignmentToRelease) {
+  EXPECT_FALSE(agent_->Holding().ever_assigned);
+  EXPECT_EQ(agent_->Holding().held, 0u);
+  exec_->set_exit(std::nullopt);  // runs until told
+  server_.Assign({Assignment(5, 1, 2, "alice")});
+  ASSERT_TRUE(exec_->WaitStarted("5.1"));
+  Agent::Held h = agent_->Holding();
+  EXPECT_TRUE(h.ever_assigned);
+  EXPECT_EQ(h.held, 1u);
+  exec_->set_exit(TaskExit{0, 0, ""});
+  server_.WaitReport("exited");
+  for (int i = 0; i < 2000 && agent_->Holding().held != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a hang guard: reported, then forgotten
+  }
+  h = agent_->Holding();
+  EXPECT_TRUE(h.ever_assigned);
+  EXPECT_EQ(h.held, 0u);
+  server_.Assign({Assignment(5, 1, 2, "alice")});  // a reply that predates the report starts nothing
+  EXPECT_EQ(agent_->Holding().held, 0u);
+  EXPECT_EQ(exec_->launches().size(), 1u);
+}
+
+// Slurm ends the step: the task is stopped with the grace given, the agent's
+// threads end, and the server hears of no exit (it reads Slurm's).
+TEST_F(AgentTest, AbandonStopsTheTaskAndReportsNoExit) {
+  exec_->set_exit(std::nullopt);
+  exec_->set_exit_on_stop(true);
+  server_.Assign({Assignment(5, 1, 2, "alice")});
+  ASSERT_TRUE(exec_->WaitStarted("5.1"));
+  server_.WaitReport("running");
+  agent_->Abandon(std::chrono::milliseconds(100));
+  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1", "5.1"}));  // before and after the threads ended
+  agent_->Tick();  // a tick after the end would report it: not when abandoned
+  EXPECT_EQ(server_.ReportCount("exited"), 0u);
+}
+
+// The node's GPUs as a Slurm step gives them: the inventory is exactly those,
+// and the task's launch names them as Slurm does.
+class AgentWithSlurmGpusTest : public AgentTest {
+ protected:
+  void Options(AgentOptions& o) override {
+    o.gpus = std::vector<GpuInfo>{{0, "slurm gres gpu", 0, ""}, {1, "slurm gres gpu", 0, ""}};
+    o.gpu_visible = {"2", "3"};
+  }
+};
+
+TEST_F(AgentWithSlurmGpusTest, ItRegistersSlurmsGpusAndNamesThemAsSlurmDoes) {
+  protocol::RegisterRequest r = server_.FirstRegistration();
+  ASSERT_EQ(r.gpus.size(), 2u);
+  EXPECT_EQ(r.gpus[1].index, 1);
+  EXPECT_EQ(r.gpus[1].model, "slurm gres gpu");
+  protocol::Assignment a = Assignment(5, 1, 2, "alice");
+  a.gpus = {1};
+  server_.Assign({a});
+  ASSERT_TRUE(exec_->WaitStarted("5.1"));
+  const TaskLaunch l = exec_->launches()[0];
+  EXPECT_EQ(l.gpus, std::vector<int>{1});
+  EXPECT_EQ(l.gpu_visible, std::vector<std::string>{"3"});
 }
 
 // An agent re-adopting a task says so when it registers, with the protocol

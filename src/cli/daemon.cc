@@ -60,10 +60,7 @@ int WaitForStopSignal(const sigset_t& set) {
 }
 
 
-struct AgentSetup {
-  agent::AgentOptions agent;
-  agent::ProcessExecutorOptions executor;
-};
+}  // namespace
 
 AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
                             const std::string& data) {
@@ -192,6 +189,8 @@ std::unique_ptr<agent::Agent> MakeAgent(const AgentSetup& setup) {
   }
   return std::make_unique<agent::Agent>(setup.agent, std::move(*executor));
 }
+
+namespace {
 
 
 

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/agent.h"
+#include "agent/executor/process_executor.h"
 #include "protocol/agent.h"
 
 namespace ringmaster::cli {
@@ -99,6 +102,16 @@ struct SchedulerFlags {
   double scale_up_below = 0.7;
   double scale_down_above = 0.9;
 };
+
+// An agent's options and its executor's from the node's flags; a bad flag
+// dies with one line naming it. `agent` and `slurm-step` (slurm_step.h) alike.
+struct AgentSetup {
+  agent::AgentOptions agent;
+  agent::ProcessExecutorOptions executor;
+};
+AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
+                            const std::string& data);
+std::unique_ptr<agent::Agent> MakeAgent(const AgentSetup& setup);
 
 int RunUp(const std::string& data, const ServerFlags& flags, const NodeFlags& node, const SchedulerFlags& sched,
           bool with_agent);

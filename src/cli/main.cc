@@ -24,6 +24,7 @@
 #include "cli/registry.h"
 #include "cli/nodes.h"
 #include "cli/reference.h"
+#include "cli/slurm_step.h"
 #include "cli/top.h"
 #include "cli/version.h"
 #include "common/log.h"
@@ -316,6 +317,21 @@ int Main(int argc, char** argv) {
       ->required();
   add_node_flags(agent_cmd);
   add_registry_flags(agent_cmd, false, true);
+  // The server's Slurm backend starts it (one per rank of a gang, in an srun
+  // step), never a person: hidden, in no group.
+  auto* slurm_step = app.add_subcommand("slurm-step", "run one rank's task inside a Slurm step (the server submits it)")
+                         ->group("");
+  StepFlags step_flags;
+  slurm_step->add_option("--ca-file", step_flags.ca_file, "CA certificate of an https server");
+  slurm_step->add_option("--node-prefix", step_flags.node_prefix, "the node is PREFIX<rank> (rank: $SLURM_PROCID)")
+      ->required();
+  slurm_step->add_option("--data-dir", step_flags.data_dir, "each rank's agent data in DIR/<job id>.<rank>")->required();
+  slurm_step->add_option("--sandbox-root", step_flags.sandbox_root,
+                         "where tasks' sandboxes go (default: as the agent's --sandbox-root)");
+  slurm_step->add_option("--assign-timeout", step_flags.assign_timeout_s, "exit 3 when no task came within S seconds")
+      ->capture_default_str();
+  slurm_step->add_option("--grace", step_flags.grace_s, "on SIGTERM: seconds from the task's SIGTERM to its SIGKILL")
+      ->capture_default_str();
 
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML or JSON; - for stdin); prints the job id");
   std::string spec_file;
@@ -548,6 +564,11 @@ int Main(int argc, char** argv) {
     std::string ca = conn.ca;
     if (ca.empty() && getenv("RINGMASTER_CA")) ca = getenv("RINGMASTER_CA");
     return RunAgent(server, token_file, ca, conn.data, node);
+  }
+  if (*slurm_step) {
+    step_flags.server = conn.server;
+    if (step_flags.server.empty()) Die("slurm-step: --server URL is required");
+    return RunSlurmStep(step_flags);
   }
   if (*submit) return Submit(conn, spec_file, no_workdir);
   if (*images_build) return ImagesBuild(image_name, image_dir);

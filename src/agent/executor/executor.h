@@ -68,6 +68,9 @@ struct TaskLaunch {
   std::vector<std::string> network_hook;
   TaskLimits limits;             // enforced through the task's cgroup on every runtime
   std::vector<int> gpus;         // the node's GPU indices the task holds
+  // What CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES call each of `gpus`
+  // (a Slurm step's: Slurm's names, Slurm confines the devices); empty = the indices.
+  std::vector<std::string> gpu_visible;
 };
 
 struct TaskExit {

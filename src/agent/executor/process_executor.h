@@ -46,6 +46,10 @@ struct ProcessExecutorOptions {
   std::map<int, std::string> gpu_uuids;  // GPU index -> NVML's UUID, to find a GPU's CDI device by
 };
 
+// A task's GPU variables: RINGMASTER_GPUS (the node's indices),
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (by gpu_visible where given).
+std::map<std::string, std::string> TaskGpuEnv(const TaskLaunch& launch);
+
 class ProcessExecutor final : public Executor {
  public:
   static constexpr const char* kDefaultSandboxRoot = "/var/lib/ringmaster/sandboxes";
