@@ -307,6 +307,7 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
     sb.server_url = flags.advertise_url;
     sb.step_command = flags.slurm_step_command.empty() ? SelfExe() : flags.slurm_step_command;
     sb.step_data_dir = flags.slurm_step_dir;
+    sb.sandbox_root = flags.slurm_sandbox_root;
     sb.output = flags.slurm_output;
     sb.partition = flags.slurm_partition;
     sb.account = flags.slurm_account;

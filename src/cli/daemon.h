@@ -89,6 +89,7 @@ struct ServerFlags {
   std::string slurm_conf, slurm_partition, slurm_account, slurm_qos;
   std::string slurm_step_command;  // "" = this binary's path
   std::string slurm_step_dir = "/var/tmp/ringmaster-slurm";
+  std::string slurm_sandbox_root;  // "" = the agent's default
   std::string slurm_output = "/dev/null";
   int slurm_max_queued = 1000;
 };

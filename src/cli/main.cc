@@ -158,6 +158,8 @@ int Main(int argc, char** argv) {
     cmd->add_option("--slurm-step-dir", srv_flags.slurm_step_dir,
                     "a directory on Slurm's nodes for tasks' files while they run (created, 0700)")
         ->capture_default_str();
+    cmd->add_option("--slurm-sandbox-root", srv_flags.slurm_sandbox_root,
+                    "where tasks' work dirs go on Slurm's nodes (default: as the agent's --sandbox-root)");
     cmd->add_option("--slurm-output", srv_flags.slurm_output,
                     "where Slurm writes the batch jobs' own output (%j: the Slurm job id)")
         ->capture_default_str();

@@ -11,20 +11,21 @@
 namespace ringmaster::server {
 namespace {
 
-constexpr std::string_view kNamePrefix = "rm-";
+constexpr std::string_view kNamePrefix = "rm-";  // then the site, "-", the job, ".", the attempt
 constexpr std::string_view kTokenPrefix = "slurm:";
 constexpr int64_t kForgetIntervalMs = 10'000;
 constexpr int64_t kTokenLifeMs = int64_t{30} * 24 * 3'600'000;
 
-// "rm-12.1" -> (12, 1).
-bool ParseSlurmJobName(const std::string& name, int64_t* job_id, int* attempt) {
-  if (name.rfind(kNamePrefix, 0) != 0) return false;
-  const size_t dot = name.find('.', kNamePrefix.size());
+// "rm-<site>-12.1" -> (12, 1).
+bool ParseSlurmJobName(const std::string& name, const std::string& site, int64_t* job_id, int* attempt) {
+  const std::string prefix = fmt::format("{}{}-", kNamePrefix, site);
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
   if (dot == std::string::npos) return false;
   try {
     size_t used = 0;
-    *job_id = std::stoll(name.substr(kNamePrefix.size(), dot - kNamePrefix.size()), &used);
-    if (used != dot - kNamePrefix.size()) return false;
+    *job_id = std::stoll(name.substr(prefix.size(), dot - prefix.size()), &used);
+    if (used != dot - prefix.size()) return false;
     *attempt = std::stoi(name.substr(dot + 1), &used);
     return used == name.size() - dot - 1 && *job_id > 0 && *attempt > 0;
   } catch (const std::exception&) {
@@ -61,13 +62,15 @@ std::pair<ExternalEnd, std::string> EndFor(const slurm::JobInfo& sj, bool stoppi
 
 }  // namespace
 
-std::string SlurmJobName(int64_t job_id, int attempt) { return fmt::format("{}{}.{}", kNamePrefix, job_id, attempt); }
+std::string SlurmJobName(const std::string& site, int64_t job_id, int attempt) {
+  return fmt::format("{}{}-{}.{}", kNamePrefix, site, job_id, attempt);
+}
 
 slurm::SubmitRequest SlurmRequest(const ExternalGang& gang, const SlurmBackendOptions& options,
                                   const std::vector<std::string>& tokens) {
   const protocol::JobSpec& spec = *gang.spec;
   slurm::SubmitRequest r;
-  r.name = SlurmJobName(gang.job_id, gang.attempt);
+  r.name = SlurmJobName(options.site, gang.job_id, gang.attempt);
   r.comment = fmt::format("ringmaster job {} attempt {} of {}", gang.job_id, gang.attempt, gang.user);
   r.ntasks = gang.replicas;
   r.cpus_per_task = static_cast<int>(std::max<int64_t>(1, (spec.cpu_milli + 999) / 1000));
@@ -86,6 +89,7 @@ slurm::SubmitRequest SlurmRequest(const ExternalGang& gang, const SlurmBackendOp
   r.step_argv.insert(r.step_argv.end(),
                      {"--node-prefix", fmt::format("slurm-{}-{}-", gang.job_id, gang.attempt), "--data-dir",
                       options.step_data_dir});
+  if (!options.sandbox_root.empty()) r.step_argv.insert(r.step_argv.end(), {"--sandbox-root", options.sandbox_root});
   r.env["RINGMASTER_STEP_TOKENS"] = fmt::format("{}", fmt::join(tokens, ","));
   return r;
 }
@@ -97,7 +101,15 @@ SlurmBackend::SlurmBackend(JobService* jobs, store::MetaStore* store, slurm::Cli
 SlurmBackend::~SlurmBackend() { Stop(); }
 
 void SlurmBackend::Start() {
-  if (auto admin = store_->GetUserByName("admin"); admin.ok()) agent_user_id_ = admin->id;
+  auto admin = store_->GetUserByName("admin");
+  if (admin.ok()) agent_user_id_ = admin->id;
+  // The installation, as its store knows it (its first user's creation, kept
+  // across failovers and migrations): another Ringmaster on the same Slurm, or
+  // this one reinstalled, never takes this one's jobs for its own.
+  if (options_.site.empty()) {
+    options_.site = Sha256Hex(fmt::format("{}:{}", admin.ok() ? admin->id : 0, admin.ok() ? admin->created_ms : 0))
+                        .substr(0, 6);
+  }
   loop_ = std::thread([this] { Loop(); });
 }
 
@@ -155,7 +167,7 @@ Status SlurmBackend::SyncOnce() {
   }
   // Slurm's first, then the gangs: a gang handed over in between has no Slurm
   // job in this round's view and is submitted, which is right.
-  RM_ASSIGN_OR_RETURN(auto slurm_jobs, client_->Jobs(kNamePrefix));
+  RM_ASSIGN_OR_RETURN(auto slurm_jobs, client_->Jobs(fmt::format("{}{}-", kNamePrefix, options_.site)));
   RM_ASSIGN_OR_RETURN(auto gangs, jobs_->ExternalGangs());
   // The newest Slurm job of each name (a name is submitted once per attempt).
   std::map<std::string, const slurm::JobInfo*> by_name;
@@ -167,7 +179,7 @@ Status SlurmBackend::SyncOnce() {
   std::vector<const ExternalGang*> to_submit;
   for (const ExternalGang& g : gangs) {
     live.insert({g.job_id, g.attempt});
-    auto it = by_name.find(SlurmJobName(g.job_id, g.attempt));
+    auto it = by_name.find(SlurmJobName(options_.site, g.job_id, g.attempt));
     if (it == by_name.end()) {
       if (g.stopping) {
         RM_RETURN_IF_ERROR(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kStopped, "it was not in Slurm"));
@@ -228,7 +240,7 @@ Status SlurmBackend::SyncOnce() {
     int64_t job_id = 0;
     int attempt = 0;
     if (slurm::EndOf(sj.state) != slurm::EndKind::kNotEnded || cancelled_ms_.count(sj.id)) continue;
-    if (!ParseSlurmJobName(sj.name, &job_id, &attempt) || live.count({job_id, attempt})) continue;
+    if (!ParseSlurmJobName(sj.name, options_.site, &job_id, &attempt) || live.count({job_id, attempt})) continue;
     auto [since, fresh] = orphan_seen_ms_.emplace(sj.id, now);
     if (now - since->second < options_.stop_deadline_ms) continue;
     spdlog::info("slurm: cancelling job {} ({}): no Ringmaster job runs as it", sj.id, sj.name);

@@ -1,6 +1,6 @@
 // SlurmBackend: the server's side of `--backend slurm`. Each handed-over gang
 // (JobService::ExternalGangs) becomes one Slurm batch job named
-// rm-<job>.<attempt>, whose one srun step runs `ringmaster slurm-step` per rank
+// rm-<site>-<job>.<attempt>, whose one srun step runs `ringmaster slurm-step` per rank
 // (a one-task agent with a token for its step node only). A loop keeps the two
 // in step: it submits what Slurm lacks, gives a waiting job Slurm's pending
 // reason in words, cancels what Ringmaster stopped, ends a gang as its Slurm
@@ -29,10 +29,14 @@
 namespace ringmaster::server {
 
 struct SlurmBackendOptions {
+  // This installation's mark in its Slurm jobs' names ("rm-<site>-<job>.<attempt>");
+  // "" = derived from its store at Start.
+  std::string site;
   std::string server_url;    // where the steps reach this server
   std::string ca_file;       // the CA the steps trust for https ("" = the system's)
   std::string step_command;  // the ringmaster binary on Slurm's nodes
   std::string step_data_dir = "/var/tmp/ringmaster-slurm";  // on each node: <dir>/<slurm job>.<rank>
+  std::string sandbox_root;  // tasks' work dirs on each node; "" = the agent's default
   std::string output = "/dev/null";  // the batch job's own output (%j: its id), for admins
   std::string partition, account, qos;
   std::chrono::milliseconds interval{1000};
@@ -80,7 +84,7 @@ class SlurmBackend {
   store::MetaStore* const store_;
   slurm::Client* const client_;
   Clock* const clock_;
-  const SlurmBackendOptions options_;
+  SlurmBackendOptions options_;  // its site is set by Start, before the loop runs
   int64_t agent_user_id_ = 0;  // who the steps' agent tokens belong to (the admin)
 
   // The loop's own state (only its thread touches it).
@@ -100,8 +104,8 @@ class SlurmBackend {
   std::thread loop_;
 };
 
-// Slurm's job name for a gang's attempt: "rm-12.1".
-std::string SlurmJobName(int64_t job_id, int attempt);
+// Slurm's job name for a gang's attempt: "rm-<site>-12.1".
+std::string SlurmJobName(const std::string& site, int64_t job_id, int attempt);
 // The request that runs a gang (pure: the tokens are given).
 slurm::SubmitRequest SlurmRequest(const ExternalGang& gang, const SlurmBackendOptions& options,
                                   const std::vector<std::string>& tokens);

@@ -83,6 +83,7 @@ class SlurmBackendTest : public JobServiceTest {
     SlurmBackendOptions so;
     so.server_url = "https://ringmaster:8443";
     so.step_command = "/usr/bin/ringmaster";
+    so.site = "s1";
     backend_ = std::make_unique<SlurmBackend>(svc_.get(), store_.get(), &slurm_, &clock_, so);
     // Start's own work without its thread: who the steps' tokens belong to.
     backend_->Start();
@@ -128,7 +129,7 @@ TEST_F(SlurmBackendTest, AGangBecomesOneSlurmJobWithGresPerRankAndATokenPerStep)
   Sync();
   ASSERT_EQ(slurm_.submitted.size(), 1u);
   const slurm::SubmitRequest& r = slurm_.submitted[0];
-  EXPECT_EQ(r.name, "rm-" + std::to_string(id) + ".1");
+  EXPECT_EQ(r.name, "rm-s1-" + std::to_string(id) + ".1");
   EXPECT_EQ(r.ntasks, 2);
   EXPECT_EQ(r.cpus_per_task, 2);  // 1.5 rounds up
   EXPECT_EQ(r.memory_mib_per_task, 1024);
@@ -240,7 +241,7 @@ TEST_F(SlurmBackendTest, ANodeFailureRequeuesTheGangWithoutCountingARestart) {
   ASSERT_TRUE(svc_->RunPass().ok());
   Sync();
   ASSERT_EQ(slurm_.submitted.size(), 2u);
-  EXPECT_EQ(slurm_.submitted[1].name, "rm-" + std::to_string(id) + ".2");
+  EXPECT_EQ(slurm_.submitted[1].name, "rm-s1-" + std::to_string(id) + ".2");
 }
 
 TEST_F(SlurmBackendTest, SlurmsEndsMapToTheJobsStates) {
@@ -288,8 +289,9 @@ TEST_F(SlurmBackendTest, ARequestSlurmRefusesFailsTheJobAndUnreachableSlurmIsWai
 }
 
 TEST_F(SlurmBackendTest, SlurmJobsNoGangOwnsAreCancelled) {
-  slurm_.jobs.push_back({7, "rm-99.1", "RUNNING", "", "n1", 0, 0});
+  slurm_.jobs.push_back({7, "rm-s1-99.1", "RUNNING", "", "n1", 0, 0});
   slurm_.jobs.push_back({8, "other-user-job", "RUNNING", "", "n1", 0, 0});
+  slurm_.jobs.push_back({9, "rm-s2-99.1", "RUNNING", "", "n1", 0, 0});  // another installation's
   Sync();
   EXPECT_TRUE(slurm_.cancelled.empty()) << "a gang that just ended leaves its steps time to exit";
   clock_.AdvanceMs(61'000);

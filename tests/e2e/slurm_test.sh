@@ -14,10 +14,12 @@ source "$(dirname "$0")/lib.sh"
 source "$RM_SLURM_DIR/slurm.env"
 chmod 0711 "$DATA"  # task users traverse it to their work dirs under $DATA/steps
 DOWNED=""
-trap 'rc=$?; set +e; [ -n "$DOWNED" ] && scontrol update nodename="$DOWNED" state=resume; (exit $rc); cleanup' EXIT
+# A downed node comes back (ReturnToService=2 may have brought it back already: then resume is refused).
+resume() { scontrol update nodename="$1" state=resume 2>/dev/null || true; }
+trap 'rc=$?; set +e; [ -n "$DOWNED" ] && resume "$DOWNED"; [ ${#SEEN[@]} -gt 0 ] && scancel "${SEEN[@]}" 2>/dev/null; (exit $rc); cleanup' EXIT
 
 "$RM" up --data "$DATA" --port 0 --backend slurm --slurm-output "$DATA/slurm-%j.out" \
-  --slurm-step-dir "$DATA/steps" >> "$DATA/up.log" 2>&1 &
+  --slurm-step-dir "$DATA/steps" --slurm-sandbox-root "$SANDBOXES" >> "$DATA/up.log" 2>&1 &
 UP_PID=$!
 for _ in $(seq 1 200); do
   [ -f "$DATA/server.json" ] && rmc nodes 2>/dev/null | grep -q '^n2 ' && break
@@ -28,8 +30,17 @@ NODES=$(rmc nodes)
 grep -q '^n1 .* gpu' <<<"$NODES" && grep -q '^n2 .* gpu' <<<"$NODES" || fail "Slurm's nodes with their GRES expected: $NODES"
 pass "ringmaster nodes shows Slurm's nodes: $(awk 'NR > 1 {printf "%s %s %s; ", $1, $2, $5}' <<<"$NODES")"
 
-# squeue_state NAME: the Slurm job's state ("" once Slurm lists it no more).
-squeue_state() { squeue -h -n "$1" -o %T 2>/dev/null | head -1; }
+# slurm_id ID: the Slurm job of job ID's latest attempt, as `show` says ("" before it has one);
+# remembered, so that the test's Slurm jobs are cancelled when it ends whatever happens.
+SEEN=()
+slurm_id() {
+  local id
+  id=$(rmc show "$1" | grep -o "Slurm[' a-z]* as job [0-9]*" | tail -1 | grep -o '[0-9]*$' || true)
+  [ -n "$id" ] && SEEN+=("$id")
+  echo "$id"
+}
+# squeue_state SLURM_ID: its state while Slurm's queue lists it (pending, running, completing), else "".
+squeue_state() { [ -n "$1" ] && squeue -h -j "$1" -t PD,R,CG,S -o %T 2>/dev/null | head -1 || true; }
 # await_state ID STATE [SECONDS]
 await_state() {
   for _ in $(seq 1 $((${3:-120} * 5))); do
@@ -43,24 +54,25 @@ await_state() {
 rmc files put /usr/share/datasets/fashion-mnist datasets/fashion-mnist > /dev/null
 # train ARGS...: the job's command; each rank first says which GPUs Slurm gave it.
 train_cmd() {
-  jq -nc --args '["sh", "-c", "echo rank $RANK CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; cd \"$RINGMASTER_WORK_DIR\" && exec ringmaster-train \"$@\"", "train"] + $ARGS.positional' \
-    --model lenet5 --threads 1 --source data --data-dir data --progress none "$@"
+  printf '%s\n' --model lenet5 --threads 1 --source data --data-dir data --progress none "$@" | jq -R . |
+    jq -sc '["sh", "-c", "echo rank $RANK CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; cd \"$RINGMASTER_WORK_DIR\" && exec ringmaster-train \"$@\"", "train"] + .'
 }
 
 # ---- 1. the 2-worker Fashion-MNIST job, gpu: 1 per task
-CMD=$(train_cmd --epochs 1 --max-steps 300 --batch-size 64 --lr 0.05 --predict test)
+CMD=$(train_cmd --epochs 1 --batch-size 64 --lr 0.05 --predict test)
 ID=$(jq -n --argjson cmd "$CMD" '{name: "fmnist-slurm", kind: "distributed", replicas: 2,
   resources: {cpu: 1, memory: "1Gi", gpu: 1}, inputs: [{from: "datasets/fashion-mnist", to: "data/"}],
   command: $cmd}' | rmc submit -)
 rmc logs -f "$ID" > "$DATA/follow.log" 2>&1 &
 FOLLOW=$!
 await_state "$ID" RUNNING 120
-[ "$(squeue_state "rm-$ID.1")" = RUNNING ] || fail "rm-$ID.1 is not running in Slurm: $(squeue -h -o '%i %j %T %R')"
+SID=$(slurm_id "$ID")
+[ "$(squeue_state "$SID")" = RUNNING ] || fail "job $ID is not running in Slurm (job ${SID:-?}): $(squeue -h -o '%i %j %T %R')"
 # Live: the follower has lines while the job still runs.
 for _ in $(seq 1 300); do grep -q 'CUDA_VISIBLE_DEVICES' "$DATA/follow.log" && break; sleep 0.2; done
 [ "$(rmc show "$ID" --json | jq -r .state)" = RUNNING ] || fail "job $ID ended before its log was followed"
 grep -q 'CUDA_VISIBLE_DEVICES' "$DATA/follow.log" || fail "logs -f showed nothing while job $ID ran"
-pass "job $ID runs as Slurm job $(squeue -h -n "rm-$ID.1" -o %i) on $(squeue -h -n "rm-$ID.1" -o %N); logs -f is live"
+pass "job $ID runs as Slurm job $SID ($(squeue -h -j "$SID" -o %j)) on $(squeue -h -j "$SID" -o %N); logs -f is live"
 rmc wait "$ID" --timeout 600 > /dev/null || { rmc show "$ID"; tail -20 "$DATA"/slurm-*.out; fail "job $ID did not succeed"; }
 wait "$FOLLOW" || true
 LOGS=$(rmc logs "$ID")
@@ -82,12 +94,13 @@ for _ in $(seq 1 150); do rmc show "$WAITER" | grep -q "waiting in Slurm's queue
 SHOW=$(rmc show "$WAITER")
 REASON=$(grep -o "waiting in Slurm's queue as job [0-9]*: .*" <<<"$SHOW" | head -1)
 [ -n "$REASON" ] || fail "show does not say why job $WAITER waits in Slurm: $SHOW"
-CODE=$(squeue -h -n "rm-$WAITER.1" -o %r)
+WID=$(slurm_id "$WAITER")
+CODE=$(squeue -h -j "$WID" -o %r)
 [ -n "$CODE" ] && ! grep -qx ".*: $CODE" <<<"$REASON" || fail "the reason is Slurm's code, not words: $REASON"
 pass "while the blocker holds the GPUs, show says: $REASON (Slurm: $CODE)"
 rmc cancel "$WAITER" > /dev/null
-for _ in $(seq 1 100); do [ -z "$(squeue_state "rm-$WAITER.1")" ] && break; sleep 0.1; done
-[ -z "$(squeue_state "rm-$WAITER.1")" ] || fail "squeue still lists rm-$WAITER.1 after cancel: $(squeue_state "rm-$WAITER.1")"
+for _ in $(seq 1 100); do [ -z "$(squeue_state "$WID")" ] && break; sleep 0.1; done
+[ -z "$(squeue_state "$WID")" ] || fail "squeue still lists Slurm job $WID after cancel: $(squeue_state "$WID")"
 await_state "$WAITER" CANCELLED 30
 pass "cancel of job $WAITER: squeue no longer lists it; it is CANCELLED"
 rmc cancel "$BLOCK" > /dev/null
@@ -101,17 +114,23 @@ ID=$(jq -n --argjson cmd "$CMD" '{name: "fmnist-nodefail", kind: "distributed", 
 await_state "$ID" RUNNING 120
 for _ in $(seq 1 600); do rmc files ls "jobs/$ID/checkpoints/" 2>/dev/null | grep -q latest && break; sleep 0.2; done
 rmc files ls "jobs/$ID/checkpoints/" | grep -q latest || fail "job $ID wrote no checkpoint"
-WHERE=$(squeue -h -n "rm-$ID.1" -o %N)
+SID=$(slurm_id "$ID")
+WHERE=$(squeue -h -j "$SID" -o %N)
 DOWNED=$(scontrol show hostnames "$WHERE" | head -1)
 scontrol update nodename="$DOWNED" state=down reason="e2e: node failure"
 pass "job $ID checkpointed; $DOWNED (of $WHERE) is down"
-for _ in $(seq 1 300); do [ "$(squeue_state "rm-$ID.2")" = RUNNING ] && break; sleep 0.2; done
-[ "$(squeue_state "rm-$ID.2")" = RUNNING ] || { rmc show "$ID"; fail "job $ID was not requeued as rm-$ID.2"; }
-scontrol update nodename="$DOWNED" state=resume
+SID2=""
+for _ in $(seq 1 300); do
+  SID2=$(slurm_id "$ID")
+  [ "$SID2" != "$SID" ] && [ "$(squeue_state "$SID2")" = RUNNING ] && break
+  sleep 0.2
+done
+[ "$SID2" != "$SID" ] && [ "$(squeue_state "$SID2")" = RUNNING ] || { rmc show "$ID"; fail "job $ID was not requeued into a new Slurm job"; }
+resume "$DOWNED"
 DOWNED=""
 rmc wait "$ID" --timeout 600 > /dev/null || { rmc show "$ID"; fail "job $ID did not succeed after the requeue"; }
 rmc show "$ID" | grep -q "lost a node" || fail "the job's events do not say a node was lost: $(rmc show "$ID")"
 [ "$(rmc show "$ID" --json | jq .restarts)" = 0 ] || fail "a node failure counted as a restart"
 rmc logs "$ID" | grep -q "resuming from .*ckpt-" || fail "job $ID did not resume from its checkpoint: $(rmc logs "$ID" | grep -i resum)"
-pass "after the node failure job $ID ran again as rm-$ID.2 and $(rmc logs "$ID" | grep -o 'resuming from [^ ]* (step [0-9]*' | head -1 | sed 's/.*(//')"
+pass "after the node failure job $ID ran again as Slurm job $SID2 and resumed from its checkpoint at $(rmc logs "$ID" | grep -o 'resuming from [^ ]* (step [0-9]*' | head -1 | grep -o 'step [0-9]*')"
 echo "slurm_test: all passed"
