@@ -102,8 +102,8 @@ class Engine {
     size_t notice_done = 0;  // bytes of the notice (header, then note) written
   };
 
-  // Records the failure and, where a lane is between frames, tells the peer
-  // the group's cause before the links break.
+  // Records the failure and tells the peers the group's cause (a notice on
+  // every lane) before the links break.
   Status Break(StatusCode code, const std::string& what);
   // A failure of this rank's own (abort): sticky, no store note; peers are told who failed and why.
   Status FailHere(StatusCode code, const std::string& what);
