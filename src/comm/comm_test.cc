@@ -432,7 +432,7 @@ TEST(Failures, AbortEndsABlockedOperationAndEveryLaterOne) {
 
 // The store is gone (its rank served it and left), so no failure note can be
 // recorded: the cause still reaches every survivor, in band (a failure notice
-// between frames) or through the shared-memory segment, and every survivor
+// after the frame in flight) or through the shared-memory segment, and every survivor
 // names the rank that failed, not the neighbour it heard it from.
 TEST(Failures, EverySurvivorNamesTheFailedRankWithoutAStore) {
   for (TransportKind t : {TransportKind::kTcp, TransportKind::kShm}) {

@@ -150,6 +150,28 @@ TEST(FakeMesh, APeerThatLeavesMidCollectiveIsNamed) {
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+// The messenger's interleaving, forced: in a ring of four, rank 3 leaves;
+// rank 0 notices while it is in the middle of a frame to rank 1, whose pipe
+// is full because rank 1 is late. Rank 1 has no lane to rank 3 in a ring,
+// so it can only learn the cause from rank 0: rank 0 must finish the frame
+// and deliver its failure notice before it breaks the link, or rank 1 would
+// name rank 0, which is alive and merely failing. (Rank 2, rank 1's other
+// neighbour, could tell it too: it comes later still.)
+TEST(FakeMesh, ALateRankHearsTheCauseNotTheMessenger) {
+  auto failures = OnFakeMesh(4, FakeOptionsFor(4096), {4096, 0}, [&](Context& c) -> std::vector<std::string> {
+    if (c.rank() == 3) return {};
+    // Late: rank 0 has failed by the time rank 1 comes, its frame to rank 1
+    // half sent; rank 2 comes later still, so it cannot tell rank 1 first.
+    if (c.rank() == 1) std::this_thread::sleep_for(200ms);
+    if (c.rank() == 2) std::this_thread::sleep_for(400ms);
+    std::vector<float> v(100000, 1.0f);
+    Status st = c.AllReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum, Algorithm::kRing);
+    if (st.message().find("rank 3 (host fake, pid 1003)") == std::string::npos) return {st.ToString()};
+    return {};
+  });
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
 // ---- the point-to-point channel fed frames by a hostile peer
 
 struct ChannelRig {

@@ -41,8 +41,8 @@ class Failure {
   Status status() const;
 
   // Tells peers the group's cause in band before the links break (the
-  // collective engine writes a failure notice where its lanes are between
-  // frames), so they name the same rank even when the store is gone.
+  // collective engine writes a failure notice on each lane, after the frame
+  // in flight), so they name the same rank even when the store is gone.
   using Relay = std::function<void(StatusCode code, const std::string& cause)>;
 
   // Operation `op` failed because of `what` ("rank 2 (host vm, pid 812)

@@ -18,6 +18,26 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr size_t kStripeMin = 256 << 10;  // messages at least this big are striped across streams
 constexpr int kSpinYields = 200;          // doorbell polls before a shm wait sleeps
 constexpr auto kLivenessEvery = std::chrono::milliseconds(100);
+// How long a failing rank keeps its links open to deliver its failure
+// notice where a frame is half sent and the peer has not yet read enough to
+// make room: its peers name the cause, not this rank, if they read by then.
+// As long as a store note may take (Failure::kNoteTimeout).
+constexpr auto kNoticeLinger = std::chrono::milliseconds(500);
+constexpr auto kNoticeSlice = std::chrono::milliseconds(5);
+
+// Reads what of `n` bytes is there now; returns how many it got. `lost`
+// (optional) is set when the link has failed: no more bytes will come.
+size_t ReadNow(Pair& pair, void* buf, size_t n, bool* lost = nullptr) {
+  size_t got = 0;
+  while (got < n) {
+    iovec iov{static_cast<char*>(buf) + got, n - got};
+    auto r = pair.TryRead(&iov, 1);
+    if (!r.ok() && lost) *lost = true;
+    if (!r.ok() || *r == 0) break;
+    got += *r;
+  }
+  return got;
+}
 
 }  // namespace
 
@@ -79,19 +99,45 @@ void Engine::BreakLinks(StatusCode code, const std::string& cause) {
 }
 
 Status Engine::LinkLost(int peer, Lane& lane, const std::string& how) {
-  // Between frames on the way in, the next thing may be the peer's notice.
-  if (lane.recvs.empty() || lane.recvs.front()->hdr_done == 0) {
-    FrameHeader h{};
-    if (lane.pair->Peek(&h, sizeof h) == sizeof h && h.magic == kFailMagic) {
-      iovec iov{&h, sizeof h};
-      auto r = lane.pair->TryRead(&iov, 1);
-      if (r.ok() && *r == sizeof h) return Adopt(peer, lane, h);
-    }
-  }
+  FrameHeader h{};
+  if (SkipToNotice(lane, &h)) return Adopt(peer, lane, h);
   StatusCode code;
   std::string cause;
   if (lane.pair->PeerFailure(&code, &cause)) return Break(code, cause);
   return Break(StatusCode::kUnavailable, fmt::format("{} died: {}", Describe(peer), how));
+}
+
+bool Engine::SkipToNotice(Lane& lane, FrameHeader* h) {
+  // The operation has failed: what the frames carry no longer matters, only
+  // whether the peer's notice follows them.
+  char sink[16 << 10];
+  uint64_t skip = 0;
+  if (!lane.recvs.empty() && lane.recvs.front()->hdr_done > 0) {
+    Part* p = lane.recvs.front();
+    if (p->hdr_done == sizeof(FrameHeader)) {
+      skip = p->len - p->done;  // its header was checked: the frame is the one expected
+    } else {
+      const size_t need = sizeof(FrameHeader) - p->hdr_done;
+      if (ReadNow(*lane.pair, reinterpret_cast<char*>(&p->got) + p->hdr_done, need) < need) return false;
+      p->hdr_done = sizeof(FrameHeader);
+      *h = p->got;
+      if (h->magic == kFailMagic) return true;
+      if (h->magic != kFrameMagic) return false;
+      skip = h->len;
+    }
+  }
+  while (true) {
+    while (skip > 0) {
+      iovec iov{sink, std::min<uint64_t>(skip, sizeof sink)};
+      auto r = lane.pair->TryRead(&iov, 1);
+      if (!r.ok() || *r == 0) return false;
+      skip -= *r;
+    }
+    if (lane.pair->Peek(h, sizeof *h) != sizeof *h || (h->magic != kFailMagic && h->magic != kFrameMagic)) return false;
+    if (ReadNow(*lane.pair, h, sizeof *h) < sizeof *h) return false;
+    if (h->magic == kFailMagic) return true;
+    skip = h->len;
+  }
 }
 
 void Engine::SayGoodbye() {
@@ -117,47 +163,108 @@ Status Engine::FailHere(StatusCode code, const std::string& what) {
 
 void Engine::SendFailNotices(StatusCode code, const std::string& cause) {
   const std::string note = cause.substr(0, kMaxFailNote);
-  FrameHeader h{kFailMagic, static_cast<uint32_t>(code), note.size()};
+  if (note.empty()) return;
+  const FrameHeader h{kFailMagic, static_cast<uint32_t>(code), note.size()};
+  // What each lane still owes its peer: the rest of a frame it is in the
+  // middle of (a notice inside it would corrupt the stream), then the notice.
+  std::vector<Owed> owed;
   for (auto& ls : lanes_) {
     for (Lane& lane : ls) {
-      if (!lane.pair || note.empty()) continue;
-      // Mid-frame, a notice would corrupt the stream: finish the frame if it
-      // goes without waiting; if not, the peer learns from the broken link.
-      if (!lane.sends.empty() && lane.sends.front()->hdr_done > 0) {
-        Part* p = lane.sends.front();
-        while (p->hdr_done < sizeof(FrameHeader) || p->done < p->len) {
-          iovec rest[2];
-          int n = 0;
-          if (p->hdr_done < sizeof(FrameHeader)) {
-            rest[n++] = {reinterpret_cast<char*>(&p->hdr) + p->hdr_done, sizeof(FrameHeader) - p->hdr_done};
-          }
-          if (p->done < p->len) rest[n++] = {p->data + p->done, p->len - p->done};
-          auto w = lane.pair->TryWrite(rest, n);
-          if (!w.ok() || *w == 0) break;
-          size_t hb = std::min(*w, sizeof(FrameHeader) - p->hdr_done);
-          p->hdr_done += hb;
-          p->done += *w - hb;
-        }
-        if (p->hdr_done < sizeof(FrameHeader) || p->done < p->len) continue;
-      }
-      iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(note.data()), note.size()}};
-      (void)lane.pair->TryWrite(iov, 2);
+      if (!lane.pair || lane.left || lane.pair->State() != PeerState::kAlive) continue;
+      Part* half = (!lane.sends.empty() && lane.sends.front()->hdr_done > 0) ? lane.sends.front() : nullptr;
+      owed.push_back({&lane, half, 0});
     }
   }
+  // A peer that is slow to read (late to the operation, or descheduled) still
+  // gets the cause: the links stay open until it has read, for a while.
+  const auto give_up = SteadyClock::now() + kNoticeLinger;
+  std::vector<char> sink;
+  while (true) {
+    const uint32_t bell = Bell();
+    std::erase_if(owed, [&](Owed& o) { return Repay(o, h, note); });
+    if (owed.empty() || SteadyClock::now() >= give_up) return;
+    // A peer failing at the same moment lingers too: read what it sends, or
+    // each would wait for the other to make room.
+    sink.resize(64 << 10);
+    for (auto& ls : lanes_) {
+      for (Lane& lane : ls) {
+        if (lane.pair) (void)ReadNow(*lane.pair, sink.data(), sink.size());
+      }
+    }
+    std::vector<pollfd> fds;
+    bool bells = false;
+    for (const Owed& o : owed) {
+      if (o.lane->pair->fd() >= 0) {
+        fds.push_back({o.lane->pair->fd(), POLLOUT, 0});
+      } else {
+        bells = true;
+      }
+    }
+    if (!fds.empty()) {
+      (void)poll(fds.data(), fds.size(), bells ? 1 : static_cast<int>(kNoticeSlice.count()));
+    } else if (bell_) {
+      bell_->Wait(bell, kNoticeSlice);
+    }
+  }
+}
+
+bool Engine::Repay(Owed& o, const FrameHeader& h, const std::string& note) {
+  Pair& pair = *o.lane->pair;
+  while (Part* p = o.half) {
+    iovec rest[2];
+    int n = 0;
+    if (p->hdr_done < sizeof(FrameHeader)) {
+      rest[n++] = {reinterpret_cast<char*>(&p->hdr) + p->hdr_done, sizeof(FrameHeader) - p->hdr_done};
+    }
+    if (p->done < p->len) rest[n++] = {p->data + p->done, p->len - p->done};
+    if (n == 0) {
+      o.half = nullptr;
+      break;
+    }
+    auto w = pair.TryWrite(rest, n);
+    if (!w.ok()) return true;  // the peer is gone: nothing more to tell it
+    if (*w == 0) return false;
+    size_t hb = std::min(*w, sizeof(FrameHeader) - p->hdr_done);
+    p->hdr_done += hb;
+    p->done += *w - hb;
+  }
+  // The notice may go in pieces: the reader waits for the rest (Adopt).
+  while (o.notice_done < sizeof h + note.size()) {
+    iovec iov[2];
+    int n = 0;
+    if (o.notice_done < sizeof h) {
+      iov[n++] = {const_cast<char*>(reinterpret_cast<const char*>(&h)) + o.notice_done, sizeof h - o.notice_done};
+    }
+    const size_t note_done = o.notice_done > sizeof h ? o.notice_done - sizeof h : 0;
+    iov[n++] = {const_cast<char*>(note.data()) + note_done, note.size() - note_done};
+    auto w = pair.TryWrite(iov, n);
+    if (!w.ok()) return true;
+    if (*w == 0) return false;
+    o.notice_done += *w;
+  }
+  return true;
 }
 
 Status Engine::Adopt(int peer, Lane& lane, const FrameHeader& h) {
   if (Status st = CheckFailNotice(h); !st.ok()) {
     return Break(StatusCode::kInternal, fmt::format("{} {}", Describe(peer), st.message()));
   }
-  // The notice was written in one piece just before the peer broke its links: it is all there, or lost.
+  // A notice may arrive in pieces while its sender lingers for room; once
+  // its links are broken, what is not there is lost.
   std::string note(h.len, '\0');
   size_t got = 0;
-  while (got < note.size()) {
-    iovec iov{note.data() + got, note.size() - got};
-    auto r = lane.pair->TryRead(&iov, 1);
-    if (!r.ok() || *r == 0) break;
-    got += *r;
+  const auto give_up = SteadyClock::now() + kNoticeLinger;
+  while (true) {
+    const uint32_t bell = Bell();
+    bool lost = false;
+    got += ReadNow(*lane.pair, note.data() + got, note.size() - got, &lost);
+    if (got == note.size() || lost || SteadyClock::now() >= give_up) break;
+    if (lane.pair->fd() >= 0) {
+      pollfd pfd{lane.pair->fd(), POLLIN, 0};
+      (void)poll(&pfd, 1, static_cast<int>(kNoticeSlice.count()));
+    } else if (bell_) {
+      bell_->Wait(bell, kNoticeSlice);
+    }
   }
   if (got < note.size()) return Break(StatusCode::kUnavailable, fmt::format("{} failed", Describe(peer)));
   for (char& ch : note) {

@@ -95,20 +95,34 @@ class Engine {
     bool left = false;     // the peer said goodbye: it finished cleanly
     bool hung_up = false;  // the peer closed; what it sent first is still to be read
   };
+  // What a lane still owes its peer when this rank fails.
+  struct Owed {
+    Lane* lane;
+    Part* half;              // a send half written, or null
+    size_t notice_done = 0;  // bytes of the notice (header, then note) written
+  };
 
-  // Records the failure and, where a lane is between frames, tells the peer
-  // the group's cause before the links break.
+  // Records the failure and tells the peers the group's cause (a notice on
+  // every lane) before the links break.
   Status Break(StatusCode code, const std::string& what);
   // A failure of this rank's own (abort): sticky, no store note; peers are told who failed and why.
   Status FailHere(StatusCode code, const std::string& what);
+  // Writes the failure notice on every lane to a live peer, first finishing
+  // a frame it is in the middle of; waits (kNoticeLinger at most) for peers
+  // that are slow to make room, so they hear the cause, not "<this rank> died".
   void SendFailNotices(StatusCode code, const std::string& cause);
+  // Writes what of `o` goes now; true once it is all written or the link is gone.
+  bool Repay(Owed& o, const FrameHeader& h, const std::string& note);
   // A failure notice arrived from `peer` (its header is in `h`): this rank
   // fails with the cause the peer relayed.
   Status Adopt(int peer, Lane& lane, const FrameHeader& h);
   // A link to `peer` was lost (`how`): if the peer failed and said why (a
-  // failure notice between frames, or its transport's note), that cause;
-  // otherwise "<peer> died: <how>".
+  // failure notice, possibly behind frames it sent first, or its
+  // transport's note), that cause; otherwise "<peer> died: <how>".
   Status LinkLost(int peer, Lane& lane, const std::string& how);
+  // Reads past what is left of the lane's incoming frames, as far as bytes
+  // are there; true with the notice's header in `h` if one follows them.
+  bool SkipToNotice(Lane& lane, FrameHeader* h);
   // A TCP lane with nothing to receive hung up: a goodbye (Ok while nothing
   // is pending), a failure notice (adopted), data still to read (Ok), or a crash.
   Status OnHangup(int peer, Lane& lane);

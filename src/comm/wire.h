@@ -40,8 +40,8 @@ Status CheckHello(const Hello& h, int rank, int size, int streams, int generatio
 constexpr uint32_t kFrameMagic = 0x52434d31;  // "RCM1"
 constexpr uint32_t kByeMagic = 0x52434d42;    // "RCMB": a clean close
 // "RCMF": the sender failed; seq holds a StatusCode, and len bytes of the
-// group's cause follow (at most kMaxFailNote). Sent where a lane is between
-// frames, just before the sender breaks its links.
+// group's cause follow (at most kMaxFailNote). Sent after the frame in flight
+// on a lane, if any, just before the sender breaks its links.
 constexpr uint32_t kFailMagic = 0x52434d46;
 constexpr uint64_t kMaxFailNote = 1024;
 
