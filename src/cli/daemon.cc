@@ -299,10 +299,14 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.secrets_key = node.secrets_key;
   so.files_url = flags.files;
   if (flags.backend == "slurm") {
+    // The batch jobs run as the server's user, and their steps run each task
+    // as its user's own uid: only root's jobs can (docs/slurm.md).
+    if (geteuid() != 0) Die("--backend slurm: the server runs as root (its Slurm jobs run each task as its user's uid)");
     // Tasks run in Slurm's allocations: `up` runs no agent of its own.
     with_agent = false;
     so.slurm = slurm::NewCliClient({"", flags.slurm_conf});
     so.jobs.max_handed_over = flags.slurm_max_queued;
+    so.jobs.max_handed_over_per_user = flags.slurm_max_queued_per_user;
     server::SlurmBackendOptions& sb = so.slurm_backend;
     sb.server_url = flags.advertise_url;
     sb.step_command = flags.slurm_step_command.empty() ? SelfExe() : flags.slurm_step_command;

@@ -88,10 +88,11 @@ struct ServerFlags {
   std::string backend = "agents";
   std::string slurm_conf, slurm_partition, slurm_account, slurm_qos;
   std::string slurm_step_command;  // "" = this binary's path
-  std::string slurm_step_dir = "/var/tmp/ringmaster-slurm";
+  std::string slurm_step_dir = "/var/lib/ringmaster/slurm";
   std::string slurm_sandbox_root;  // "" = the agent's default
   std::string slurm_output = "/dev/null";
   int slurm_max_queued = 1000;
+  int slurm_max_queued_per_user = 100;
 };
 
 struct SchedulerFlags {

@@ -164,7 +164,12 @@ int Main(int argc, char** argv) {
                     "where Slurm writes the batch jobs' own output (%j: the Slurm job id)")
         ->capture_default_str();
     cmd->add_option("--slurm-max-queued", srv_flags.slurm_max_queued,
-                    "jobs that may wait in Slurm's queue at once; the rest wait in Ringmaster's, in its order")
+                    "jobs that may wait in Slurm's queue at once; the rest wait in Ringmaster's, in its order "
+                    "(keep it under the site's Slurm submit limits for the server's user)")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
+    cmd->add_option("--slurm-max-queued-per-user", srv_flags.slurm_max_queued_per_user,
+                    "of those, at most this many of one user's jobs")
         ->check(CLI::Range(1, 1000000))
         ->capture_default_str();
     cmd->add_option("--overlay-subnet", srv_flags.overlay_subnet,

@@ -5,7 +5,10 @@
 
 #include "common/crypto.h"
 #include "common/json_limits.h"
+#include <algorithm>
+
 #include "server/api.h"
+#include "server/slurm_backend.h"
 
 namespace ringmaster::server {
 namespace {
@@ -170,6 +173,14 @@ void AddUserRoutes(Api& api) {
       return InvalidArgument("node: only agent tokens are bound to a node");
     }
     RM_ASSIGN_OR_RETURN(int64_t have, api.store->CountTokens(owner.id));
+    if (api.slurm && have >= api.limits.max_tokens_per_user) {
+      // The Slurm steps' tokens (the admin's, one per rank while its gang
+      // runs) are the server's, not the user's to count.
+      RM_ASSIGN_OR_RETURN(auto tokens, api.store->ListTokens(owner.id));
+      have -= std::count_if(tokens.begin(), tokens.end(), [](const store::Token& t) {
+        return t.scope == "agent" && t.name.rfind(kSlurmStepTokenPrefix, 0) == 0;
+      });
+    }
     if (have >= api.limits.max_tokens_per_user) {
       return ResourceExhausted(fmt::format("user {} has {} tokens, the limit: revoke some (ringmaster tokens revoke ID)",
                                            owner.name, have));

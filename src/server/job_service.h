@@ -93,6 +93,7 @@ struct JobServiceOptions {
   // On "slurm": at most this many gangs handed over and not yet started
   // (waiting in Slurm's queue); the rest wait in Ringmaster's, in its order.
   int max_handed_over = 1000;
+  int max_handed_over_per_user = 100;  // of those, one user's
   // On "slurm": called (under the service's lock: it must only queue work)
   // when a gang was handed over or one handed over is to stop.
   std::function<void()> on_external_work;

@@ -12,7 +12,7 @@ namespace ringmaster::server {
 namespace {
 
 constexpr std::string_view kNamePrefix = "rm-";  // then the site, "-", the job, ".", the attempt
-constexpr std::string_view kTokenPrefix = "slurm:";
+constexpr std::string_view kTokenPrefix = kSlurmStepTokenPrefix;
 constexpr int64_t kForgetIntervalMs = 10'000;
 constexpr int64_t kTokenLifeMs = int64_t{30} * 24 * 3'600'000;
 
@@ -71,7 +71,8 @@ slurm::SubmitRequest SlurmRequest(const ExternalGang& gang, const SlurmBackendOp
   const protocol::JobSpec& spec = *gang.spec;
   slurm::SubmitRequest r;
   r.name = SlurmJobName(options.site, gang.job_id, gang.attempt);
-  r.comment = fmt::format("ringmaster job {} attempt {} of {}", gang.job_id, gang.attempt, gang.user);
+  // Every Slurm user may read comments: the job and attempt, not whose it is.
+  r.comment = fmt::format("ringmaster job {} attempt {}", gang.job_id, gang.attempt);
   r.ntasks = gang.replicas;
   r.cpus_per_task = static_cast<int>(std::max<int64_t>(1, (spec.cpu_milli + 999) / 1000));
   r.memory_mib_per_task = std::max<int64_t>(1, (spec.memory_bytes + (1 << 20) - 1) >> 20);
@@ -101,6 +102,11 @@ SlurmBackend::SlurmBackend(JobService* jobs, store::MetaStore* store, slurm::Cli
 SlurmBackend::~SlurmBackend() { Stop(); }
 
 void SlurmBackend::Start() {
+  Open();
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void SlurmBackend::Open() {
   auto admin = store_->GetUserByName("admin");
   if (admin.ok()) agent_user_id_ = admin->id;
   // The installation, as its store knows it (its first user's creation, kept
@@ -110,7 +116,6 @@ void SlurmBackend::Start() {
     options_.site = Sha256Hex(fmt::format("{}:{}", admin.ok() ? admin->id : 0, admin.ok() ? admin->created_ms : 0))
                         .substr(0, 6);
   }
-  loop_ = std::thread([this] { Loop(); });
 }
 
 void SlurmBackend::Stop() {
@@ -140,6 +145,11 @@ void SlurmBackend::Loop() {
     }
     if (Status st = SyncOnce(); !st.ok()) spdlog::warn("slurm: {}", st.ToString());
   }
+}
+
+bool SlurmBackend::Stopping() {
+  std::lock_guard<std::mutex> l(mu_);
+  return stopping_;
 }
 
 SlurmBackend::NodesView SlurmBackend::Nodes() const {
@@ -177,15 +187,19 @@ Status SlurmBackend::SyncOnce() {
   }
   std::set<std::pair<int64_t, int>> live;
   std::vector<const ExternalGang*> to_submit;
+  // One gang's error is logged and the round goes on: it never holds up the others.
+  auto note = [](const Status& st) {
+    if (!st.ok()) spdlog::warn("slurm: {}", st.ToString());
+  };
   for (const ExternalGang& g : gangs) {
     live.insert({g.job_id, g.attempt});
     auto it = by_name.find(SlurmJobName(options_.site, g.job_id, g.attempt));
     if (it == by_name.end()) {
       if (g.stopping) {
-        RM_RETURN_IF_ERROR(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kStopped, "it was not in Slurm"));
+        note(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kStopped, "it was not in Slurm"));
       } else if (g.bound) {
-        RM_RETURN_IF_ERROR(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kLost,
-                                                  "its Slurm job is gone from Slurm's records"));
+        note(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kLost,
+                                    "its Slurm job is gone from Slurm's records"));
       } else {
         to_submit.push_back(&g);
       }
@@ -201,12 +215,26 @@ Status SlurmBackend::SyncOnce() {
         } else {
           cancelled_ms_[sj.id] = now;
         }
+      } else if (!g.bound && !g.stopping && sj.state == "PENDING" && slurm::NeverStarts(sj.reason)) {
+        // Waiting would not help (and would hold a place in Slurm's queue):
+        // after a while (Slurm may say it of a job it has not fully placed yet) the job fails.
+        auto [since, fresh] = never_seen_ms_.emplace(sj.id, now);
+        if (now - since->second >= options_.never_starts_after_ms) {
+          if (client_->Cancel(sj.id).ok()) cancelled_ms_[sj.id] = now;
+          note(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kFatal,
+                                      fmt::format("Slurm cannot run it (job {}): {}", sj.id,
+                                                  slurm::PendingReasonText(sj.reason))));
+        } else {
+          note(jobs_->NoteExternalReason(g.job_id, g.attempt,
+                                         fmt::format("waiting in Slurm's queue as job {}: {}", sj.id,
+                                                     slurm::PendingReasonText(sj.reason))));
+        }
       } else if (!g.bound && !g.stopping) {
         const std::string why =
             sj.state == "PENDING"
                 ? fmt::format("waiting in Slurm's queue as job {}: {}", sj.id, slurm::PendingReasonText(sj.reason))
                 : fmt::format("starting in Slurm job {} on {}", sj.id, sj.nodes);
-        RM_RETURN_IF_ERROR(jobs_->NoteExternalReason(g.job_id, g.attempt, why));
+        note(jobs_->NoteExternalReason(g.job_id, g.attempt, why));
       }
       continue;
     }
@@ -214,18 +242,23 @@ Status SlurmBackend::SyncOnce() {
     auto [seen, fresh] = ended_seen_ms_.emplace(sj.id, now);
     if (now - seen->second < options_.report_grace_ms && g.bound) continue;
     auto [how, why] = EndFor(sj, g.stopping);
-    RM_RETURN_IF_ERROR(jobs_->EndExternalGang(g.job_id, g.attempt, how, why));
+    note(jobs_->EndExternalGang(g.job_id, g.attempt, how, why));
   }
 
-  // Submissions go out on a few threads: sbatch is one round trip each.
+  // Submissions go out on a few threads: sbatch is one round trip each. A
+  // Slurm that does not answer ends the round's submissions (the next round
+  // tries again), and so does a stop: a round never holds the server up.
   if (!to_submit.empty()) {
     const size_t threads = std::max<size_t>(1, std::min<size_t>(options_.submit_threads, to_submit.size()));
     std::vector<std::future<void>> running;
     std::atomic<size_t> next{0};
+    std::atomic<bool> halt{false};
     for (size_t t = 0; t < threads; ++t) {
       running.push_back(std::async(std::launch::async, [&] {
-        for (size_t i = next++; i < to_submit.size(); i = next++) {
-          if (Status st = Submit(*to_submit[i]); !st.ok()) spdlog::warn("slurm: {}", st.ToString());
+        for (size_t i = next++; i < to_submit.size() && !halt && !Stopping(); i = next++) {
+          Status st = Submit(*to_submit[i]);
+          if (st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kDeadlineExceeded) halt = true;
+          note(st);
         }
       }));
     }
@@ -252,6 +285,7 @@ Status SlurmBackend::SyncOnce() {
   std::erase_if(ended_seen_ms_, [&](const auto& e) { return !listed.count(e.first); });
   std::erase_if(cancelled_ms_, [&](const auto& e) { return !listed.count(e.first); });
   std::erase_if(orphan_seen_ms_, [&](const auto& e) { return !listed.count(e.first); });
+  std::erase_if(never_seen_ms_, [&](const auto& e) { return !listed.count(e.first); });
 
   if (now - forgot_ms_ >= kForgetIntervalMs) {
     forgot_ms_ = now;
@@ -282,13 +316,23 @@ Status SlurmBackend::Submit(const ExternalGang& g) {
   }
   auto id = client_->Submit(SlurmRequest(g, options_, tokens));
   if (!id.ok()) {
-    drop_tokens();
-    if (id.status().code() == StatusCode::kInvalidArgument) {
-      return jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kFatal,
-                                    "Slurm refused it: " + id.status().message());
+    const Status& st = id.status();
+    // Past its deadline sbatch may still have queued the job: its tokens stay
+    // (the next round finds it by name; they go once the attempt is over).
+    if (st.code() != StatusCode::kDeadlineExceeded) drop_tokens();
+    // A submit limit of Slurm's (per user, QOS, association) is a wait, not the job's fault.
+    const bool limit = st.message().find("submit limit") != std::string::npos ||
+                       st.message().find("accounting/QOS policy") != std::string::npos;
+    if (st.code() == StatusCode::kInvalidArgument && !limit) {
+      RM_RETURN_IF_ERROR(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kFatal,
+                                                "Slurm refused it: " + st.message()));
+      return Status::Ok();
     }
-    return jobs_->NoteExternalReason(g.job_id, g.attempt,
-                                     "waiting for Slurm, which did not answer: " + id.status().message());
+    RM_RETURN_IF_ERROR(jobs_->NoteExternalReason(
+        g.job_id, g.attempt,
+        (limit ? "waiting for room under Slurm's limits: " : "waiting for Slurm, which did not answer: ") +
+            st.message()));
+    return limit ? Status::Ok() : st;
   }
   spdlog::info("slurm: job {} attempt {} submitted as Slurm job {}", g.job_id, g.attempt, *id);
   return jobs_->NoteExternalReason(g.job_id, g.attempt, fmt::format("handed to Slurm as job {}", *id));

@@ -47,6 +47,8 @@ struct SlurmBackendOptions {
   // (its steps did not stop their tasks) is cancelled in Slurm.
   int64_t stop_deadline_ms = 60'000;
   int submit_threads = 4;
+  // A job Slurm says cannot start (slurm::NeverStarts) for this long fails.
+  int64_t never_starts_after_ms = 30'000;
   int64_t nodes_interval_ms = 5'000;  // how often Slurm's nodes are read
 };
 
@@ -57,7 +59,10 @@ class SlurmBackend {
                SlurmBackendOptions options);
   ~SlurmBackend();
 
+  // Open, then the loop on a thread of its own.
   void Start();
+  // Who the steps' tokens belong to, and the site (unless given).
+  void Open();
   void Stop();
   // Run a round soon (a gang was handed over, or one is to stop). Never blocks.
   void Wake();
@@ -78,6 +83,7 @@ class SlurmBackend {
   // Step nodes and their tokens whose gang attempt is no longer live.
   Status ForgetStepNodes(const std::set<std::pair<int64_t, int>>& live);
   void RefreshNodes();
+  bool Stopping();
   void Loop();
 
   JobService* const jobs_;
@@ -91,6 +97,7 @@ class SlurmBackend {
   std::map<int64_t, int64_t> ended_seen_ms_;  // Slurm job -> when this server first saw it ended
   std::map<int64_t, int64_t> cancelled_ms_;   // Slurm job -> when it was cancelled
   std::map<int64_t, int64_t> orphan_seen_ms_;  // Slurm job no gang owns -> since when
+  std::map<int64_t, int64_t> never_seen_ms_;   // Slurm job that cannot start -> since when
   int64_t nodes_read_ms_ = 0;
   int64_t forgot_ms_ = 0;
 
@@ -103,6 +110,9 @@ class SlurmBackend {
   bool stopping_ = false;  // GUARDED_BY(mu_)
   std::thread loop_;
 };
+
+// The name of a step's agent token: this, then its node.
+inline constexpr std::string_view kSlurmStepTokenPrefix = "slurm:";
 
 // Slurm's job name for a gang's attempt: "rm-<site>-12.1".
 std::string SlurmJobName(const std::string& site, int64_t job_id, int attempt);

@@ -85,9 +85,7 @@ class SlurmBackendTest : public JobServiceTest {
     so.step_command = "/usr/bin/ringmaster";
     so.site = "s1";
     backend_ = std::make_unique<SlurmBackend>(svc_.get(), store_.get(), &slurm_, &clock_, so);
-    // Start's own work without its thread: who the steps' tokens belong to.
-    backend_->Start();
-    backend_->Stop();
+    backend_->Open();  // the test runs its rounds itself
   }
   // The step of `rank` comes up: its node registers as the wrapper's agent would.
   int64_t StepRegisters(int64_t job, int attempt, int rank, int gpus = 1) {
@@ -96,6 +94,7 @@ class SlurmBackendTest : public JobServiceTest {
     n.cpu_milli = 1000;
     n.memory_bytes = 1LL << 30;
     n.gpu_count = gpus;
+    n.gpus_json = gpus ? R"([{"index": )" + std::to_string(2 + rank) + R"(, "model": "slurm gres gpu"}])" : "[]";
     n.port_lo = n.port_hi = 40000 + rank;
     n.labels_json = R"({"slurm.job": "100", "slurm.node": "n2", "slurm.rank": ")" + std::to_string(rank) + "\"}";
     auto id = svc_->RegisterNode(n);
@@ -182,7 +181,7 @@ TEST_F(SlurmBackendTest, RanksGetTheirTasksOnceEveryStepHasRegistered) {
   EXPECT_EQ(tasks[0].node_id, n0);
   EXPECT_EQ(tasks[1].node_id, n1);
   EXPECT_EQ(tasks[1].port, 40001);
-  EXPECT_EQ(tasks[1].gpu_indices, "0");
+  EXPECT_EQ(tasks[1].gpu_indices, "3") << "the GPU Slurm bound to rank 1, as its step registered it";
   EXPECT_EQ(tasks[1].attempt, 1) << "binding is not a new attempt";
   EXPECT_NE(Job(id).reason.find("started by Slurm as job 100 on n2"), std::string::npos) << Job(id).reason;
   auto a = *svc_->Assignments(n1);
@@ -331,6 +330,54 @@ TEST_F(SlurmBackendTest, WhatSlurmCannotGiveIsRefusedAtSubmit) {
   st = svc_->Submit(user_, *pinned);
   EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.status().message().rfind("node_selector: ", 0), 0u) << st.status().ToString();
+}
+
+TEST_F(SlurmBackendTest, OneUserNeverFillsSlurmsQueueForEveryone) {
+  JobServiceOptions o;
+  o.max_handed_over_per_user = 1;
+  StartSlurm(o);
+  const int64_t a = Submit(kTwoGpuRanks);
+  const int64_t b = Submit(kTwoGpuRanks);
+  ASSERT_TRUE(svc_->RunPass().ok());
+  EXPECT_EQ(Job(a).state, State::kScheduled);
+  EXPECT_EQ(Job(b).state, State::kPending);
+  EXPECT_NE(Job(b).reason.find("1 of ada's jobs already wait in Slurm's"), std::string::npos) << Job(b).reason;
+  // Once the first has started in Slurm, the next goes over.
+  Sync();
+  StepRegisters(a, 1, 0);
+  StepRegisters(a, 1, 1);
+  ASSERT_TRUE(svc_->RunPass().ok());
+  EXPECT_EQ(Job(b).state, State::kScheduled) << Job(b).reason;
+}
+
+TEST_F(SlurmBackendTest, AJobSlurmCannotStartFailsInsteadOfWaitingForever) {
+  EXPECT_TRUE(slurm::NeverStarts("BadConstraints"));
+  EXPECT_FALSE(slurm::NeverStarts("Resources"));
+  const int64_t id = Submit(kTwoGpuRanks);
+  ASSERT_TRUE(svc_->RunPass().ok());
+  Sync();
+  slurm_.Set(100, "PENDING", "PartitionTimeLimit");
+  Sync();
+  EXPECT_EQ(Job(id).state, State::kScheduled);
+  EXPECT_NE(Job(id).reason.find("will not start"), std::string::npos) << Job(id).reason;
+  clock_.AdvanceMs(31'000);
+  Sync();
+  EXPECT_EQ(Job(id).state, State::kFailed);
+  EXPECT_NE(Job(id).reason.find("Slurm cannot run it (job 100)"), std::string::npos) << Job(id).reason;
+  EXPECT_EQ(slurm_.cancelled, std::vector<int64_t>{100}) << "its place in Slurm's queue is given back";
+}
+
+TEST_F(SlurmBackendTest, ASubmitPastItsDeadlineKeepsItsTokensAndSlurmsSubmitLimitIsAWait) {
+  slurm_.refuse = DeadlineExceeded("sbatch: no answer within 20 s");
+  const int64_t id = Submit(kTwoGpuRanks);
+  ASSERT_TRUE(svc_->RunPass().ok());
+  Sync();
+  auto admin = *store_->GetUserByName("admin");
+  EXPECT_EQ(store_->ListTokens(admin.id)->size(), 2u) << "the job may be queued after all: its steps need them";
+  slurm_.refuse = InvalidArgument("Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)");
+  Sync();
+  EXPECT_EQ(Job(id).state, State::kScheduled);
+  EXPECT_NE(Job(id).reason.find("waiting for room under Slurm's limits"), std::string::npos) << Job(id).reason;
 }
 
 TEST(SlurmStepNames, RoundTrip) {

@@ -165,6 +165,13 @@ std::string PendingReasonText(std::string_view reason) {
   return fmt::format("Slurm says: {}", reason);
 }
 
+bool NeverStarts(std::string_view reason) {
+  for (const auto& r : kReasons) {
+    if (reason == r.code) return std::string_view(r.text).starts_with("will not start");
+  }
+  return false;
+}
+
 EndKind EndOf(std::string_view state) {
   // "CANCELLED by 0": scontrol adds who cancelled it.
   state = state.substr(0, state.find(' '));

@@ -106,6 +106,9 @@ std::string ShellQuote(std::string_view word);
 // for resources: the nodes that could run it are busy"; an unknown code ->
 // "Slurm says: <code>". Never empty for a non-empty code.
 std::string PendingReasonText(std::string_view reason);
+// A pending reason Slurm gives a job that cannot start as it is asked for
+// (BadConstraints, PartitionTimeLimit, InvalidQOS, ...): waiting does not help.
+bool NeverStarts(std::string_view reason);
 
 enum class EndKind {
   kNotEnded,     // pending, running, completing, suspended, requeued

@@ -76,12 +76,24 @@ scheduler::Plan JobService::AdmitExternalLocked(const PassInput& in) {
     }
     if (t.node_id == 0) waiting.insert(t.job_id);
   }
+  std::map<std::string, int> waiting_of;  // user -> their gangs waiting in Slurm's queue
+  for (int64_t job : waiting) {
+    if (auto o = owner.find(job); o != owner.end()) ++waiting_of[o->second];
+  }
   int handed = static_cast<int>(waiting.size());
   for (const scheduler::JobRequest* r : order) {
     plan.queue_order.push_back(r->job_id);
     if (handed >= options_.max_handed_over) {
       plan.pending_reasons[r->job_id] = fmt::format(
           "waiting in Ringmaster's queue: {} jobs already wait in Slurm's (the server's --slurm-max-queued)", handed);
+      continue;
+    }
+    // One user's jobs never fill Slurm's share of the queue for everyone.
+    if (waiting_of[r->user] >= options_.max_handed_over_per_user) {
+      plan.pending_reasons[r->job_id] =
+          fmt::format("waiting in Ringmaster's queue: {} of {}'s jobs already wait in Slurm's "
+                      "(the server's --slurm-max-queued-per-user)",
+                      waiting_of[r->user], r->user);
       continue;
     }
     const int64_t cpu = r->per_task.cpu_milli * r->replicas;
@@ -103,6 +115,7 @@ scheduler::Plan JobService::AdmitExternalLocked(const PassInput& in) {
     }
     used[r->user].cpu_milli += cpu;
     used[r->user].gpus += gpus;
+    ++waiting_of[r->user];
     ++handed;
     plan.placements.push_back({r->job_id, {}, false, {}});
   }
@@ -140,7 +153,9 @@ StatusOr<std::vector<ExternalGang>> JobService::ExternalGangs() {
   std::map<int64_t, std::string> users;
   std::vector<ExternalGang> out;
   for (const auto& [job_id, tasks] : by_job) {
-    RM_ASSIGN_OR_RETURN(Job job, store_->GetJob(job_id));
+    auto got = store_->GetJob(job_id);
+    if (!got.ok()) continue;  // deleted meanwhile: one job never stops the others' sync
+    const Job& job = *got;
     auto spec = SpecLocked(job);
     if (!spec.ok()) continue;  // the pass fails it
     if (!users.count(job.user_id)) {
@@ -256,8 +271,15 @@ Status JobService::BindStepNodeLocked(const store::Node& node) {
       const store::Node& n = *step[i];
       t.node_id = n.id;
       t.port = n.port_hi >= n.port_lo ? n.port_lo : 0;
+      // The GPUs Slurm bound to the rank, by the indices its step registered
+      // them with (the node's own numbering, as an agent's).
       std::vector<int> gpus;
-      for (int g = 0; g < n.gpu_count; ++g) gpus.push_back(g);
+      auto listed = nlohmann::json::parse(n.gpus_json, nullptr, false);
+      if (listed.is_array()) {
+        for (const auto& g : listed) {
+          if (g.is_object() && g.contains("index") && g["index"].is_number_integer()) gpus.push_back(g["index"]);
+        }
+      }
       t.gpu_indices = fmt::format("{}", fmt::join(gpus, ","));
       RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, why));
     }
