@@ -90,7 +90,8 @@ std::unique_ptr<Client> NewCliClient(CliOptions options);
 
 // sbatch's options for a request (without the script), in a fixed order.
 std::vector<std::string> SbatchArgs(const SubmitRequest& request);
-// The batch script: `#!/bin/sh`, the exports (values shell-quoted), `exec srun ... step_argv`.
+// The batch script: `#!/bin/sh`, the exports (values shell-quoted), `exec srun ... step_argv`
+// (one rank: `exec step_argv` in the batch step itself).
 std::string BatchScript(const SubmitRequest& request);
 
 // Ok, or InvalidArgument naming what sbatch or the script could not carry: a

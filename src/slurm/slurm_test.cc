@@ -62,6 +62,17 @@ TEST(BatchScriptTest, ExportsThenOneSrunStep) {
             "https://s:8443 --node-prefix slurm-12-1- --data-dir '/tmp/rm step'\n");
 }
 
+TEST(BatchScriptTest, OneRankRunsInTheBatchStepItself) {
+  SubmitRequest r = Gang();
+  r.ntasks = 1;
+  r.env = {{"RINGMASTER_STEP_TOKENS", "tok0"}};
+  EXPECT_EQ(BatchScript(r),
+            "#!/bin/sh\n"
+            "export RINGMASTER_STEP_TOKENS=tok0\n"
+            "exec /usr/bin/ringmaster slurm-step --server https://s:8443 --node-prefix slurm-12-1- --data-dir "
+            "'/tmp/rm step'\n");
+}
+
 TEST(BatchScriptTest, HostileValuesStayOneWord) {
   SubmitRequest r = Gang();
   r.env = {{"A", "it's $HOME `id` \"x\" \\ ; rm -rf /"}, {"B", ""}, {"C", "*"}};
