@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,7 +19,6 @@
 #include "cli/connect.h"
 #include "cli/daemon.h"
 #include "agent/executor/safe_fs.h"
-#include "common/files.h"
 #include "common/strings.h"
 
 extern char** environ;
@@ -99,6 +99,23 @@ std::map<std::string, std::string> Environment() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
+}
+
+// Makes (or finds) `path` and checks it is a directory (not a symlink) of
+// this user's that nobody else may write, under ancestors nobody else could
+// swap (OpenTrustedDir). The root shim trusts what lies in it (tasks' specs,
+// cached inputs it links into sandboxes): a directory another user pre-made
+// at a known path would let that user swap them.
+Status OwnOnlyDir(const std::string& path) {
+  RM_ASSIGN_OR_RETURN(agent::UniqueFd fd, agent::OpenTrustedDir(path, /*create=*/true, 0700));
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return PermissionDenied(fmt::format("{} is not a directory (a symlink?)", path));
+  if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return PermissionDenied(fmt::format("{} is owned by uid {} with mode {:04o}; it must be uid {}'s, writable by it only",
+                                        path, st.st_uid, st.st_mode & 07777, geteuid()));
+  }
+  return Status::Ok();
 }
 
 // The rank's data dir goes when the wrapper does, whichever way it ends.
@@ -192,11 +209,12 @@ int RunSlurmStep(const StepFlags& flags) {
   setup.executor.state_dir = o.data_dir;
 
   // A leftover of the same job and rank (a wrapper killed outright) is not
-  // re-adopted: the server counts that rank's attempt as over.
+  // re-adopted: the server counts that rank's attempt as over. Removed only
+  // once the directory holding it is known to be ours.
+  if (Status st = OwnOnlyDir(abs.data_dir); !st.ok()) Die("--data-dir: " + st.message());
   std::error_code ec;
   std::filesystem::remove_all(o.data_dir, ec);
-  if (Status st = MakeDirs(abs.data_dir, 0700); !st.ok()) Die("--data-dir: " + st.message());
-  if (Status st = MakeDirs(o.data_dir, 0700); !st.ok()) Die("--data-dir: " + st.message());
+  if (Status st = OwnOnlyDir(o.data_dir); !st.ok()) Die("--data-dir: " + st.message());
   RemoveOnExit remove{o.data_dir};
   spdlog::info("slurm-step: node {} ({} cpus, {} MiB, {} gpus [{}], port {}) for Slurm job {} on {}", o.node_name,
                o.cpu_milli / 1000, o.memory_bytes >> 20, o.gpus->size(), fmt::join(o.gpu_visible, ","), o.port_lo,

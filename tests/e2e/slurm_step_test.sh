@@ -44,6 +44,28 @@ err=$(env -u SLURM_PROCID SLURM_JOB_ID=7 "$RM" slurm-step --server "$URL" --node
 [ "$(wc -l <<<"$err")" = 1 ] && grep -q "SLURM_PROCID is not set" <<<"$err" || fail "without SLURM_PROCID: $err"
 pass "a missing Slurm variable: exit 2, naming it"
 
+# ---- a data dir another user made (or may write) is refused
+# refused_dir DIR WHAT [NAMED]: the wrapper given --data-dir DIR exits 2 with
+# one line naming NAMED (default DIR), the directory at fault.
+refused_dir() {
+  local rc=0 err
+  err=$(env SLURM_PROCID=0 SLURM_JOB_ID=7 SLURMD_NODENAME=n2 SLURM_CPUS_PER_TASK=2 SLURM_MEM_PER_CPU=500 \
+    RINGMASTER_STEP_TOKENS="$TOK0" "$RM" slurm-step --server "$URL" --node-prefix slurm-7-1- --data-dir "$1" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "$2: exit $rc, not 2 ($err)"
+  [ "$(wc -l <<<"$err")" = 1 ] && grep -qF "${3:-$1}" <<<"$err" || fail "$2: not one line naming ${3:-$1}: $err"
+  [ -e "$1/7.0" ] && fail "$2: the wrapper made its rank's dir in $1"
+  echo "$err"
+}
+mkdir -p "$DATA/theirs" "$DATA/shared/steps" "$DATA/open"
+chown nobody "$DATA/theirs"
+err=$(refused_dir "$DATA/theirs" "a data dir owned by nobody")
+grep -q "uid $(id -u nobody)" <<<"$err" || fail "the refusal does not say who owns it: $err"
+chmod 0777 "$DATA/open"
+refused_dir "$DATA/open" "a data dir anybody may write" > /dev/null
+chmod 0777 "$DATA/shared"  # not sticky: anybody could swap steps/
+refused_dir "$DATA/shared/steps" "a data dir under a directory anybody may write" "$DATA/shared" > /dev/null
+pass "a data dir owned by another user, writable by others, or under a directory others may write: exit 2, naming it"
+
 # ---- one task, run to its end
 ID=$(rmc submit - <<<'{"name": "step", "command": "echo hello from $RINGMASTER_RANK gpus=$CUDA_VISIBLE_DEVICES tokens=${RINGMASTER_STEP_TOKENS:-none}; (sleep 3217 &); sleep 1", "resources": {"cpu": 1, "memory": "256Mi", "gpu": 2}}')
 step 0 --assign-timeout 60
