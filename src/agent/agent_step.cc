@@ -1,11 +1,10 @@
 // What a one-task agent needs beyond an agent's ordinary life (split from
 // agent.cc): a Slurm step's wrapper (cli/slurm_step.h) watches what the agent
-// holds to know when its task is over, abandons the task when Slurm ends the
-// step, and names the GPUs as Slurm does in the task's environment.
+// holds to know when its task is over and abandons the task when Slurm ends
+// the step.
 #include <set>
 #include <thread>
 
-#include <fmt/format.h>
 
 #include "agent/agent.h"
 #include "common/log.h"
@@ -15,18 +14,6 @@ namespace ringmaster::agent {
 Agent::Held Agent::Holding() {
   std::lock_guard<std::mutex> l(mu_);
   return Held{ever_assigned_, tasks_.size()};
-}
-
-StatusOr<std::vector<std::string>> Agent::VisibleGpus(const std::vector<int>& gpus) const {
-  std::vector<std::string> out;
-  if (options_.gpu_visible.empty()) return out;
-  for (int g : gpus) {
-    if (g < 0 || static_cast<size_t>(g) >= options_.gpu_visible.size()) {
-      return FailedPrecondition(fmt::format("GPU {} is not one of this node's {}", g, options_.gpu_visible.size()));
-    }
-    out.push_back(options_.gpu_visible[g]);
-  }
-  return out;
 }
 
 void Agent::Abandon(std::chrono::milliseconds grace) {
