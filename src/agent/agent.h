@@ -137,8 +137,11 @@ class Agent {
   // Instead of Stop when whoever runs the agent is ending it (Slurm cancels a
   // step): stops every task (SIGTERM, SIGKILL after `grace`) and the agent's
   // threads, reporting no exit (the server learns the end from Slurm), and
-  // returns once the tasks have ended (or `grace` + 5 s), their files removed.
+  // returns once the tasks have ended, their cgroups killed and files
+  // removed: within `grace` + kAbandonSlack whatever the tasks do (a thread
+  // no cancellation reaches excepted).
   void Abandon(std::chrono::milliseconds grace);
+  static constexpr std::chrono::milliseconds kAbandonSlack{3000};
 
  private:
   // One attempt of a task: what the agent remembers it by. A task id alone

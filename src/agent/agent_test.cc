@@ -282,8 +282,24 @@ TEST_F(AgentTest, AbandonStopsTheTaskAndReportsNoExit) {
   ASSERT_TRUE(exec_->WaitStarted("5.1"));
   server_.WaitReport("running");
   agent_->Abandon(std::chrono::milliseconds(100));
-  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1", "5.1"}));  // before and after the threads ended
+  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1"}));
   agent_->Tick();  // a tick after the end would report it: not when abandoned
+  EXPECT_EQ(server_.ReportCount("exited"), 0u);
+}
+
+// Slurm SIGKILLs the wrapper KillWait after its SIGTERM: Abandon returns
+// within the grace and its slack even when the task never ends.
+TEST_F(AgentTest, AbandonIsBoundedByTheGraceAndItsSlack) {
+  exec_->set_exit(std::nullopt);  // SIGTERM and SIGKILL alike leave it running
+  server_.Assign({Assignment(5, 1, 2, "alice")});
+  ASSERT_TRUE(exec_->WaitStarted("5.1"));
+  server_.WaitReport("running");
+  const auto asked = std::chrono::steady_clock::now();
+  agent_->Abandon(std::chrono::milliseconds(200));
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_GE(took, std::chrono::milliseconds(200) + Agent::kAbandonSlack);  // it waited for the task that long
+  EXPECT_LT(took, std::chrono::milliseconds(200) + Agent::kAbandonSlack + std::chrono::seconds(2));
+  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1"}));
   EXPECT_EQ(server_.ReportCount("exited"), 0u);
 }
 

@@ -20,7 +20,9 @@ struct StepFlags {
   std::string sandbox_root;  // where tasks' sandboxes go; "" = the agent's default
   std::string gpu_devices;   // where the GPUs' device nodes (nvidiaN) are; "" = the agent's default
   double assign_timeout_s = 300;
-  double grace_s = 20;      // SIGTERM to SIGKILL when Slurm ends the step (< Slurm's KillWait)
+  // SIGTERM to SIGKILL when Slurm ends the step: with Abandon's slack (3 s)
+  // well within Slurm's KillWait (30 s by default), after which Slurm SIGKILLs the wrapper.
+  double grace_s = 10;
 };
 
 // How RunSlurmStep ends (what Slurm records as the step's exit code).
