@@ -178,6 +178,8 @@ StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::
 }
 
 int RunSlurmStep(const StepFlags& flags) {
+  // Without root, TaskUsers would run every user's task as this one uid.
+  if (geteuid() != 0) Die("slurm-step runs as root (Slurm's jobs of a root server): it runs each task as its user's own uid");
   // Blocked before any thread starts, so that only sigtimedwait below sees them.
   sigset_t set;
   sigemptyset(&set);

@@ -41,7 +41,8 @@ constexpr int kStepSignalled = 143;    // SIGTERM/SIGINT: the task was stopped, 
 StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::string>& env, const StepFlags& flags,
                                                agent::AgentOptions base = {});
 
-// Runs the step; one of the exit codes above.
+// Runs the step; one of the exit codes above. Only as root (kStepBadEnvironment
+// otherwise): each task runs as its user's own uid.
 int RunSlurmStep(const StepFlags& flags);
 
 }  // namespace ringmaster::cli

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ringmaster slurm-step`, the Slurm step wrapper, against a real server and
 # without Slurm: the test sets the variables srun would.
-#  - a missing variable: exit 2, one line naming it;
+#  - a missing variable: exit 2, one line naming it; not root: exit 2;
+#  - a data dir not its own (or under one others may write): exit 2, naming it;
 #  - it registers node <prefix><rank> with its rank's token, the CPUs, memory
 #    and GPUs Slurm bound (by the node's indices: SLURM_STEP_GPUS=2,3) and the
 #    slurm.* labels; runs the task the server assigns with CUDA_VISIBLE_DEVICES=2,3
@@ -50,6 +51,15 @@ err=$(env -u SLURM_PROCID SLURM_JOB_ID=7 "$RM" slurm-step --server "$URL" --node
 [ "$rc" = 2 ] || fail "without SLURM_PROCID: exit $rc, not 2 ($err)"
 [ "$(wc -l <<<"$err")" = 1 ] && grep -q "SLURM_PROCID is not set" <<<"$err" || fail "without SLURM_PROCID: $err"
 pass "a missing Slurm variable: exit 2, naming it"
+
+# ---- not root: refused (it could not run each task as its own user's uid)
+rc=0
+err=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env SLURM_PROCID=0 SLURM_JOB_ID=7 "$RM" slurm-step \
+  --server "$URL" --node-prefix p- --data-dir "$STEPS" 2>&1) || rc=$?
+[ "$rc" = 2 ] || fail "as nobody: exit $rc, not 2 ($err)"
+[ "$err" = "ringmaster: slurm-step runs as root (Slurm's jobs of a root server): it runs each task as its user's own uid" ] ||
+  fail "as nobody: $err"
+pass "not root: exit 2, saying why"
 
 # ---- a data dir another user made (or may write) is refused
 # refused_dir DIR WHAT [NAMED]: the wrapper given --data-dir DIR exits 2 with
