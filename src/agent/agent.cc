@@ -293,9 +293,6 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.limits.pids = l.pids;
     launch.limits.io = {l.io_read_bps, l.io_write_bps, l.io_read_iops, l.io_write_iops};
     launch.gpus = a.gpus;
-    auto visible = VisibleGpus(a.gpus);
-    if (!visible.ok()) return TaskExit{-1, 0, visible.status().message()};
-    launch.gpu_visible = *visible;
     launch.working_dir = a.working_dir;
     auto who = options_.task_users.Resolve(a.user_id, a.user_name);
     if (!who.ok()) {

@@ -58,9 +58,6 @@ struct AgentOptions {
   // The node's GPUs as given instead of NVML's (a Slurm step: the GPUs Slurm
   // bound to it, which NVML may not see); nullopt = NVML's.
   std::optional<std::vector<GpuInfo>> gpus;
-  // What a task's CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES call the
-  // node's GPU i (a Slurm step: Slurm's own names for them); empty = i.
-  std::vector<std::string> gpu_visible;
   std::chrono::milliseconds tick_interval{200};
   // A task's metrics file past this is not shipped (the server keeps no more).
   int64_t max_metrics_bytes = 16 << 20;
@@ -140,8 +137,11 @@ class Agent {
   // Instead of Stop when whoever runs the agent is ending it (Slurm cancels a
   // step): stops every task (SIGTERM, SIGKILL after `grace`) and the agent's
   // threads, reporting no exit (the server learns the end from Slurm), and
-  // returns once the tasks have ended (or `grace` + 5 s), their files removed.
+  // returns once the tasks have ended, their cgroups killed and files
+  // removed: within `grace` + kAbandonSlack whatever the tasks do (a thread
+  // no cancellation reaches excepted).
   void Abandon(std::chrono::milliseconds grace);
+  static constexpr std::chrono::milliseconds kAbandonSlack{3000};
 
  private:
   // One attempt of a task: what the agent remembers it by. A task id alone
@@ -186,8 +186,6 @@ class Agent {
                                                     const std::string& runtime, const std::function<bool()>& stopped);
   // Joins the task threads that have returned (never waits on a busy one).
   void ReapWorkers();
-  // What the task's environment calls its GPUs (options_.gpu_visible); empty = their indices.
-  StatusOr<std::vector<std::string>> VisibleGpus(const std::vector<int>& gpus) const;
   // Stages and starts one assignment; the task's exit if it could not start.
   std::optional<TaskExit> Launch(const TaskRef& ref, const protocol::Assignment& assignment, LocalTask* t);
   // The final uploads; "" or what could not be uploaded.

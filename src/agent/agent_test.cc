@@ -282,33 +282,48 @@ TEST_F(AgentTest, AbandonStopsTheTaskAndReportsNoExit) {
   ASSERT_TRUE(exec_->WaitStarted("5.1"));
   server_.WaitReport("running");
   agent_->Abandon(std::chrono::milliseconds(100));
-  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1", "5.1"}));  // before and after the threads ended
+  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1"}));
   agent_->Tick();  // a tick after the end would report it: not when abandoned
   EXPECT_EQ(server_.ReportCount("exited"), 0u);
 }
 
-// The node's GPUs as a Slurm step gives them: the inventory is exactly those,
-// and the task's launch names them as Slurm does.
+// Slurm SIGKILLs the wrapper KillWait after its SIGTERM: Abandon returns
+// within the grace and its slack even when the task never ends.
+TEST_F(AgentTest, AbandonIsBoundedByTheGraceAndItsSlack) {
+  exec_->set_exit(std::nullopt);  // SIGTERM and SIGKILL alike leave it running
+  server_.Assign({Assignment(5, 1, 2, "alice")});
+  ASSERT_TRUE(exec_->WaitStarted("5.1"));
+  server_.WaitReport("running");
+  const auto asked = std::chrono::steady_clock::now();
+  agent_->Abandon(std::chrono::milliseconds(200));
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_GE(took, std::chrono::milliseconds(200) + Agent::kAbandonSlack);  // it waited for the task that long
+  EXPECT_LT(took, std::chrono::milliseconds(200) + Agent::kAbandonSlack + std::chrono::seconds(2));
+  EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1"}));
+  EXPECT_EQ(server_.ReportCount("exited"), 0u);
+}
+
+// The node's GPUs as a Slurm step gives them (SLURM_STEP_GPUS=2,3): the
+// inventory is exactly those, by the node's indices, and the task's launch
+// holds the one the server binds by that index.
 class AgentWithSlurmGpusTest : public AgentTest {
  protected:
   void Options(AgentOptions& o) override {
-    o.gpus = std::vector<GpuInfo>{{0, "slurm gres gpu", 0, ""}, {1, "slurm gres gpu", 0, ""}};
-    o.gpu_visible = {"2", "3"};
+    o.gpus = std::vector<GpuInfo>{{2, "slurm gres gpu", 0, ""}, {3, "slurm gres gpu", 0, ""}};
   }
 };
 
-TEST_F(AgentWithSlurmGpusTest, ItRegistersSlurmsGpusAndNamesThemAsSlurmDoes) {
+TEST_F(AgentWithSlurmGpusTest, ItRegistersSlurmsGpusByTheNodesIndices) {
   protocol::RegisterRequest r = server_.FirstRegistration();
   ASSERT_EQ(r.gpus.size(), 2u);
-  EXPECT_EQ(r.gpus[1].index, 1);
+  EXPECT_EQ(r.gpus[0].index, 2);
+  EXPECT_EQ(r.gpus[1].index, 3);
   EXPECT_EQ(r.gpus[1].model, "slurm gres gpu");
   protocol::Assignment a = Assignment(5, 1, 2, "alice");
-  a.gpus = {1};
+  a.gpus = {3};
   server_.Assign({a});
   ASSERT_TRUE(exec_->WaitStarted("5.1"));
-  const TaskLaunch l = exec_->launches()[0];
-  EXPECT_EQ(l.gpus, std::vector<int>{1});
-  EXPECT_EQ(l.gpu_visible, std::vector<std::string>{"3"});
+  EXPECT_EQ(exec_->launches()[0].gpus, std::vector<int>{3});
 }
 
 // An agent re-adopting a task says so when it registers, with the protocol

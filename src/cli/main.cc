@@ -335,6 +335,8 @@ int Main(int argc, char** argv) {
   slurm_step->add_option("--data-dir", step_flags.data_dir, "each rank's agent data in DIR/<job id>.<rank>")->required();
   slurm_step->add_option("--sandbox-root", step_flags.sandbox_root,
                          "where tasks' sandboxes go (default: as the agent's --sandbox-root)");
+  slurm_step->add_option("--gpu-devices", step_flags.gpu_devices,
+                         "where the GPUs' device nodes are (default: as the agent's --gpu-devices)");
   slurm_step->add_option("--assign-timeout", step_flags.assign_timeout_s, "exit 3 when no task came within S seconds")
       ->capture_default_str();
   slurm_step->add_option("--grace", step_flags.grace_s, "on SIGTERM: seconds from the task's SIGTERM to its SIGKILL")

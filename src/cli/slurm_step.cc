@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,7 +19,6 @@
 #include "cli/connect.h"
 #include "cli/daemon.h"
 #include "agent/executor/safe_fs.h"
-#include "common/files.h"
 #include "common/strings.h"
 
 extern char** environ;
@@ -49,32 +49,29 @@ StatusOr<int64_t> Required(const std::map<std::string, std::string>& env, const 
   return *n;
 }
 
-// Slurm's names for the GPUs it bound to this rank: SLURM_STEP_GPUS (the
-// node's indices) says which; CUDA_VISIBLE_DEVICES is what CUDA should be
-// told (relative indices where Slurm confines devices), used when it names
-// as many.
-StatusOr<std::vector<std::string>> SlurmGpus(const std::map<std::string, std::string>& env) {
-  const std::string step = Get(env, "SLURM_STEP_GPUS"), cuda = Get(env, "CUDA_VISIBLE_DEVICES");
-  std::vector<std::string> cuda_names = Split(cuda, ',', {.skip_empty = false, .trim = true});
-  for (const std::string& name : cuda_names) {
-    if (name.empty() || name.find(' ') != std::string::npos) {
-      return InvalidArgument(fmt::format("CUDA_VISIBLE_DEVICES: \"{}\" is not a list of GPUs", cuda));
-    }
-  }
-  if (!step.empty()) {
-    std::vector<std::string> names = Split(step, ',', {.skip_empty = false, .trim = true});
-    for (const std::string& name : names) {
-      if (!Count(name)) return InvalidArgument(fmt::format("SLURM_STEP_GPUS: \"{}\" is not a list of GPU indices", step));
-    }
-    if (cuda != "NoDevFiles" && cuda_names.size() == names.size()) return cuda_names;
-    return names;
-  }
-  if (cuda == "NoDevFiles") {
+// The node's indices (nvidiaN) of the GPUs Slurm bound to this rank. The
+// task runs in Ringmaster's cgroup, outside Slurm's device confinement, so it
+// is given them as an agent gives a task its GPUs: by these physical indices,
+// with every other GPU device denied. SLURM_STEP_GPUS and SLURM_JOB_GPUS hold
+// Slurm's global indices; CUDA_VISIBLE_DEVICES counts from 0 where Slurm
+// confines devices, so it is used only when neither is set.
+StatusOr<std::vector<int>> SlurmGpus(const std::map<std::string, std::string>& env) {
+  std::string var = "SLURM_STEP_GPUS";
+  if (!env.count(var)) var = env.count("SLURM_JOB_GPUS") ? "SLURM_JOB_GPUS" : "CUDA_VISIBLE_DEVICES";
+  const std::string value = Get(env, var);
+  if (var == "CUDA_VISIBLE_DEVICES" && value == "NoDevFiles") {
     return InvalidArgument(
         "CUDA_VISIBLE_DEVICES: \"NoDevFiles\": Slurm bound GPUs that have no device files (gres.conf File=), which "
         "tasks cannot use");
   }
-  return cuda_names;
+  std::vector<int> out;
+  if (value.empty()) return out;
+  for (const std::string& name : Split(value, ',', {.skip_empty = false, .trim = true})) {
+    auto index = Count(name);
+    if (!index || *index > 1'000'000) return InvalidArgument(fmt::format("{}: \"{}\" is not a list of GPU indices", var, value));
+    out.push_back(static_cast<int>(*index));
+  }
+  return out;
 }
 
 // A TCP port free on this host now: the task's (port_lo = port_hi).
@@ -99,6 +96,23 @@ std::map<std::string, std::string> Environment() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
+}
+
+// Makes (or finds) `path` and checks it is a directory (not a symlink) of
+// this user's that nobody else may write, under ancestors nobody else could
+// swap (OpenTrustedDir). The root shim trusts what lies in it (tasks' specs,
+// cached inputs it links into sandboxes): a directory another user pre-made
+// at a known path would let that user swap them.
+Status OwnOnlyDir(const std::string& path) {
+  RM_ASSIGN_OR_RETURN(agent::UniqueFd fd, agent::OpenTrustedDir(path, /*create=*/true, 0700));
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return PermissionDenied(fmt::format("{} is not a directory (a symlink?)", path));
+  if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return PermissionDenied(fmt::format("{} is owned by uid {} with mode {:04o}; it must be uid {}'s, writable by it only",
+                                        path, st.st_uid, st.st_mode & 07777, geteuid()));
+  }
+  return Status::Ok();
 }
 
 // The rank's data dir goes when the wrapper does, whichever way it ends.
@@ -133,7 +147,7 @@ StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::
   } else {
     return InvalidArgument("SLURM_MEM_PER_CPU is not set, nor SLURM_MEM_PER_NODE (submit with --mem-per-cpu)");
   }
-  RM_ASSIGN_OR_RETURN(std::vector<std::string> gpus, SlurmGpus(env));
+  RM_ASSIGN_OR_RETURN(const std::vector<int> gpus, SlurmGpus(env));
 
   const std::string tokens = Get(env, kTokensVar);
   if (tokens.empty()) return InvalidArgument(std::string(kTokensVar) + " is not set (the batch script exports it)");
@@ -155,8 +169,7 @@ StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::
   const size_t colon = per_task.find(':');
   const std::string model = colon == std::string::npos ? "slurm gres gpu" : per_task.substr(0, colon);
   o.gpus = std::vector<agent::GpuInfo>();
-  for (size_t i = 0; i < gpus.size(); ++i) o.gpus->push_back({static_cast<int>(i), model, 0, ""});
-  o.gpu_visible = std::move(gpus);
+  for (int index : gpus) o.gpus->push_back({index, model, 0, ""});
   // Notebooks need the server to reach a tunnel on the node: not through
   // Slurm's allocations. Containers' overlays neither: tasks use the host's network.
   o.tunnel_port = -1;
@@ -165,6 +178,8 @@ StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::
 }
 
 int RunSlurmStep(const StepFlags& flags) {
+  // Without root, TaskUsers would run every user's task as this one uid.
+  if (geteuid() != 0) Die("slurm-step runs as root (Slurm's jobs of a root server): it runs each task as its user's own uid");
   // Blocked before any thread starts, so that only sigtimedwait below sees them.
   sigset_t set;
   sigemptyset(&set);
@@ -181,6 +196,7 @@ int RunSlurmStep(const StepFlags& flags) {
   // The ordinary agent's defaults (task users, executor, registries), then the step's.
   NodeFlags node;
   node.sandbox_root = flags.sandbox_root;
+  if (!flags.gpu_devices.empty()) node.gpu_devices = flags.gpu_devices;
   AgentSetup setup = MakeAgentOptions(node, flags.server, "", "");
   auto step = StepAgentOptions(env, abs, std::move(setup.agent));
   if (!step.ok()) Die(step.status().message());
@@ -192,14 +208,17 @@ int RunSlurmStep(const StepFlags& flags) {
   setup.executor.state_dir = o.data_dir;
 
   // A leftover of the same job and rank (a wrapper killed outright) is not
-  // re-adopted: the server counts that rank's attempt as over.
+  // re-adopted: the server counts that rank's attempt as over. Removed only
+  // once the directory holding it is known to be ours.
+  if (Status st = OwnOnlyDir(abs.data_dir); !st.ok()) Die("--data-dir: " + st.message());
   std::error_code ec;
   std::filesystem::remove_all(o.data_dir, ec);
-  if (Status st = MakeDirs(abs.data_dir, 0700); !st.ok()) Die("--data-dir: " + st.message());
-  if (Status st = MakeDirs(o.data_dir, 0700); !st.ok()) Die("--data-dir: " + st.message());
+  if (Status st = OwnOnlyDir(o.data_dir); !st.ok()) Die("--data-dir: " + st.message());
   RemoveOnExit remove{o.data_dir};
+  std::vector<int> gpus;
+  for (const agent::GpuInfo& g : *o.gpus) gpus.push_back(g.index);
   spdlog::info("slurm-step: node {} ({} cpus, {} MiB, {} gpus [{}], port {}) for Slurm job {} on {}", o.node_name,
-               o.cpu_milli / 1000, o.memory_bytes >> 20, o.gpus->size(), fmt::join(o.gpu_visible, ","), o.port_lo,
+               o.cpu_milli / 1000, o.memory_bytes >> 20, o.gpus->size(), fmt::join(gpus, ","), o.port_lo,
                o.labels["slurm.job"], o.labels["slurm.node"]);
 
   auto agent = MakeAgent(setup);

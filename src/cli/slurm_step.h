@@ -18,8 +18,11 @@ struct StepFlags {
   std::string node_prefix;  // the node is <node_prefix><rank>
   std::string data_dir;     // each rank's agent data in <data_dir>/<job id>.<rank>, removed at exit
   std::string sandbox_root;  // where tasks' sandboxes go; "" = the agent's default
+  std::string gpu_devices;   // where the GPUs' device nodes (nvidiaN) are; "" = the agent's default
   double assign_timeout_s = 300;
-  double grace_s = 20;      // SIGTERM to SIGKILL when Slurm ends the step (< Slurm's KillWait)
+  // SIGTERM to SIGKILL when Slurm ends the step: with Abandon's slack (3 s)
+  // well within Slurm's KillWait (30 s by default), after which Slurm SIGKILLs the wrapper.
+  double grace_s = 10;
 };
 
 // How RunSlurmStep ends (what Slurm records as the step's exit code).
@@ -31,13 +34,15 @@ constexpr int kStepSignalled = 143;    // SIGTERM/SIGINT: the task was stopped, 
 // `base` (the ordinary agent's options) with what Slurm's environment `env`
 // says of this rank: SLURM_PROCID, SLURM_JOB_ID, SLURMD_NODENAME,
 // SLURM_CPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE (MiB), the GPUs
-// (SLURM_STEP_GPUS, else CUDA_VISIBLE_DEVICES) and RINGMASTER_STEP_TOKENS
+// by the node's indices (SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else
+// CUDA_VISIBLE_DEVICES: each GpuInfo's index is nvidia<index>) and RINGMASTER_STEP_TOKENS
 // (token i for rank i). Every field but the ports. InvalidArgument names the
 // variable that is missing or garbled.
 StatusOr<agent::AgentOptions> StepAgentOptions(const std::map<std::string, std::string>& env, const StepFlags& flags,
                                                agent::AgentOptions base = {});
 
-// Runs the step; one of the exit codes above.
+// Runs the step; one of the exit codes above. Only as root (kStepBadEnvironment
+// otherwise): each task runs as its user's own uid.
 int RunSlurmStep(const StepFlags& flags);
 
 }  // namespace ringmaster::cli

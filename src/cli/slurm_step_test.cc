@@ -1,5 +1,6 @@
 // StepAgentOptions on Slurm's environment as srun gives it to one rank, and
-// what a task's environment calls the GPUs Slurm bound (TaskGpuEnv).
+// what a task's environment calls the GPUs Slurm bound (TaskGpuEnv): their
+// physical indices, as for any agent's task.
 #include "cli/slurm_step.h"
 
 #include <gtest/gtest.h>
@@ -11,10 +12,10 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-// Rank 1 of Slurm job 812 on n2, with 2 CPUs, 1000 MiB per CPU and two GPUs.
+// Rank 1 of Slurm job 812 on n2, with 2 CPUs, 1000 MiB per CPU and the node's GPUs 2 and 3.
 Env GoodEnv() {
   return {{"SLURM_PROCID", "1"},          {"SLURM_JOB_ID", "812"},       {"SLURMD_NODENAME", "n2"},
-          {"SLURM_CPUS_PER_TASK", "2"},   {"SLURM_MEM_PER_CPU", "1000"}, {"SLURM_STEP_GPUS", "0,1"},
+          {"SLURM_CPUS_PER_TASK", "2"},   {"SLURM_MEM_PER_CPU", "1000"}, {"SLURM_STEP_GPUS", "2,3"},
           {"RINGMASTER_STEP_TOKENS", "tok0,tok1"}};
 }
 
@@ -49,10 +50,9 @@ TEST(StepAgentOptions, TheRanksNodeInventoryLabelsTokenAndDataDir) {
   EXPECT_EQ(o->labels, (std::map<std::string, std::string>{{"slurm.job", "812"}, {"slurm.node", "n2"}, {"slurm.rank", "1"}}));
   ASSERT_TRUE(o->gpus.has_value());
   ASSERT_EQ(o->gpus->size(), 2u);
-  EXPECT_EQ((*o->gpus)[0].index, 0);
-  EXPECT_EQ((*o->gpus)[1].index, 1);
+  EXPECT_EQ((*o->gpus)[0].index, 2);  // the node's nvidia2: Slurm's global index
+  EXPECT_EQ((*o->gpus)[1].index, 3);
   EXPECT_EQ((*o->gpus)[1].model, "slurm gres gpu");
-  EXPECT_EQ(o->gpu_visible, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(o->tunnel_port, -1);
   EXPECT_EQ(o->network, "host");
   EXPECT_EQ(o->heartbeat_interval, std::chrono::milliseconds(1234));
@@ -108,44 +108,52 @@ TEST(StepAgentOptions, GarbledNumbersAreNamed) {
   }
 }
 
-TEST(StepAgentOptions, TheGpusSlurmBound) {
+// Slurm's global indices, whatever CUDA_VISIBLE_DEVICES says (it counts from
+// 0 where Slurm confines devices, and the task runs outside that confinement).
+TEST(StepAgentOptions, TheGpusSlurmBoundByTheNodesIndices) {
   struct Case {
-    std::optional<std::string> step, cuda, per_task;
-    std::vector<std::string> visible;
+    std::optional<std::string> step, job, cuda, per_task;
+    std::vector<int> indices;
     std::string model = "slurm gres gpu";
   };
   const std::vector<Case> cases = {
-      {"0,1", std::nullopt, std::nullopt, {"0", "1"}},
-      {"2,3", "0,1", std::nullopt, {"0", "1"}},   // devices confined: CUDA counts from 0
-      {"2", "0,1", std::nullopt, {"2"}},          // CUDA's says something else: Slurm's indices
-      {std::nullopt, "0,1", std::nullopt, {"0", "1"}},
-      {std::nullopt, "GPU-6a1b", "a100:1", {"GPU-6a1b"}, "a100"},
-      {"", "", std::nullopt, {}},
-      {std::nullopt, std::nullopt, std::nullopt, {}},
-      {"1", "NoDevFiles", std::nullopt, {"1"}},   // Slurm's indices still say which
+      {"0,1", std::nullopt, std::nullopt, std::nullopt, {0, 1}},
+      {"2,3", std::nullopt, "0,1", std::nullopt, {2, 3}},          // devices confined: CUDA counts from 0
+      {"2", "2,3", "0", "a100:1", {2}, "a100"},                    // the step's, not the job's
+      {std::nullopt, "1,3", "0,1", std::nullopt, {1, 3}},          // no step's: the job's
+      {std::nullopt, std::nullopt, "0,1", std::nullopt, {0, 1}},   // neither: CUDA's
+      {"", "1", "0", std::nullopt, {}},                            // set and empty: no GPU
+      {std::nullopt, std::nullopt, std::nullopt, std::nullopt, {}},
+      {"1", std::nullopt, "NoDevFiles", std::nullopt, {1}},        // Slurm's indices still say which
   };
   for (const Case& c : cases) {
     Env env = GoodEnv();
     env.erase("SLURM_STEP_GPUS");
     if (c.step) env["SLURM_STEP_GPUS"] = *c.step;
+    if (c.job) env["SLURM_JOB_GPUS"] = *c.job;
     if (c.cuda) env["CUDA_VISIBLE_DEVICES"] = *c.cuda;
     if (c.per_task) env["SLURM_GPUS_PER_TASK"] = *c.per_task;
-    const std::string what = c.step.value_or("unset") + " / " + c.cuda.value_or("unset");
+    const std::string what = c.step.value_or("unset") + " / " + c.job.value_or("unset") + " / " + c.cuda.value_or("unset");
     auto o = StepAgentOptions(env, Flags());
     ASSERT_TRUE(o.ok()) << what << ": " << o.status().ToString();
-    EXPECT_EQ(o->gpu_visible, c.visible) << what;
     ASSERT_TRUE(o->gpus.has_value()) << what;  // never NVML's: only what Slurm bound
-    ASSERT_EQ(o->gpus->size(), c.visible.size()) << what;
-    for (size_t i = 0; i < o->gpus->size(); ++i) {
-      EXPECT_EQ((*o->gpus)[i].index, static_cast<int>(i)) << what;
-      EXPECT_EQ((*o->gpus)[i].model, c.model) << what;
+    std::vector<int> indices;
+    for (const agent::GpuInfo& g : *o->gpus) {
+      indices.push_back(g.index);
+      EXPECT_EQ(g.model, c.model) << what;
     }
+    EXPECT_EQ(indices, c.indices) << what;
   }
   Env env = GoodEnv();
   env.erase("SLURM_STEP_GPUS");
   env["CUDA_VISIBLE_DEVICES"] = "NoDevFiles";
   EXPECT_EQ(ErrorOf(env).rfind("CUDA_VISIBLE_DEVICES: \"NoDevFiles\": Slurm bound GPUs that have no device files", 0), 0u)
       << ErrorOf(env);
+  env["CUDA_VISIBLE_DEVICES"] = "GPU-6a1b";  // a UUID is no device node's index
+  EXPECT_EQ(ErrorOf(env), "CUDA_VISIBLE_DEVICES: \"GPU-6a1b\" is not a list of GPU indices");
+  env.erase("CUDA_VISIBLE_DEVICES");
+  env["SLURM_JOB_GPUS"] = "1,x";
+  EXPECT_EQ(ErrorOf(env), "SLURM_JOB_GPUS: \"1,x\" is not a list of GPU indices");
 }
 
 TEST(StepAgentOptions, FlagsAreRequired) {
@@ -157,26 +165,20 @@ TEST(StepAgentOptions, FlagsAreRequired) {
   EXPECT_EQ(StepAgentOptions(GoodEnv(), f).status().message(), "--data-dir is required");
 }
 
-// The task holds the node's GPUs 0 and 1, which Slurm calls 2 and 3: CUDA and
-// the NVIDIA runtime get Slurm's names, the platform's variable the indices.
-TEST(TaskGpuEnv, SlurmsNamesForTheGpusATaskHolds) {
+// The task holds the node's GPUs 2 and 3 (Slurm's SLURM_STEP_GPUS=2,3): a
+// process is told those indices, as any agent's task is; a container counts its own.
+TEST(TaskGpuEnv, TheNodesIndicesOfTheGpusATaskHolds) {
   agent::TaskLaunch launch;
-  launch.gpus = {0, 1};
-  launch.gpu_visible = {"2", "3"};
+  launch.gpus = {2, 3};
   auto env = agent::TaskGpuEnv(launch);
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "2,3");
   EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), "2,3");
-  EXPECT_EQ(env.at("RINGMASTER_GPUS"), "0,1");
-  launch.gpus = {1};
-  launch.gpu_visible = {"GPU-6a1b"};
+  EXPECT_EQ(env.at("RINGMASTER_GPUS"), "2,3");
+  launch.runtime = "runc";
   env = agent::TaskGpuEnv(launch);
-  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "GPU-6a1b");
-  EXPECT_EQ(env.at("RINGMASTER_GPUS"), "1");
-  // An ordinary agent's: the node's indices.
-  launch.gpu_visible.clear();
-  env = agent::TaskGpuEnv(launch);
-  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "1");
-  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), "2,3");
+  launch.runtime = "process";
   launch.gpus.clear();
   env = agent::TaskGpuEnv(launch);
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");

@@ -67,10 +67,7 @@ struct TaskLaunch {
   // container's network namespace to the node's overlay (net/overlay.h).
   std::vector<std::string> network_hook;
   TaskLimits limits;             // enforced through the task's cgroup on every runtime
-  std::vector<int> gpus;         // the node's GPU indices the task holds
-  // What CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES call each of `gpus`
-  // (a Slurm step's: Slurm's names, Slurm confines the devices); empty = the indices.
-  std::vector<std::string> gpu_visible;
+  std::vector<int> gpus;         // the node's GPU indices (nvidiaN) the task holds
 };
 
 struct TaskExit {

@@ -253,19 +253,16 @@ int ProcessExecutor::ExitFd(const std::string& key) {
 std::map<std::string, std::string> TaskGpuEnv(const TaskLaunch& launch) {
   // RINGMASTER_GPUS: the node's indices. CUDA counts the devices it can see:
   // all of the node's for a process (in PCI order, as nvidia-smi numbers
-  // them), only its own in a container. Slurm's names (gpu_visible) are what
-  // Slurm gave the step, whichever way its site counts.
-  const bool named = launch.gpu_visible.size() == launch.gpus.size() && !launch.gpus.empty();
-  std::string host, local, visible;
+  // them), only its own in a container.
+  std::string host, local;
   for (size_t i = 0; i < launch.gpus.size(); ++i) {
     const std::string sep = i ? "," : "";
     host += sep + std::to_string(launch.gpus[i]);
     local += sep + std::to_string(i);
-    visible += sep + (named ? launch.gpu_visible[i] : std::to_string(launch.gpus[i]));
   }
   return {{"RINGMASTER_GPUS", host},
-          {"NVIDIA_VISIBLE_DEVICES", visible.empty() ? "void" : visible},
-          {"CUDA_VISIBLE_DEVICES", launch.runtime == "process" ? visible : local},
+          {"NVIDIA_VISIBLE_DEVICES", host.empty() ? "void" : host},
+          {"CUDA_VISIBLE_DEVICES", launch.runtime == "process" ? host : local},
           {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}};
 }
 
@@ -435,10 +432,9 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
   if (!launch.gpus.empty() || !gpus.empty()) {
     for (const auto& [k, v] : TaskGpuEnv(launch)) env[k] = v;
     // A container's runtime allows its devices itself (the defaults and its
-    // GPUs, nothing else); a parent that denied some would refuse that. GPUs
-    // named by Slurm are confined by Slurm: the node's indices are not theirs.
+    // GPUs, nothing else); a parent that denied some would refuse that.
     for (const auto& [index, d] : gpus) {
-      if (launch.runtime == "process" && launch.gpu_visible.empty() &&
+      if (launch.runtime == "process" &&
           std::find(launch.gpus.begin(), launch.gpus.end(), index) == launch.gpus.end()) {
         limits.deny_devices.push_back({d.major, d.minor});
       }

@@ -47,7 +47,7 @@ struct ProcessExecutorOptions {
 };
 
 // A task's GPU variables: RINGMASTER_GPUS (the node's indices),
-// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (by gpu_visible where given).
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
 std::map<std::string, std::string> TaskGpuEnv(const TaskLaunch& launch);
 
 class ProcessExecutor final : public Executor {
