@@ -292,7 +292,14 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.limits.memory_bytes = l.memory_bytes;
     launch.limits.pids = l.pids;
     launch.limits.io = {l.io_read_bps, l.io_write_bps, l.io_read_iops, l.io_write_iops};
-    launch.gpus = a.gpus;
+    // The server hands out GPUs by their place in the node's list; the device
+    // is the index the node registered there (NVML's, or the one Slurm bound).
+    for (int p : a.gpus) {
+      if (p < 0 || static_cast<size_t>(p) >= inventory_.gpus.size()) {
+        return TaskExit{-1, 0, fmt::format("GPU {} is not one of this node's {}", p, inventory_.gpus.size())};
+      }
+      launch.gpus.push_back(inventory_.gpus[p].index);
+    }
     launch.working_dir = a.working_dir;
     auto who = options_.task_users.Resolve(a.user_id, a.user_name);
     if (!who.ok()) {

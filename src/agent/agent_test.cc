@@ -304,8 +304,8 @@ TEST_F(AgentTest, AbandonIsBoundedByTheGraceAndItsSlack) {
 }
 
 // The node's GPUs as a Slurm step gives them (SLURM_STEP_GPUS=2,3): the
-// inventory is exactly those, by the node's indices, and the task's launch
-// holds the one the server binds by that index.
+// inventory is exactly those, by the node's indices; the server hands a task
+// GPUs by their place in that list, and its launch holds the devices there.
 class AgentWithSlurmGpusTest : public AgentTest {
  protected:
   void Options(AgentOptions& o) override {
@@ -320,7 +320,7 @@ TEST_F(AgentWithSlurmGpusTest, ItRegistersSlurmsGpusByTheNodesIndices) {
   EXPECT_EQ(r.gpus[1].index, 3);
   EXPECT_EQ(r.gpus[1].model, "slurm gres gpu");
   protocol::Assignment a = Assignment(5, 1, 2, "alice");
-  a.gpus = {3};
+  a.gpus = {1};  // the second GPU of the node's list
   server_.Assign({a});
   ASSERT_TRUE(exec_->WaitStarted("5.1"));
   EXPECT_EQ(exec_->launches()[0].gpus, std::vector<int>{3});

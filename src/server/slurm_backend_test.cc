@@ -181,7 +181,7 @@ TEST_F(SlurmBackendTest, RanksGetTheirTasksOnceEveryStepHasRegistered) {
   EXPECT_EQ(tasks[0].node_id, n0);
   EXPECT_EQ(tasks[1].node_id, n1);
   EXPECT_EQ(tasks[1].port, 40001);
-  EXPECT_EQ(tasks[1].gpu_indices, "3") << "the GPU Slurm bound to rank 1, as its step registered it";
+  EXPECT_EQ(tasks[1].gpu_indices, "0") << "the step's one GPU, by its place in the step's list";
   EXPECT_EQ(tasks[1].attempt, 1) << "binding is not a new attempt";
   EXPECT_NE(Job(id).reason.find("started by Slurm as job 100 on n2"), std::string::npos) << Job(id).reason;
   auto a = *svc_->Assignments(n1);

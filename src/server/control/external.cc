@@ -271,15 +271,10 @@ Status JobService::BindStepNodeLocked(const store::Node& node) {
       const store::Node& n = *step[i];
       t.node_id = n.id;
       t.port = n.port_hi >= n.port_lo ? n.port_lo : 0;
-      // The GPUs Slurm bound to the rank, by the indices its step registered
-      // them with (the node's own numbering, as an agent's).
+      // Every GPU of the step: its place in the step's list (the agent maps it
+      // to the device Slurm bound, as it maps an agent's to NVML's index).
       std::vector<int> gpus;
-      auto listed = nlohmann::json::parse(n.gpus_json, nullptr, false);
-      if (listed.is_array()) {
-        for (const auto& g : listed) {
-          if (g.is_object() && g.contains("index") && g["index"].is_number_integer()) gpus.push_back(g["index"]);
-        }
-      }
+      for (int g = 0; g < n.gpu_count; ++g) gpus.push_back(g);
       t.gpu_indices = fmt::format("{}", fmt::join(gpus, ","));
       RM_RETURN_IF_ERROR(SetTaskState(t, State::kScheduled, why));
     }
