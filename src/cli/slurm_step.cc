@@ -226,7 +226,8 @@ int RunSlurmStep(const StepFlags& flags) {
   const auto started = std::chrono::steady_clock::now();
   const auto assign_timeout = std::chrono::milliseconds(std::llround(flags.assign_timeout_s * 1000));
   for (;;) {
-    timespec tick{0, 200'000'000};
+    // A short tick: the step holds its Slurm slot until it sees its task over.
+    timespec tick{0, 20'000'000};
     const int sig = sigtimedwait(&set, nullptr, &tick);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("slurm-step: {}: stopping the task ({} s grace); its end is Slurm's to tell", strsignal(sig),
