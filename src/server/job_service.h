@@ -113,6 +113,7 @@ struct ExternalGang {
   // Cancelled, failed or restarting: the cluster manager's job must end.
   bool stopping = false;
   std::string stop_reason;
+  std::string reason;         // the job's reason now (what `show` prints)
   int64_t stop_since_ms = 0;  // when the job was last updated while stopping (wall clock)
 };
 

@@ -215,26 +215,25 @@ Status SlurmBackend::SyncOnce() {
         } else {
           cancelled_ms_[sj.id] = now;
         }
-      } else if (!g.bound && !g.stopping && sj.state == "PENDING" && slurm::NeverStarts(sj.reason)) {
-        // Waiting would not help (and would hold a place in Slurm's queue):
-        // after a while (Slurm may say it of a job it has not fully placed yet) the job fails.
-        auto [since, fresh] = never_seen_ms_.emplace(sj.id, now);
-        if (now - since->second >= options_.never_starts_after_ms) {
-          if (client_->Cancel(sj.id).ok()) cancelled_ms_[sj.id] = now;
-          note(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kFatal,
-                                      fmt::format("Slurm cannot run it (job {}): {}", sj.id,
-                                                  slurm::PendingReasonText(sj.reason))));
-        } else {
-          note(jobs_->NoteExternalReason(g.job_id, g.attempt,
-                                         fmt::format("waiting in Slurm's queue as job {}: {}", sj.id,
-                                                     slurm::PendingReasonText(sj.reason))));
-        }
       } else if (!g.bound && !g.stopping) {
+        const bool pending = sj.state == "PENDING";
+        if (pending && slurm::NeverStarts(sj.reason)) {
+          // Waiting would not help (and would hold a place in Slurm's queue):
+          // after a while (Slurm may say it of a job it has not fully placed yet) the job fails.
+          auto [since, fresh] = never_seen_ms_.emplace(sj.id, now);
+          if (now - since->second >= options_.never_starts_after_ms) {
+            if (client_->Cancel(sj.id).ok()) cancelled_ms_[sj.id] = now;
+            note(jobs_->EndExternalGang(g.job_id, g.attempt, ExternalEnd::kFatal,
+                                        fmt::format("Slurm cannot run it (job {}): {}", sj.id,
+                                                    slurm::PendingReasonText(sj.reason))));
+            continue;
+          }
+        }
         const std::string why =
-            sj.state == "PENDING"
-                ? fmt::format("waiting in Slurm's queue as job {}: {}", sj.id, slurm::PendingReasonText(sj.reason))
-                : fmt::format("starting in Slurm job {} on {}", sj.id, sj.nodes);
-        note(jobs_->NoteExternalReason(g.job_id, g.attempt, why));
+            pending ? fmt::format("waiting in Slurm's queue as job {}: {}", sj.id, slurm::PendingReasonText(sj.reason))
+                    : fmt::format("starting in Slurm job {} on {}", sj.id, sj.nodes);
+        // Most rounds say what the job already says: no store call then.
+        if (why != g.reason) note(jobs_->NoteExternalReason(g.job_id, g.attempt, why));
       }
       continue;
     }

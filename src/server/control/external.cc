@@ -174,6 +174,7 @@ StatusOr<std::vector<ExternalGang>> JobService::ExternalGangs() {
     g.stopping = job.stop_state.has_value() ||
                  std::any_of(tasks.begin(), tasks.end(), [](const Task* t) { return t->desired == Desired::kStop; });
     g.stop_reason = job.stop_reason;
+    g.reason = job.reason;
     g.stop_since_ms = job.updated_ms;
     out.push_back(std::move(g));
   }
