@@ -292,6 +292,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.limits.memory_bytes = l.memory_bytes;
     launch.limits.pids = l.pids;
     launch.limits.io = {l.io_read_bps, l.io_write_bps, l.io_read_iops, l.io_write_iops};
+    launch.disk_bytes = l.disk_bytes;  // 0: the executor's default (--default-task-disk)
     // The server hands out GPUs by their place in the node's list; the device
     // is the index the node registered there (NVML's, or the one Slurm bound).
     for (int p : a.gpus) {

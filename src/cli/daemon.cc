@@ -123,6 +123,11 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   auto cap = ParseBytes(f.max_log_size);
   if (!cap || *cap < 0) Die("--max-log-size: \"" + f.max_log_size + "\" is not a size (e.g. 64Mi; 0 = no cap)");
   e.max_log_bytes = *cap;
+  auto disk = ParseBytes(f.default_task_disk);
+  if (!disk || *disk < 0) Die("--default-task-disk: \"" + f.default_task_disk + "\" is not a size (e.g. 20Gi; 0 = none)");
+  e.default_task_disk = *disk;
+  const std::string scratch =
+      f.scratch_dir.empty() ? data + "/scratch" : std::filesystem::absolute(f.scratch_dir).lexically_normal().string();
   if (f.task_max_procs < 0) Die("--task-max-procs: must be >= 0 (0 = no limit)");
   e.max_procs = f.task_max_procs;
   e.limits = !f.no_limits;
@@ -159,7 +164,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
     } else if (name == "runc") {
       auto runc = agent::RuncRuntime::Find(f.runc);
       if (!runc.ok()) Die("--executors: " + runc.status().message());
-      e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(*runc, data + "/runc");
+      e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(*runc, data + "/runc", scratch);
     } else if (name == "docker") {
       auto d = std::make_shared<agent::DockerRuntime>(f.docker_socket, e.shim_binary);
       if (Status st = d->Check(); !st.ok()) Die("--executors: " + st.message() + " (--docker-socket " + f.docker_socket + ")");

@@ -27,6 +27,10 @@ struct NodeFlags {
   std::vector<std::string> task_users;    // user=account
   int64_t task_max_procs = 4096;
   std::string sandbox_root;               // "" = /var/lib/ringmaster/sandboxes when root
+  // Tasks' disk (docs/isolation.md#disk): the limit of a job that sets no
+  // resources.disk ("0" = none), and where runc containers' upper dirs go.
+  std::string default_task_disk = "20Gi";
+  std::string scratch_dir;                // "" = <data>/scratch
   std::string max_log_size = "64Mi";
   std::string input_cache = "20Gi";       // the node's cache of staged inputs
   // How tasks run here (docs/containers.md): process, runc, docker.

@@ -217,6 +217,13 @@ int Main(int argc, char** argv) {
     cmd->add_option("--sandbox-root", node.sandbox_root,
                     "where task sandboxes live; task users must be able to traverse it "
                     "(default /var/lib/ringmaster/sandboxes when root, else <data>/sandboxes)");
+    cmd->add_option("--default-task-disk", node.default_task_disk,
+                    "disk a task may fill (its sandbox, a container's root) when its job sets no resources.disk; "
+                    "past it the task is stopped (0 = no limit)")
+        ->capture_default_str();
+    cmd->add_option("--scratch-dir", node.scratch_dir,
+                    "where runc containers' writable roots go, each on an image of its task's disk limit; best on a "
+                    "file system of its own (default <data>/scratch)");
     cmd->add_option("--input-cache", node.input_cache,
                     "bytes of staged job inputs to keep in <data>/cache for later tasks (by SHA-256)")
         ->capture_default_str();

@@ -219,7 +219,8 @@ json ToJson(const Assignment& m) {
           {"overlay_address", m.overlay_address},
           {"limits", {{"cpu_milli", l.cpu_milli}, {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
                       {"io_read_bps", l.io_read_bps}, {"io_write_bps", l.io_write_bps},
-                      {"io_read_iops", l.io_read_iops}, {"io_write_iops", l.io_write_iops}}},
+                      {"io_read_iops", l.io_read_iops}, {"io_write_iops", l.io_write_iops},
+                      {"disk_bytes", l.disk_bytes}}},
           {"gpus", m.gpus},
           {"stop_grace_ms", m.stop_grace_ms}};
 }
@@ -256,6 +257,7 @@ Status FromJson(const json& j, Assignment* out, const std::string& path) {
     RM_RETURN_IF_ERROR(l.Int("io_write_bps", &x.io_write_bps));
     RM_RETURN_IF_ERROR(l.Int("io_read_iops", &x.io_read_iops));
     RM_RETURN_IF_ERROR(l.Int("io_write_iops", &x.io_write_iops));
+    RM_RETURN_IF_ERROR(l.Int("disk_bytes", &x.disk_bytes));
   }
   RM_RETURN_IF_ERROR(f.IntList("gpus", &out->gpus));
   return f.Int("stop_grace_ms", &out->stop_grace_ms);

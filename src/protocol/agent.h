@@ -114,6 +114,7 @@ struct TaskLimits {
   int64_t io_write_bps = 0;
   int64_t io_read_iops = 0;
   int64_t io_write_iops = 0;
+  int64_t disk_bytes = 0;  // resources.disk; 0 (or absent, from older servers) = the node's default
   bool operator==(const TaskLimits&) const = default;
 };
 struct Assignment {

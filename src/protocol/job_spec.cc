@@ -75,6 +75,18 @@ Int ToInt(std::string_view s) {
   return out;
 }
 
+// A size (`4Gi`, `512Mi`, bytes) of at least `least`, which `why` explains.
+StatusOr<int64_t> GetSize(const YAML::Node& n, const std::string& field, int64_t least, const char* why) {
+  if (!n.IsScalar()) return InvalidArgument(fmt::format("{}: must be a size, got {}", field, Quote(n)));
+  auto bytes = ParseBytes(n.Scalar());
+  if (!bytes) return InvalidArgument(fmt::format("{}: {} is not a size (use e.g. 512Mi or 4Gi)", field, Quote(n)));
+  if (*bytes <= 0) return InvalidArgument(fmt::format("{}: must be > 0, got {}", field, Printable(n.Scalar())));
+  if (*bytes < least) {
+    return InvalidArgument(fmt::format("{}: {} is below {} ({})", field, Printable(n.Scalar()), why, FormatBytes(least)));
+  }
+  return *bytes;
+}
+
 class SpecReader {
  public:
   StatusOr<JobSpec> Read(const YAML::Node& root);
@@ -181,7 +193,7 @@ Status SpecReader::ReadIo(const YAML::Node& io, JobSpec::Io* out) {
 
 Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
   if (!r.IsMap()) return InvalidArgument("resources: must be a mapping, got " + Quote(r));
-  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "gpu", "gpu_type", "gpu_throughput", "pids", "io"}));
+  RM_RETURN_IF_ERROR(CheckKeys(r, "resources.", {"cpu", "memory", "disk", "gpu", "gpu_type", "gpu_throughput", "pids", "io"}));
   if (r["io"]) RM_RETURN_IF_ERROR(ReadIo(r["io"], &spec->io));
   if (r["pids"]) {
     RM_ASSIGN_OR_RETURN(spec->pids, GetInt(r["pids"], "resources.pids", 16, kMaxPids));
@@ -203,21 +215,13 @@ Status SpecReader::ReadResources(const YAML::Node& r, JobSpec* spec) {
     spec->cpu_milli = *milli;
   }
   if (r["memory"]) {
-    const YAML::Node& m = r["memory"];
-    if (!m.IsScalar()) return InvalidArgument("resources.memory: must be a size, got " + Quote(m));
-    auto bytes = ParseBytes(m.Scalar());
-    if (!bytes) {
-      return InvalidArgument(fmt::format("resources.memory: {} is not a size (use e.g. 512Mi or 4Gi)", Quote(m)));
-    }
-    if (*bytes <= 0) {
-      return InvalidArgument(fmt::format("resources.memory: must be > 0, got {}", Printable(m.Scalar())));
-    }
     // It is the task's limit: below this, no runtime starts (runc cannot make its cgroup).
-    if (*bytes < kMinMemoryBytes) {
-      return InvalidArgument(fmt::format("resources.memory: {} is below the least a task can start in ({})",
-                                         Printable(m.Scalar()), FormatBytes(kMinMemoryBytes)));
-    }
-    spec->memory_bytes = *bytes;
+    RM_ASSIGN_OR_RETURN(spec->memory_bytes, GetSize(r["memory"], "resources.memory", kMinMemoryBytes,
+                                                    "the least a task can start in"));
+  }
+  if (r["disk"]) {
+    RM_ASSIGN_OR_RETURN(spec->disk_bytes, GetSize(r["disk"], "resources.disk", kMinDiskBytes,
+                                                  "the least a task's files need"));
   }
   if (r["gpu"]) {
     RM_ASSIGN_OR_RETURN(int64_t g, GetInt(r["gpu"], "resources.gpu", 0, 64));

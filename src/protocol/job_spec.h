@@ -49,6 +49,10 @@ struct JobSpec {
   std::string network;
   int64_t cpu_milli = 1000;
   int64_t memory_bytes = 512LL << 20;
+  // What the task may keep on its node's disk: its sandbox (work dir,
+  // checkpoints, outputs) and, in a container, what it writes to its root.
+  // 0 = the node's default (agent --default-task-disk).
+  int64_t disk_bytes = 0;
   int64_t pids = 4096;  // processes and threads the task may have at once (its cgroup's pids.max)
   // Bandwidth on the disk of the task's sandbox (`io: {read_bps: 100Mi,
   // write_iops: 500}`), per second; 0 = none (its cgroup's io.max, or v1's blkio.throttle).
@@ -121,6 +125,7 @@ constexpr int kMaxRestarts = 100;
 constexpr int kMaxPriority = 1000;
 constexpr int64_t kMaxPids = 1 << 22;
 constexpr int64_t kMinMemoryBytes = 4 << 20;  // resources.memory: the least a task can start in
+constexpr int64_t kMinDiskBytes = 1 << 20;    // resources.disk: below this no task gets its files staged
 // resources.io: below these a task's every read or write would stall; iops
 // as the kernel keeps them (32 bits).
 constexpr int64_t kMinIoBytesPerSecond = 1 << 10;

@@ -43,6 +43,7 @@ nlohmann::json JobSpecToJson(const JobSpec& s) {
   if (!s.gpu_types.empty()) resources["gpu_type"] = s.gpu_types;
   if (!s.gpu_throughput.empty()) resources["gpu_throughput"] = s.gpu_throughput;
   resources["pids"] = s.pids;
+  if (s.disk_bytes > 0) resources["disk"] = s.disk_bytes;
   if (s.io != JobSpec::Io{}) {
     nlohmann::json io = nlohmann::json::object();
     for (const auto& [k, v] : {std::pair{"read_bps", s.io.read_bps}, std::pair{"write_bps", s.io.write_bps},
@@ -121,6 +122,7 @@ StatusOr<JobSpec> JobSpecFromJson(const std::string& spec_json) {
     s.memory_bytes = StoredInt<int64_t>(r, "memory", 512LL << 20);
     s.gpus = StoredInt<int>(r, "gpu", 0);
     s.pids = StoredInt<int64_t>(r, "pids", 4096);
+    s.disk_bytes = StoredInt<int64_t>(r, "disk", 0);
     if (r.contains("io")) {
       const auto& io = r["io"];
       s.io.read_bps = StoredInt<int64_t>(io, "read_bps", 0);

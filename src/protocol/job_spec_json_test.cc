@@ -24,6 +24,7 @@ network: overlay
 resources:
   cpu: 1500m
   memory: 3Gi
+  disk: 10Gi
   pids: 2048
   io: {read_bps: 100Mi, write_bps: 50Mi, read_iops: 400, write_iops: 300}
   gpu: 2
@@ -49,7 +50,7 @@ constexpr char kFullSpecJson[] =
     R"({"from":"models/base.pt","to":"base.pt"}],"keep_checkpoints":5,"kind":"distributed","max_restarts":4,)"
     R"("name":"resnet","network":"overlay","node_selector":{"rack":"r1","zone":"b"},)"
     R"("outputs":["outputs","logs/run.txt"],"priority":12,"replicas":2,)"
-    R"("resources":{"cpu":"1.5","gpu":2,"gpu_throughput":{"a100":3.0,"v100":1.5},"gpu_type":["v100","a100"],)"
+    R"("resources":{"cpu":"1.5","disk":10737418240,"gpu":2,"gpu_throughput":{"a100":3.0,"v100":1.5},"gpu_type":["v100","a100"],)"
     R"("io":{"read_bps":104857600,"read_iops":400,"write_bps":52428800,"write_iops":300},"memory":3221225472,)"
     R"("pids":2048},"time_limit":"7200","working_dir":"/srv/work"})";
 
@@ -75,6 +76,7 @@ TEST(JobSpecJson, TheFullSpecSetsEveryField) {
   EXPECT_NE(spec.cpu_milli, defaults.cpu_milli);
   EXPECT_NE(spec.memory_bytes, defaults.memory_bytes);
   EXPECT_NE(spec.pids, defaults.pids);
+  EXPECT_NE(spec.disk_bytes, defaults.disk_bytes);
   EXPECT_NE(spec.io.read_bps, 0);
   EXPECT_NE(spec.io.write_bps, 0);
   EXPECT_NE(spec.io.read_iops, 0);

@@ -75,7 +75,8 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"overlay_address", t.overlay_ip},
                      {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids},
                                  {"io_read_bps", spec.io.read_bps}, {"io_write_bps", spec.io.write_bps},
-                                 {"io_read_iops", spec.io.read_iops}, {"io_write_iops", spec.io.write_iops}}},
+                                 {"io_read_iops", spec.io.read_iops}, {"io_write_iops", spec.io.write_iops},
+                                 {"disk_bytes", spec.disk_bytes}}},
                      {"gpus", GpuIndices(t.gpu_indices)},
                      {"stop_grace_ms", job.resize_to > 0 ? options_.checkpoint_grace_ms : options_.stop_grace_ms}});
   }

@@ -50,6 +50,7 @@ struct ContainerTask {
   std::vector<DeviceNode> devices;
   CdiEdits cdi;  // the site's CDI edits for its GPUs (cdi.h): libraries, more nodes, hooks
   std::string cgroup_parent;  // Cgroups::PathOf(key): the container goes below it
+  int64_t disk_bytes = 0;     // the task's disk limit (0 = none): its writable root's size, where it can be set
   std::map<std::string, std::string> labels;  // job, task, attempt, agent instance
 };
 
@@ -61,6 +62,9 @@ class ContainerRuntime {
   struct Command {
     std::vector<std::string> argv;     // what the shim runs as root; the container's exit is its exit
     std::vector<std::string> cleanup;  // what the shim runs as root once it ended (removes the container)
+    // Host directories that hold what the container writes outside its
+    // sandbox: measured with it against the task's disk limit.
+    std::vector<std::string> writable;
   };
   // Makes the task's container; Release undoes it whatever this returns.
   virtual StatusOr<Command> Prepare(const ContainerTask& task) = 0;

@@ -67,6 +67,10 @@ struct TaskLaunch {
   // container's network namespace to the node's overlay (net/overlay.h).
   std::vector<std::string> network_hook;
   TaskLimits limits;             // enforced through the task's cgroup on every runtime
+  // What it may keep on the node's disk (its sandbox, a container's writable
+  // root); past it, it is stopped and fails naming its disk limit. 0 = the
+  // executor's default.
+  int64_t disk_bytes = 0;
   std::vector<int> gpus;         // the node's GPU indices (nvidiaN) the task holds
 };
 

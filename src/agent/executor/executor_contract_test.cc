@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -108,11 +110,19 @@ class ExecutorContract : public ::testing::TestWithParam<std::string> {
       exec_ = std::move(f);
       return;
     }
+    Make(dir_ / "agent", dir_ / "runc");
+  }
+
+  // A ProcessExecutor of the backend with its data dir at `state`, runc's
+  // state at `runc_root`, and runc's upper dirs in `scratch` ("" = the task's control dir).
+  void Make(const fs::path& state, const fs::path& runc_root, const std::string& scratch = "") {
     ProcessExecutorOptions o;
-    o.state_dir = (dir_ / "agent").string();
+    o.state_dir = state.string();
     o.sandbox_root = (dir_ / "sandboxes").string();
     o.shim_binary = RINGMASTER_BIN;
-    if (GetParam() == "runc") o.runtimes["runc"] = std::make_shared<RuncRuntime>(runc_, (dir_ / "runc").string());
+    o.disk_check_interval = 100ms;
+    o.disk_stop_grace = 1s;
+    if (GetParam() == "runc") o.runtimes["runc"] = std::make_shared<RuncRuntime>(runc_, runc_root.string(), scratch);
     if (GetParam() == "docker") {
       o.runtimes["docker"] = std::make_shared<DockerRuntime>(dockerd_->socket(), RINGMASTER_BIN);
     }
@@ -303,6 +313,60 @@ TEST_P(ExecutorContract, ReleaseForgetsAnEndedTaskAndItsFiles) {
   ASSERT_TRUE(Begin("1.1", Script{"again\n", 0}).ok()) << "a released key starts anew";
   WaitExit("1.1");
   EXPECT_EQ(Log("1.1"), "again\n");
+}
+
+// The kubelet's ephemeral-storage eviction: a task whose sandbox grows past
+// its disk limit is stopped, and its exit names the limit; a task beside it
+// within its own limit runs on.
+TEST_P(ExecutorContract, ATaskPastItsDiskLimitIsStoppedNamingItAndItsNeighbourRunsOn) {
+  if (fake_) GTEST_SKIP() << "the fake keeps no files";
+  TaskLaunch big = Launch("1.1", Script{"", 0, true});
+  big.argv = {"/bin/sh", "-c", "head -c 64000000 /dev/zero > \"$RINGMASTER_WORK_DIR/fill\"; echo written; sleep 600"};
+  big.disk_bytes = 8 << 20;
+  TaskLaunch small = Launch("2.1", Script{"", 0, true});
+  small.argv = {"/bin/sh", "-c", "head -c 1000000 /dev/zero > \"$RINGMASTER_WORK_DIR/fill\"; echo written; sleep 600"};
+  small.disk_bytes = 8 << 20;
+  ASSERT_TRUE(exec_->Start(big).ok());
+  ASSERT_TRUE(exec_->Start(small).ok());
+  const TaskExit e = WaitExit("1.1");
+  EXPECT_NE(e.message.find("of its 8Mi disk limit"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.rfind("used ", 0), 0u) << e.message;
+  WaitForOutput("2.1", "written");
+  std::this_thread::sleep_for(500ms);  // several measurements
+  EXPECT_FALSE(exec_->Poll("2.1").has_value()) << exec_->Poll("2.1")->message;
+}
+
+// A runc container writing to its root writes to its upper dir, which is
+// on a file system of its own the size of its disk limit: the task runs out
+// of room (or is stopped), never the node's data dir (a small tmpfs here).
+TEST_P(ExecutorContract, AContainerFillingItsRootFillsOnlyItsOwnDisk) {
+  if (GetParam() != "runc") GTEST_SKIP() << "runc's upper dir; docker's writable layer is dockerd's";
+  const fs::path data = dir_ / "small";
+  fs::create_directories(data);
+  ASSERT_EQ(mount("tmpfs", data.c_str(), "tmpfs", 0, "size=48m,mode=0755"), 0) << strerror(errno);
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{data};
+  exec_.reset();
+  Make(data / "agent", data / "runc", (dir_ / "scratch").string());
+  ASSERT_NE(exec_, nullptr);
+  auto free_bytes = [&] {
+    struct statvfs sv {};
+    statvfs(data.c_str(), &sv);
+    return static_cast<int64_t>(sv.f_bavail) * static_cast<int64_t>(sv.f_frsize);
+  };
+  const int64_t before = free_bytes();
+  TaskLaunch l = Launch("1.1", Script{"", 0, true});
+  l.argv = {"/bin/sh", "-c", "head -c 64000000 /dev/zero > /tmp/fill; echo wrote $?; sleep 600"};
+  l.disk_bytes = 8 << 20;
+  ASSERT_TRUE(exec_->Start(l).ok());
+  const TaskExit e = WaitExit("1.1");
+  EXPECT_NE(e.message.find("disk limit"), std::string::npos) << e.message << "\n" << Log("1.1");
+  EXPECT_GT(free_bytes(), before - (4 << 20)) << "the task's writes reached the data dir's file system";
+  exec_->Release("1.1");
+  EXPECT_FALSE(fs::exists(dir_ / "scratch" / ("rm-" + static_cast<ProcessExecutor*>(exec_.get())->instance() + "-1.1.img")));
+  exec_.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ExecutorContract, ::testing::Values("fake", "process", "runc", "docker"),

@@ -68,7 +68,10 @@ std::optional<TaskExit> ReadExit(const std::string& dir) {
   if (!text.ok()) return std::nullopt;
   try {
     auto j = nlohmann::json::parse(*text);
-    return TaskExit{j.value("exit_code", -1), j.value("signal", 0), j.value("message", "")};
+    TaskExit e{j.value("exit_code", -1), j.value("signal", 0), j.value("message", "")};
+    // Stopped past its disk limit: that is why it ended, whatever it exited with.
+    if (auto why = ReadFile(dir + "/" + kDiskStopFile); why.ok()) e.message = *why + (e.message.empty() ? "" : "; " + e.message);
+    return e;
   } catch (...) {
     return TaskExit{-1, 0, "unreadable exit status"};
   }
@@ -188,6 +191,8 @@ StatusOr<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ProcessExecut
   }
   RM_ASSIGN_OR_RETURN(std::string instance, InstanceId(o.state_dir));
   std::unique_ptr<ProcessExecutor> e(new ProcessExecutor(o));
+  e->disk_ = std::make_unique<DiskGuard>(o.disk_check_interval, [raw = e.get()](const std::string& key, int64_t used,
+                                                                                  int64_t limit) { raw->StopForDisk(key, used, limit); });
   e->sandbox_dir_ = o.sandbox_root + "/" + instance;
   e->instance_ = instance;
   std::string no_limits = !o.limits ? "--no-limits" : !root ? "the agent is not root" : "";
@@ -291,7 +296,8 @@ std::map<int, DeviceNode> ProcessExecutor::GpuDevices() const {
 }
 
 Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::string& sandbox,
-                                         const std::map<int, DeviceNode>& gpus, ShimSpec* spec) {
+                                         const std::map<int, DeviceNode>& gpus, int64_t disk_bytes, ShimSpec* spec,
+                                         std::vector<std::string>* writable) {
   auto it = options_.runtimes.find(launch.runtime);
   if (it == options_.runtimes.end()) return InvalidArgument("this node has no " + launch.runtime + " executor");
   ContainerTask t;
@@ -337,6 +343,7 @@ Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::st
     RM_ASSIGN_OR_RETURN(t.cdi, options_.cdi->EditsForGpus(launch.gpus, options_.gpu_uuids));
   }
   t.cgroup_parent = cgroups_->PathOf(launch.key);
+  t.disk_bytes = disk_bytes;
   t.labels = {{"ringmaster.agent", instance_}, {"ringmaster.key", launch.key}};
   for (const char* k : {"RINGMASTER_JOB_ID", "RINGMASTER_TASK_ID", "RINGMASTER_ATTEMPT", "RINGMASTER_RANK"}) {
     if (auto v = launch.env.find(k); v != launch.env.end()) {
@@ -349,6 +356,7 @@ Status ProcessExecutor::PrepareContainer(const TaskLaunch& launch, const std::st
   RM_ASSIGN_OR_RETURN(ContainerRuntime::Command cmd, it->second->Prepare(t));
   spec->argv = cmd.argv;
   spec->cleanup = cmd.cleanup;
+  *writable = cmd.writable;
   spec->as_root = true;
   spec->runtime = launch.runtime;
   spec->container_id = t.id;
@@ -456,12 +464,16 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     spec.memory_limit = limits.memory_bytes;
     if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
   }
+  const int64_t disk = launch.disk_bytes > 0 ? launch.disk_bytes : options_.default_task_disk;
+  std::vector<std::string> disk_dirs = {sandbox};
   if (launch.runtime != "process") {
     // Written first, so Release finds the container whatever happens next.
     spec.runtime = launch.runtime;
     spec.container_id = "rm-" + instance_ + "-" + launch.key;
     if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
-    if (Status st = PrepareContainer(launch, sandbox, gpus, &spec); !st.ok()) return fail(st);
+    std::vector<std::string> writable;
+    if (Status st = PrepareContainer(launch, sandbox, gpus, disk, &spec, &writable); !st.ok()) return fail(st);
+    disk_dirs.insert(disk_dirs.end(), writable.begin(), writable.end());
   }
   if (Status st = WriteFileAtomic(dir + "/" + kSpecFile, spec.ToJson().dump(), 0600); !st.ok()) return fail(st);
 
@@ -498,6 +510,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     Release(launch.key);
     return Internal(fmt::format("the shim for task {} did not start (status {})", launch.key, status));
   }
+  if (disk > 0) WatchDisk(launch.key, disk, disk_dirs);
   return Status::Ok();
 }
 
@@ -608,12 +621,16 @@ std::map<std::string, std::string> ProcessExecutor::Recover() {
     }
   }
   std::set<std::string> keys;
-  for (const auto& [key, meta] : out) keys.insert(key);
+  for (const auto& [key, meta] : out) {
+    keys.insert(key);
+    RewatchDisk(key);
+  }
   for (const auto& [name, runtime] : options_.runtimes) runtime->RemoveOrphans(instance_, keys);
   return out;
 }
 
 void ProcessExecutor::Release(const std::string& key) {
+  disk_->Forget(key);
   if (auto text = ReadFile(TaskDir(key) + "/" + kSpecFile); text.ok()) {
     try {
       const ShimSpec spec = ShimSpec::FromJson(nlohmann::json::parse(*text));

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "agent/container/container_runtime.h"
+#include "agent/executor/disk_guard.h"
 #include "agent/executor/executor.h"
 #include "agent/executor/safe_fs.h"
 #include "agent/executor/shim.h"
@@ -44,7 +45,18 @@ struct ProcessExecutorOptions {
   // The site's CDI specs (cdi.h), applied to containers with GPUs; null = none.
   std::shared_ptr<CdiRegistry> cdi;
   std::map<int, std::string> gpu_uuids;  // GPU index -> NVML's UUID, to find a GPU's CDI device by
+  // Tasks' disk (TaskLaunch::disk_bytes): the limit of a task whose launch
+  // sets none (0 = none), how often each task's use is measured, and the
+  // grace of the stop that ends a task past its limit.
+  int64_t default_task_disk = 0;
+  std::chrono::milliseconds disk_check_interval{5000};
+  std::chrono::milliseconds disk_stop_grace{10000};
 };
+
+// In a task's control dir: its disk limit and the dirs measured against it
+// (JSON), and why it was stopped when it went past it.
+inline constexpr const char* kDiskWatchFile = "disk.json";
+inline constexpr const char* kDiskStopFile = "disk-limit";
 
 // A task's GPU variables: RINGMASTER_GPUS (the node's indices),
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES.
@@ -96,8 +108,15 @@ class ProcessExecutor final : public Executor {
   const ProcessExecutorOptions options_;
   // The container-specific part of Start: the container, and what the shim runs.
   // `gpus`: the node's GPU device nodes (GpuDevices, read once per start).
+  // `writable`: where the container writes outside the sandbox (ContainerRuntime::Command).
   Status PrepareContainer(const TaskLaunch& launch, const std::string& sandbox, const std::map<int, DeviceNode>& gpus,
-                          ShimSpec* spec);
+                          int64_t disk_bytes, ShimSpec* spec, std::vector<std::string>* writable);
+  // Disk limits (process_executor_disk.cc): watching a started task's `dirs`
+  // (recorded in its control dir, so a restarted agent watches it again),
+  // and stopping one past its limit with the reason its exit then carries.
+  void WatchDisk(const std::string& key, int64_t limit, const std::vector<std::string>& dirs);
+  void RewatchDisk(const std::string& key);
+  void StopForDisk(const std::string& key, int64_t used, int64_t limit);
   // The node's GPU device nodes by index (nvidiaN), from gpu_device_dir.
   std::map<int, DeviceNode> GpuDevices() const;
 
@@ -109,6 +128,7 @@ class ProcessExecutor final : public Executor {
   std::mutex mu_;
   std::map<std::string, Stopping> stopping_;  // GUARDED_BY(mu_)
   std::map<std::string, TaskSandbox> sandboxes_;  // GUARDED_BY(mu_): a cache of the specs'
+  std::unique_ptr<DiskGuard> disk_;  // last: its thread, which calls StopForDisk, ends first
 };
 
 }  // namespace ringmaster::agent

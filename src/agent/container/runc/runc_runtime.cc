@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,17 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string Rootfs(const std::string& task_dir) { return task_dir + "/rootfs/merged"; }
+
+// A container's upper dir in the scratch dir: its file system unmounted (the
+// loop device goes with it), its files and its image removed.
+void RemoveScratch(const std::string& dir) {
+  if (umount2(dir.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    spdlog::warn("agent: unmounting {}: {}", dir, std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // root's own dir: nothing in it is followed
+  fs::remove(dir + ".img", ec);
+}
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
@@ -67,6 +79,27 @@ Status MountOverlay(const std::vector<std::string>& stack, const std::string& up
                                 layers.front(), std::strerror(errno)));
   }
   return Status::Ok();
+}
+
+Status MountScratchImage(const std::string& image, int64_t bytes, const std::string& dir) {
+  // Room for ext4's own tables on top of the task's bytes. Sparse: the
+  // image takes from its file system what the task writes, no more.
+  const int64_t size = bytes + std::max<int64_t>(bytes / 16, int64_t{16} << 20);
+  {
+    UniqueFd fd(open(image.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd) return Internal(fmt::format("creating {}: {}", image, std::strerror(errno)));
+    if (ftruncate(fd.get(), size) != 0) return Internal(fmt::format("sizing {}: {}", image, std::strerror(errno)));
+  }
+  // No journal (what it holds ends with the task), no root reserve, an inode
+  // per 64 KiB; its zeroed inode tables need no lazy init (noinit_itable).
+  RM_RETURN_IF_ERROR(
+      RunTool({"mkfs.ext4", "-q", "-F", "-m", "0", "-i", "65536", "-O", "^has_journal", "-E", "nodiscard", image})
+          .status());
+  return RunTool({"mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,noinit_itable", image, dir}).status();
+}
+
+std::string RuncRuntime::UpperBase(const std::string& id, const std::string& task_dir) const {
+  return scratch_dir_.empty() ? task_dir + "/rootfs" : scratch_dir_ + "/" + id;
 }
 
 StatusOr<std::string> RuncRuntime::Find(const std::string& runc_binary) {
@@ -218,11 +251,22 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
 StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t) {
   const TaskLaunch& l = *t.launch;
   if (l.image.layers.empty()) return FailedPrecondition("runc: the task's image has no unpacked layers on this node");
-  const std::string base = t.task_dir + "/rootfs";
-  for (const char* d : {"upper", "work", "merged"}) RM_RETURN_IF_ERROR(MakeDirs(base + "/" + d, 0755));
-  // The image stays as it is (the lower dirs, shared by every task of it);
-  // what the task writes outside its sandbox lands in its upper dir, gone with it.
-  RM_RETURN_IF_ERROR(MountOverlay(l.image.layers, base + "/upper", base + "/work", Rootfs(t.task_dir)));
+  RM_RETURN_IF_ERROR(MakeDirs(Rootfs(t.task_dir), 0755));
+  // What the task writes outside its sandbox lands in its upper dir, gone
+  // with it: off the data dir, and (with a limit) on a file system that
+  // holds no more than the limit. Written as root by overlayfs, it would
+  // otherwise fill the data dir's file system past its root reserve.
+  const std::string upper = UpperBase(t.id, t.task_dir);
+  RM_RETURN_IF_ERROR(MakeDirs(upper, 0700));
+  if (!scratch_dir_.empty() && t.disk_bytes > 0) {
+    if (Status st = MountScratchImage(upper + ".img", t.disk_bytes, upper); !st.ok()) {
+      // Still measured with the sandbox (the executor's disk limit), only not capped by the kernel.
+      spdlog::warn("agent: task {}: its root's upper dir has no file system of its own: {}", t.key, st.ToString());
+    }
+  }
+  for (const char* d : {"upper", "work"}) RM_RETURN_IF_ERROR(MakeDirs(upper + "/" + d, 0755));
+  // The image stays as it is (the lower dirs, shared by every task of it).
+  RM_RETURN_IF_ERROR(MountOverlay(l.image.layers, upper + "/upper", upper + "/work", Rootfs(t.task_dir)));
   // runc makes the mount points of what is bound in, inside the root (in
   // the task's upper dir, never the shared image), resolving no symlink out of it.
   RM_RETURN_IF_ERROR(MakeDirs(t.task_dir + "/bundle", 0700));
@@ -230,6 +274,7 @@ StatusOr<ContainerRuntime::Command> RuncRuntime::Prepare(const ContainerTask& t)
   Command c;
   c.argv = {runc_, "--root", state_root_, "run", "--bundle", t.task_dir + "/bundle", t.id};
   c.cleanup = {runc_, "--root", state_root_, "delete", "--force", t.id};
+  c.writable = {upper + "/upper"};
   return c;
 }
 
@@ -240,6 +285,7 @@ void RuncRuntime::Release(const std::string& key, const std::string& id, const s
   if (umount2(merged.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
     spdlog::warn("agent: unmounting {}: {}", merged, std::strerror(errno));
   }
+  if (!scratch_dir_.empty()) RemoveScratch(UpperBase(id, task_dir));
 }
 
 void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std::string>& keys) {
@@ -255,6 +301,14 @@ void RuncRuntime::RemoveOrphans(const std::string& instance, const std::set<std:
     if (id.rfind(prefix, 0) != 0 || keys.count(id.substr(prefix.size()))) continue;
     spdlog::info("agent: removing container {}, of no task of this agent", id);
     (void)RunTool({runc_, "--root", state_root_, "delete", "--force", id});
+  }
+  // Upper dirs and images of tasks an agent that crashed left behind.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(scratch_dir_.empty() ? "/nonexistent" : scratch_dir_, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".img") == 0) name.resize(name.size() - 4);
+    if (name.rfind(prefix, 0) != 0 || keys.count(name.substr(prefix.size()))) continue;
+    RemoveScratch(scratch_dir_ + "/" + name);
   }
 }
 

@@ -1,12 +1,8 @@
-// RuncRuntime: tasks as OCI containers run by runc (1.1, cgroupfs driver on cgroup v1 or v2). Each
-// task gets an overlayfs whose lower dirs are the image's unpacked layers
-// (shared, read-only, cached per node) and whose upper dir is the task's
-// own, and a bundle (config.json) in its control dir: pid, mount, ipc and
-// uts namespaces (and net for network: none), no capabilities,
-// no_new_privs, the task's uid, a device cgroup that allows only the
-// defaults and the task's GPUs, the container's cgroup below the task's.
-// The shim runs `runc run` in the foreground, so the container's stdio is the
-// shim's pipe and runc forwards the stop signals to it. Thread-safe.
+// RuncRuntime: tasks as OCI containers run by runc (1.1, cgroupfs driver, cgroup v1 or v2): an
+// overlayfs over the image's shared read-only layers, whose upper dir is the task's own (under the
+// scratch dir, on an image sized at its disk limit), and a bundle with its own namespaces, no
+// capabilities, no_new_privs, its uid and GPUs. The shim runs `runc run` in the foreground, so
+// the container's stdio is the shim's pipe and stop signals reach it. Thread-safe.
 #pragma once
 
 #include <string>
@@ -26,14 +22,24 @@ inline constexpr size_t kMaxOverlayOptionBytes = 3500;
 Status MountOverlay(const std::vector<std::string>& layers, const std::string& upper, const std::string& work,
                     const std::string& merged);
 
+// Makes `image` a sparse ext4 file system with room for `bytes` of files and
+// mounts it (through a loop device, released with the mount) at `dir`.
+Status MountScratchImage(const std::string& image, int64_t bytes, const std::string& dir);
+
 class RuncRuntime final : public ContainerRuntime {
  public:
   // `state_root`: runc's --root, private to this agent.
+  // `scratch_dir`: where tasks' upper dirs go, each (for a task with a disk
+  // limit) on its own image; "" = in the task's control dir, unbounded.
   // `init`: a static init for the container's pid 1 (tini), bound in
   // read-only: it forwards stop signals to the task and reaps zombies, which a
   // task as pid 1 would not do ("" = the task is pid 1).
-  RuncRuntime(std::string runc_binary, std::string state_root, std::string init = DefaultInit())
-      : runc_(std::move(runc_binary)), state_root_(std::move(state_root)), init_(std::move(init)) {}
+  RuncRuntime(std::string runc_binary, std::string state_root, std::string scratch_dir = "",
+              std::string init = DefaultInit())
+      : runc_(std::move(runc_binary)),
+        state_root_(std::move(state_root)),
+        scratch_dir_(std::move(scratch_dir)),
+        init_(std::move(init)) {}
 
   // /usr/bin/tini-static (Debian's tini, which docker.io depends on) if there.
   static std::string DefaultInit();
@@ -51,8 +57,13 @@ class RuncRuntime final : public ContainerRuntime {
   static nlohmann::json Config(const ContainerTask& task, const std::string& rootfs, const std::string& init = "");
 
  private:
+  // The dir holding a container's upper and work dirs (a mount point when its
+  // task has a disk limit).
+  std::string UpperBase(const std::string& id, const std::string& task_dir) const;
+
   const std::string runc_;
   const std::string state_root_;
+  const std::string scratch_dir_;
   const std::string init_;
 };
 

@@ -122,7 +122,7 @@ class Dockerd {
 // A registry-free image: the binaries the tests run and what ldd says they
 // load, as a root filesystem in <dir>/rootfs, tarred as `tar`.
 inline Status BuildImageTar(const std::filesystem::path& dir, const std::filesystem::path& tar) {
-  const std::vector<std::string> binaries = {"/bin/sh", "/bin/sleep", "/bin/cat", "/bin/echo"};
+  const std::vector<std::string> binaries = {"/bin/sh", "/bin/sleep", "/bin/cat", "/bin/echo", "/usr/bin/head"};
   std::set<std::string> files(binaries.begin(), binaries.end());
   std::string cmd = "ldd";
   for (const auto& b : binaries) cmd += " " + b;
@@ -145,6 +145,7 @@ inline Status BuildImageTar(const std::filesystem::path& dir, const std::filesys
     if (ec) return Internal("copy " + f + ": " + ec.message());
   }
   for (const char* d : {"proc", "sys", "dev", "etc", "tmp"}) std::filesystem::create_directories(root / d);
+  std::filesystem::permissions(root / "tmp", std::filesystem::perms::all | std::filesystem::perms::sticky_bit);  // as images have it
   std::string tar_cmd = "tar -C '" + root.string() + "' -cf '" + tar.string() + "' .";
   if (std::system(tar_cmd.c_str()) != 0) return Internal("tar failed: " + tar_cmd);
   return Status::Ok();
