@@ -82,7 +82,12 @@ class Walk {
       struct stat st {};
       if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev_) continue;
       if (S_ISDIR(st.st_mode)) level.subdirs.emplace_back(e->d_name);
-      if (!S_ISDIR(st.st_mode) && st.st_nlink > 1 && !linked_.insert({st.st_dev, st.st_ino}).second) continue;
+      if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+        // Root's hard links are the agent's staged inputs (its cache's files,
+        // counted there): a task cannot link a file of root's (protected_hardlinks).
+        if (st.st_uid == 0) continue;
+        if (!linked_.insert({st.st_dev, st.st_ino}).second) continue;
+      }
       use_.bytes += static_cast<int64_t>(st.st_blocks) * 512;
     }
     closedir(d);

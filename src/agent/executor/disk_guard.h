@@ -23,7 +23,8 @@ struct DiskUse {
 
 // Bytes allocated under `dir` (not followed when a symlink), itself included.
 // Never follows a link nor crosses into another file system; a file with
-// several links counts once. Reads at most `max_entries` entries, so one pass
+// several links counts once, and not at all when it is root's (the agent's
+// staged inputs, hard links to its cache). Reads at most `max_entries` entries, so one pass
 // over a hostile tree is bounded; holds two descriptors whatever the depth.
 DiskUse MeasureTree(const std::string& dir, size_t max_entries);
 

@@ -25,13 +25,15 @@ class DiskGuardTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // A file of `bytes` written (not sparse), synced so its blocks are allocated.
+  // A task's file of `bytes` written (not sparse), synced so its blocks are
+  // allocated; a task's uid's, not root's, when the test runs as root.
   void Write(const fs::path& path, size_t bytes) {
     fs::create_directories(path.parent_path());
     std::ofstream(path, std::ios::binary) << std::string(bytes, 'x');
     int fd = open(path.c_str(), O_RDONLY);
     fsync(fd);
     close(fd);
+    if (geteuid() == 0) EXPECT_EQ(chown(path.c_str(), 200007, 200007), 0);
   }
 
   fs::path dir_;
@@ -45,6 +47,15 @@ TEST_F(DiskGuardTest, CountsBlocksInEveryDirectoryAndHardLinksOnce) {
   EXPECT_TRUE(use.complete);
   EXPECT_GE(use.bytes, 2 << 20);
   EXPECT_LT(use.bytes, (2 << 20) + (1 << 20));  // the link is not a third MiB
+}
+
+// Staged inputs: root's files, hard-linked from the agent's cache.
+TEST_F(DiskGuardTest, RootsHardLinksAreTheCachesNotTheTasks) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to own a file as root";
+  Write(dir_ / "cache/input", 2 << 20);
+  ASSERT_EQ(chown((dir_ / "cache/input").c_str(), 0, 0), 0);
+  fs::create_hard_link(dir_ / "cache/input", dir_ / "box/input");
+  EXPECT_LT(MeasureTree((dir_ / "box").string(), 1000).bytes, 1 << 20);
 }
 
 TEST_F(DiskGuardTest, ASparseFileCountsWhatItHoldsNotItsSize) {

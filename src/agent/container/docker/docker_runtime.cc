@@ -111,6 +111,13 @@ StatusOr<ContainerRuntime::Command> DockerRuntime::Prepare(const ContainerTask& 
   Command c;
   c.argv = {self_, "docker-attach", socket_, t.id};
   c.cleanup = {self_, "docker-attach", socket_, t.id, "--remove"};
+  // Its writable layer is dockerd's, and StorageOpt's size holds only on
+  // xfs with project quotas: where the storage driver names the layer's
+  // directory (overlay2's UpperDir), it is measured with the sandbox.
+  if (auto info = api_.InspectContainer(t.id); info.ok()) {
+    const json::json_pointer at("/GraphDriver/Data/UpperDir");
+    if (info->is_object() && info->contains(at) && info->at(at).is_string()) c.writable.push_back(info->at(at).get<std::string>());
+  }
   return c;
 }
 
