@@ -1,5 +1,6 @@
 // A node's side (job_nodes.cc): registration, heartbeats, leases and the
 // fencing window, and a server restart within it.
+#include "protocol/agent.h"
 #include "server/job_service_test_fixture.h"
 
 namespace ringmaster::server {
@@ -158,6 +159,19 @@ TEST_F(JobServiceTest, ANodeIsLostOnTheLongerOfItsAgentsWindowAndTheServers) {
   ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Job(id).restarts, 1);  // lost on the longer window, and restarted
   EXPECT_EQ(svc_->NodeStateName(*store_->GetNode(on)), "lost");
+}
+
+// resources.disk reaches the node; a job without it leaves the limit to the node (0).
+TEST_F(JobServiceTest, AnAssignmentCarriesTheTasksDiskLimit) {
+  const int64_t node = AddNode("a", 4000);
+  const int64_t with = Submit("command: x\nresources: {cpu: 1, disk: 3Gi}\n");
+  const int64_t without = Submit("command: y\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->RunPass().ok());
+  protocol::Assignments assigned;
+  ASSERT_TRUE(protocol::FromJson(svc_->Assignments(node).value(), &assigned).ok());
+  std::map<int64_t, int64_t> disk;
+  for (const protocol::Assignment& a : assigned.tasks) disk[a.job_id] = a.limits.disk_bytes;
+  EXPECT_EQ(disk, (std::map<int64_t, int64_t>{{with, int64_t{3} << 30}, {without, 0}}));
 }
 
 }  // namespace
