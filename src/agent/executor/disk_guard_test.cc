@@ -33,7 +33,9 @@ class DiskGuardTest : public ::testing::Test {
     int fd = open(path.c_str(), O_RDONLY);
     fsync(fd);
     close(fd);
-    if (geteuid() == 0) EXPECT_EQ(chown(path.c_str(), 200007, 200007), 0);
+    if (geteuid() == 0) {
+      EXPECT_EQ(chown(path.c_str(), 200007, 200007), 0);
+    }
   }
 
   fs::path dir_;
