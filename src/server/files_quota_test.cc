@@ -89,18 +89,18 @@ TEST_F(FilesQuotaTest, EmptyFilesAndDeepKeysAreChargedAndTooDeepKeysRefused) {
   EXPECT_EQ(Usage(alice)["bytes"], 1023 * 8192);
   ASSERT_EQ(Put("/api/v1/users/alice/quota", admin_, R"({"file_bytes": 0})", "application/json")->status, 200);
   std::string ok = "users/alice";
-  for (int i = 0; i < 30; ++i) ok += "/d";
-  ok += "/f";  // 32 segments, 30 levels below users/alice/
+  for (int i = 0; i < 29; ++i) ok += "/d";
+  ok += "/f";  // 32 segments, 29 levels below users/alice/
   EXPECT_EQ(Put("/api/v1/files/" + ok, alice, "x")->status, 201);
-  EXPECT_EQ(Usage(alice)["bytes"], 1023 * 8192 + 1 + 31 * 4096);
+  EXPECT_EQ(Usage(alice)["bytes"], 1023 * 8192 + 1 + 30 * 4096);
   EXPECT_EQ(Put("/api/v1/files/" + ok + "/g", alice, "x")->status, 400);
   // Reconcile counts by the same rule.
   auto rec = Call("POST", "/api/v1/files/reconcile", admin_, "{}");
   ASSERT_EQ(rec->status, 200) << rec->body;
-  EXPECT_EQ(Usage(alice)["bytes"], 1023 * 8192 + 1 + 31 * 4096);
+  EXPECT_EQ(Usage(alice)["bytes"], 1023 * 8192 + 1 + 30 * 4096);
 }
 
-// A quick look at what deep keys cost others: 32 uploads of 31-level keys in
+// A quick look at what deep keys cost others: 32 uploads of 32-segment keys in
 // parallel while another user's small uploads go on (printed, not asserted:
 // no benchmark on shared machines).
 TEST_F(FilesQuotaTest, DeepKeyUploadsLeaveOthersUploadsFast) {
@@ -109,7 +109,7 @@ TEST_F(FilesQuotaTest, DeepKeyUploadsLeaveOthersUploadsFast) {
   for (int w = 0; w < 32; ++w) {
     deep.emplace_back([&, w] {
       std::string key = fmt::format("users/alice/{}", w);
-      for (int i = 0; i < 29; ++i) key += fmt::format("/{}", i);
+      for (int i = 0; i < 28; ++i) key += fmt::format("/{}", i);  // 32 segments
       key += "/f";
       EXPECT_EQ(Put("/api/v1/files/" + key, alice, "x")->status, 201);
     });

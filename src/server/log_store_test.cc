@@ -47,7 +47,7 @@ class LogStoreTest : public ::testing::Test {
   }
   std::string Text(LogStore& logs, int rank, int attempt) {
     for (const LogFile& f : logs.List(7)) {
-      if (f.rank == rank && f.attempt == attempt) return ReadFile(f.path).value_or("");
+      if (f.rank == rank && f.attempt == attempt) return ReadFile(f.path).value();
     }
     return "<none>";
   }
@@ -90,7 +90,7 @@ TEST_F(LogStoreTest, FourRanksTimesTwoAttemptsPastTheJobCapKeepTheNewestAttempt)
   EXPECT_EQ(cut.find("rank 3 attempt 2 line 000000"), std::string::npos);
   // The line after the marker is whole.
   const size_t second = cut.find('\n') + 1;
-  EXPECT_EQ(cut.compare(second, 20, "rank 3 attempt 2 li"), 0) << cut.substr(second, 100);
+  EXPECT_EQ(cut.compare(second, 19, "rank 3 attempt 2 li"), 0) << cut.substr(second, 100);
   // A resend at an old offset is told where the file is.
   auto stale = logs.Append(7, 3, 2, sent2[3], "x\n");
   ASSERT_TRUE(stale.ok());
