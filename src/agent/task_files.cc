@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "common/files_key.h"
+#include "common/units.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -27,6 +28,8 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr int kMaxDepth = 32;
+// Files past this size with under an eighth of it on disk are not uploaded.
+constexpr int64_t kSparseFloor = 64 << 20;
 // A cache entry used within this long is never evicted: a stager may be
 // about to link it.
 constexpr int64_t kEvictAfterSeconds = 600;
@@ -260,6 +263,15 @@ StatusOr<UniqueFd> OpenWork(const TaskSandbox& box) {
 Status TaskFiles::UploadFd(int64_t task_id, int attempt, int fd, const std::string& key) const {
   struct stat st {};
   if (fstat(fd, &st) != 0) return Internal("stat: " + Errno());
+  // A file that is mostly holes (truncate -s 2G) costs the node nothing and
+  // would cost the store its whole size: refused, naming it, rather than
+  // inflated (docs/files.md).
+  const int64_t allocated = static_cast<int64_t>(st.st_blocks) * 512;
+  if (st.st_size > kSparseFloor && allocated < st.st_size / 8) {
+    return FailedPrecondition(fmt::format("{}: a sparse file ({} bytes, {} of them on disk): files over {} that are "
+                                          "mostly holes are not uploaded; write it out or compress it",
+                                          key, st.st_size, allocated, FormatBytes(kSparseFloor)));
+  }
   if (st.st_size > (1 << 20)) {
     // Asked first: a refusal (quota, size) sent while a large body is still
     // being written reaches the writer as a broken connection, not as 413.

@@ -295,6 +295,15 @@ int RunUp(const std::string& data_in, const ServerFlags& flags, const NodeFlags&
   so.jobs.node_lost_after_ms = static_cast<int64_t>(flags.node_lost_after_s * 1000);
   so.limits.max_followers_per_user = flags.max_followers;
   so.limits.max_tokens_per_user = flags.max_tokens;
+  auto file_quota = ParseBytes(flags.default_file_quota);
+  if (!file_quota || *file_quota < 0) Die("--default-file-quota: \"" + flags.default_file_quota + "\" is not a size (e.g. 100Gi; 0 = none)");
+  so.limits.default_file_quota = *file_quota;
+  auto file_size = ParseBytes(flags.max_file_size);
+  if (!file_size || *file_size <= 0) Die("--max-file-size: \"" + flags.max_file_size + "\" is not a size (e.g. 16Gi)");
+  so.limits.max_file_bytes = static_cast<uint64_t>(*file_size);
+  auto job_logs = ParseBytes(flags.max_job_log_size);
+  if (!job_logs || *job_logs < 0) Die("--max-job-log-size: \"" + flags.max_job_log_size + "\" is not a size (e.g. 256Mi; 0 = no cap)");
+  so.max_job_log_bytes = *job_logs;
   so.session_ttl_ms = static_cast<int64_t>(flags.session_ttl_s * 1000);
   so.meta_url = flags.meta;
   so.registries.ca_file = node.registry_ca.empty() ? "" : std::filesystem::absolute(node.registry_ca).string();

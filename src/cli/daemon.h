@@ -74,6 +74,9 @@ struct ServerFlags {
   std::string server_id, advertise_url;
   bool exit_on_stepped_down = false;
   std::string files;  // files::OpenBlobStore URL; "" = local:<data>/blobs
+  std::string default_file_quota = "100Gi";  // users' files without a quota of their own (0 = none)
+  std::string max_file_size = "16Gi";        // one uploaded file
+  std::string max_job_log_size = "256Mi";    // one job's logs together
   std::string overlay_subnet = "10.244.0.0/16";
   // The monitor: stragglers and idle allocations (monitor::MonitorOptions).
   double straggler_factor = 1.5;

@@ -120,6 +120,14 @@ int Main(int argc, char** argv) {
                     "concurrent `logs -f` streams one user may hold")
         ->capture_default_str();
     cmd->add_option("--max-tokens-per-user", srv_flags.max_tokens, "API tokens one user may have")->capture_default_str();
+    cmd->add_option("--default-file-quota", srv_flags.default_file_quota,
+                    "what each user's files may use unless an admin sets their quota (`users quota`); 0 = no default")
+        ->capture_default_str();
+    cmd->add_option("--max-file-size", srv_flags.max_file_size, "what one uploaded file may be")->capture_default_str();
+    cmd->add_option("--max-job-log-size", srv_flags.max_job_log_size,
+                    "cap on one job's logs together: older attempts' logs are dropped first, then the oldest output "
+                    "(0 = no cap)")
+        ->capture_default_str();
     cmd->add_option("--node-lost-after", srv_flags.node_lost_after_s,
                     "seconds without the server after which an agent stops its tasks; a lease (10 s) later the server "
                     "restarts them elsewhere. A server away for less (a restart, an upgrade) stops no task "

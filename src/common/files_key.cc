@@ -1,5 +1,7 @@
 #include "common/files_key.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/json_limits.h"
@@ -17,8 +19,12 @@ Status ValidateFilesKey(std::string_view key) {
     if (c == '\\') return InvalidArgument("path: contains a backslash; separate directories with '/'");
   }
   if (key.front() == '/') return InvalidArgument("path: must be relative (no leading '/')");
-  size_t start = 0;
+  size_t start = 0, segments = 0;
   while (true) {
+    if (++segments > kMaxFilesKeyDepth) {
+      return InvalidArgument(fmt::format("path: \"{}...\" is over {} levels deep", key.substr(0, std::min<size_t>(start, 120)),
+                                         kMaxFilesKeyDepth));
+    }
     size_t slash = key.find('/', start);
     std::string_view seg = key.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (seg.empty()) return InvalidArgument("path: has an empty segment ('//' or a trailing '/')");

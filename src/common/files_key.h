@@ -12,10 +12,13 @@
 namespace ringmaster {
 
 inline constexpr size_t kMaxFilesKeyBytes = 1024;
+// Directories a key may nest: deeper keys cost the store a directory each
+// and are no one's real layout.
+inline constexpr size_t kMaxFilesKeyDepth = 32;
 
 // A key is 1..1024 bytes of valid UTF-8, '/'-separated segments, none of them
 // empty, "." or ".."; no leading '/', no backslash, no NUL or other control
-// character. The error names what is wrong.
+// character; at most kMaxFilesKeyDepth segments. The error names what is wrong.
 Status ValidateFilesKey(std::string_view key);
 
 }  // namespace ringmaster

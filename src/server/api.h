@@ -45,7 +45,11 @@ struct ApiLimits {
   size_t max_agent_chunk = 4 << 20;         // one log or metrics shipment
   int max_followers_per_user = 32;          // concurrent `logs?follow=1` streams
   int64_t max_tokens_per_user = 100;
-  uint64_t max_file_bytes = 64ull << 30;    // one uploaded file
+  uint64_t max_file_bytes = 16ull << 30;    // one uploaded file (and never more than the owner's quota has room for)
+  // Users without a quota of their own (server/file_quota.h); 0 = none.
+  int64_t default_file_quota = 100ll << 30;
+  // Charged per object and per directory level of its key, besides its bytes.
+  int64_t file_object_cost = 4096;
 };
 
 // How many of something (log streams, metrics reads) each user holds at once.
@@ -226,6 +230,10 @@ Status ResolveJobImage(Api& api, const Caller& c, protocol::JobSpec* spec);
 // Removes everything under jobs/<id>/ from the files store, giving the bytes
 // back to the job owner's quota (a job being deleted).
 Status DeleteJobFiles(Api& api, const store::Job& job);
+// The file quota that applies to `u` (0 = none), and what an object of `size`
+// bytes at `key` is charged against it (server/file_quota.h, with api's limits).
+int64_t Quota(Api& api, const store::User& u);
+int64_t Charge(Api& api, const std::string& key, uint64_t size);
 // Sets each user's file usage to what the store holds under users/<name>/ and
 // their jobs' jobs/<id>/; [{"user", "before", "after"}].
 StatusOr<nlohmann::json> ReconcileFileUsage(Api& api);

@@ -8,7 +8,10 @@
 // Reads of what a caller may not see answer 404 (others' files are not even
 // confirmed to exist); writes there answer 403. Files under users/<name>/ and
 // jobs/<id>/ count against their owner's byte quota (datasets/ count against
-// nobody's); an upload that would exceed it answers 413 and stores nothing.
+// nobody's; server/file_quota.h says what a file costs and which quota
+// applies); an upload that would exceed it answers 413 and stores nothing.
+// An upload whose token is revoked (or user disabled) while it streams is
+// not stored: the caller is checked again before the commit.
 // The agents' side of jobs' files is api_agent_files.cc, on what
 // files_access.h exports from here.
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include "common/json_limits.h"
 #include "common/crypto.h"
 #include "server/api.h"
+#include "server/file_quota.h"
 #include "server/files_access.h"
 
 namespace ringmaster::server {
@@ -168,18 +172,28 @@ class BlobSource final : public http::BodySource, public std::enable_shared_from
 
 // PUT: the body goes into a BlobWriter piece by piece as it arrives.
 // The quota's 413, naming what it would take.
-http::Response OverQuota(const store::User& u, int64_t would_use) {
+http::Response OverQuota(Api& api, const store::User& u, int64_t would_use) {
   return http::ErrorResponse(413, "ResourceExhausted",
                              fmt::format("quota: {}'s files would use {} bytes of a {}-byte quota; delete some "
                                          "(ringmaster files du, files rm) or ask an admin for more",
-                                         u.name, would_use, u.file_quota_bytes));
+                                         u.name, would_use, Quota(api, u)));
 }
 
-// The size of `key` now (0 when there is none).
-StatusOr<uint64_t> SizeNow(Api& api, const std::string& key) {
+}  // namespace files_api
+
+int64_t Quota(Api& api, const store::User& u) { return EffectiveFileQuota(u, api.limits.default_file_quota); }
+
+int64_t Charge(Api& api, const std::string& key, uint64_t size) {
+  return FileCharge(key, size, api.limits.file_object_cost);
+}
+
+namespace files_api {
+
+// What `key` is charged now (0 when there is none).
+StatusOr<int64_t> ChargeNow(Api& api, const std::string& key) {
   auto info = api.files->Head(key);
-  if (info.ok()) return info->size;
-  if (info.status().code() == StatusCode::kNotFound) return uint64_t{0};
+  if (info.ok()) return Charge(api, key, info->size);
+  if (info.status().code() == StatusCode::kNotFound) return int64_t{0};
   return info.status();
 }
 
@@ -213,7 +227,7 @@ class Upload : public std::enable_shared_from_this<Upload> {
         writer_->Abort();
         if (w.code() == StatusCode::kResourceExhausted && quota_bound_) {
           auto u = api_.store->GetUser(owner_);
-          if (u.ok()) return respond_(OverQuota(*u, u->file_bytes + static_cast<int64_t>(writer_->bytes_written() + data.size())));
+          if (u.ok()) return respond_(OverQuota(api_, *u, u->file_bytes + Charge(api_, key_, writer_->bytes_written() + data.size())));
         }
         if (w.code() == StatusCode::kResourceExhausted) {
           return respond_(http::ErrorResponse(413, "InvalidArgument", w.message()));
@@ -224,27 +238,34 @@ class Upload : public std::enable_shared_from_this<Upload> {
     if (!last) return Next();
     // The quota is checked again and the usage updated with the commit, one
     // upload of this user at a time: concurrent uploads cannot both slip in.
+    // The token may have been revoked, or its user disabled, while the body
+    // streamed: such an upload is not stored.
+    if (Status still = api_.auth->Recheck(CallerOf(req_)); !still.ok()) {
+      writer_->Abort();
+      return respond_(ErrorFor(req_, still));
+    }
     std::unique_lock<std::mutex> lock;
-    uint64_t old_size = 0;
+    int64_t old_charge = 0;
     if (owner_ != 0) {
       lock = std::unique_lock<std::mutex>(api_.FileUsageLock(owner_));
-      auto size_now = SizeNow(api_, key_);
+      auto charge_now = ChargeNow(api_, key_);
       auto user = api_.store->GetUser(owner_);
-      if (!size_now.ok() || !user.ok()) {
+      if (!charge_now.ok() || !user.ok()) {
         writer_->Abort();
-        return respond_(ErrorFor(req_, !size_now.ok() ? size_now.status() : user.status()));
+        return respond_(ErrorFor(req_, !charge_now.ok() ? charge_now.status() : user.status()));
       }
-      old_size = *size_now;
-      const int64_t would_use = user->file_bytes - static_cast<int64_t>(old_size) + static_cast<int64_t>(writer_->bytes_written());
-      if (user->file_quota_bytes > 0 && would_use > user->file_quota_bytes && writer_->bytes_written() > old_size) {
+      old_charge = *charge_now;
+      const int64_t charge = Charge(api_, key_, writer_->bytes_written());
+      const int64_t would_use = user->file_bytes - old_charge + charge;
+      if (Quota(api_, *user) > 0 && would_use > Quota(api_, *user) && charge > old_charge) {
         writer_->Abort();
-        return respond_(OverQuota(*user, would_use));
+        return respond_(OverQuota(api_, *user, would_use));
       }
     }
     auto info = writer_->Commit();
     if (info.ok()) NoteCheckpoint(info->key, info->mtime_ms);
     if (info.ok() && owner_ != 0) {
-      Status st = api_.store->AddUserFileBytes(owner_, static_cast<int64_t>(info->size) - static_cast<int64_t>(old_size));
+      Status st = api_.store->AddUserFileBytes(owner_, Charge(api_, info->key, info->size) - old_charge);
       if (!st.ok()) spdlog::error("files: usage of user {} not updated for {}: {}", owner_, info->key, st.ToString());
     }
     if (!info.ok()) {
@@ -317,17 +338,18 @@ void Put(Api& api, http::Request& req, http::Responder respond, const Caller& c,
   }
   const int64_t owner = Owner(c, *key);
   bool quota_bound = false;
-  if (owner != 0 && c.user.file_quota_bytes > 0) {
-    // Refuse early what cannot fit: the room left, counting the bytes this file replaces.
-    auto old_size = SizeNow(api, *key);
-    if (!old_size.ok()) return respond(ErrorFor(req, old_size.status()));
-    const int64_t room = std::max<int64_t>(0, c.user.file_quota_bytes - c.user.file_bytes + static_cast<int64_t>(*old_size));
+  if (owner != 0 && Quota(api, c.user) > 0) {
+    // Refuse early what cannot fit: the room left for its bytes, counting
+    // what this file replaces and what the object itself costs.
+    auto old_charge = ChargeNow(api, *key);
+    if (!old_charge.ok()) return respond(ErrorFor(req, old_charge.status()));
+    const int64_t room = std::max<int64_t>(0, Quota(api, c.user) - c.user.file_bytes + *old_charge - Charge(api, *key, 0));
     if (static_cast<uint64_t>(room) < *options.max_bytes) {
       options.max_bytes = static_cast<uint64_t>(room);
       quota_bound = true;
     }
     if (!length.empty() && AllDigits(length) && std::stoull(length) > static_cast<uint64_t>(room)) {
-      return respond(OverQuota(c.user, c.user.file_bytes - static_cast<int64_t>(*old_size) + static_cast<int64_t>(std::stoull(length))));
+      return respond(OverQuota(api, c.user, c.user.file_bytes - *old_charge + Charge(api, *key, std::stoull(length))));
     }
   }
   if (*dry_run) return respond(JsonResponse(200, {{"path", *key}, {"size", std::stoull(length)}, {"would_store", true}}));
@@ -419,7 +441,7 @@ StatusOr<int64_t> BytesUnder(Api& api, const std::string& prefix) {
   std::string after;
   while (true) {
     RM_ASSIGN_OR_RETURN(files::ListResult page, api.files->List(prefix, after, 1000));
-    for (const auto& o : page.objects) bytes += static_cast<int64_t>(o.size);
+    for (const auto& o : page.objects) bytes += Charge(api, o.key, o.size);
     if (!page.next_after) return bytes;
     after = *page.next_after;
   }
@@ -461,7 +483,7 @@ Status DeleteJobFiles(Api& api, const store::Job& job) {
     for (const auto& o : page.objects) {
       Status st = api.files->Delete(o.key);
       if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
-      if (st.ok()) freed += static_cast<int64_t>(o.size);
+      if (st.ok()) freed += Charge(api, o.key, o.size);
     }
     if (!page.next_after) break;
   }
@@ -494,7 +516,7 @@ void AddFileRoutes(Api& api) {
                       std::lock_guard<std::mutex> lock(api.FileUsageLock(owner));
                       RM_ASSIGN_OR_RETURN(files::ObjectInfo info, api.files->Head(key));
                       RM_RETURN_IF_ERROR(api.files->Delete(key));
-                      RM_RETURN_IF_ERROR(api.store->AddUserFileBytes(owner, -static_cast<int64_t>(info.size)));
+                      RM_RETURN_IF_ERROR(api.store->AddUserFileBytes(owner, -Charge(api, key, info.size)));
                     }
                     return Reply{200, {{"path", key}, {"deleted", true}}};
                   }));
@@ -511,12 +533,12 @@ void AddFileRoutes(Api& api) {
                   Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
                     RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
                     if (!b.contains("file_bytes") || !b["file_bytes"].is_number_integer() || b["file_bytes"].get<int64_t>() < 0) {
-                      return InvalidArgument("file_bytes: must be an integer >= 0 (0 = no quota)");
+                      return InvalidArgument("file_bytes: must be an integer >= 0 (0 = no quota, not even the site's default)");
                     }
                     auto user = api.store->GetUserByName(req.matches.at(0));
                     if (!user.ok()) return NotFound(fmt::format("user {} not found", Printable(req.matches.at(0))));
                     const int64_t bytes = b["file_bytes"].get<int64_t>();
-                    RM_RETURN_IF_ERROR(api.store->SetUserFileQuota(user->id, bytes));
+                    RM_RETURN_IF_ERROR(api.store->SetUserFileQuota(user->id, bytes == 0 ? kUnlimitedQuota : bytes));
                     api.auth->Audit(req, c.user.name, "user.quota", "user " + user->name, "ok", fmt::format("files {} bytes", bytes));
                     return Reply{200, {{"user", user->name}, {"file_quota_bytes", bytes}, {"file_bytes", user->file_bytes}}};
                   }));

@@ -226,7 +226,8 @@ void AddJobRoutes(Api& api) {
 
   // Served from JobViews: built once per change of the job, not per request.
   // ?wait=S (up to 60): a job not yet ended is answered when it ends, or
-  // after S seconds, whichever is first; no thread waits meanwhile.
+  // after S seconds, whichever is first; no thread waits meanwhile. The
+  // caller's token is checked again before the answer.
   api.http->Route("GET", "/api/v1/jobs/{id}", read, [&api](http::Request& req, http::Responder respond) {
     auto wait = IntParam(req, "wait", 0, 0, 60);
     if (!wait.ok()) return respond(ErrorFor(req, wait.status()));
@@ -248,6 +249,8 @@ void AddJobRoutes(Api& api) {
     auto w = std::make_shared<Wait>();
     auto answer = [&api, id, c, respond, req_copy = req]() {
       api.job_waiters.Remove(c.user.id);
+      // A token revoked (or its user disabled) while it waited gets 401, not the job.
+      if (Status still = api.auth->Recheck(c); !still.ok()) return respond(ErrorFor(req_copy, still));
       auto v = VisibleView(api, id, c, /*fresh=*/true);
       // The end was written on another thread (the scheduler's, an agent's
       // report): on disk before anyone is told.

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -47,9 +49,53 @@ std::string ReadAt(const std::string& path, int64_t offset, size_t n) {
   return buf;
 }
 
-std::vector<LogFile> RankFiles(LogStore* store, int64_t job_id, int rank) {
+// A log file's bytes: from the server's disk, or from its archived copy.
+std::string ReadLog(Api& api, const LogFile& f, int64_t offset, size_t n) {
+  if (f.key.empty()) return ReadAt(f.path, offset, n);
+  auto reader = api.files->Open(f.key, {static_cast<uint64_t>(offset), n});
+  if (!reader.ok()) return "";  // gone, or nothing past `offset`
+  std::string buf(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    auto r = (*reader)->Read(buf.data() + got, n - got);
+    if (!r.ok() || *r == 0) break;
+    got += *r;
+  }
+  buf.resize(got);
+  return buf;
+}
+
+// An archived job's logs (LogArchiver): the one copy once the server's is gone.
+std::vector<LogFile> ArchivedLogs(Api& api, int64_t job_id) {
   std::vector<LogFile> out;
-  for (LogFile& f : store->List(job_id)) {
+  const std::string prefix = fmt::format("jobs/{}/logs/rank-", job_id);
+  std::string after;
+  while (true) {
+    auto page = api.files->List(prefix, after, 1000);
+    if (!page.ok()) return out;
+    for (const auto& o : page->objects) {
+      LogFile f;
+      int used = 0;
+      const std::string name = o.key.substr(prefix.size() - 5);
+      if (sscanf(name.c_str(), "rank-%d.attempt-%d.log%n", &f.rank, &f.attempt, &used) == 2 &&
+          used == static_cast<int>(name.size())) {
+        f.key = o.key;
+        out.push_back(std::move(f));
+      }
+    }
+    if (!page->next_after) break;
+    after = *page->next_after;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LogFile& a, const LogFile& b) { return std::tie(a.rank, a.attempt) < std::tie(b.rank, b.attempt); });
+  return out;
+}
+
+std::vector<LogFile> RankFiles(Api& api, LogStore* store, int64_t job_id, int rank) {
+  std::vector<LogFile> out;
+  std::vector<LogFile> all = store->List(job_id);
+  if (all.empty() && store == api.logs) all = ArchivedLogs(api, job_id);
+  for (LogFile& f : all) {
     if (rank < 0 || f.rank == rank) out.push_back(std::move(f));
   }
   return out;
@@ -85,7 +131,7 @@ class TextSource final : public http::BodySource, public std::enable_shared_from
     while (file_ < files_.size() && out.size() < kReadChunk) {
       const LogFile& f = files_[file_];
       if (offset_ == 0 && f.attempt > 1) out += fmt::format("[{}] --- attempt {} ---\n", f.rank, f.attempt);
-      std::string chunk = ReadAt(f.path, offset_, kReadChunk);
+      std::string chunk = ReadLog(api_, f, offset_, kReadChunk);
       if (chunk.empty()) {
         if (!line_start_) out += "\n";
         line_start_ = true;
@@ -158,9 +204,10 @@ class FollowSource final : public http::BodySource, public std::enable_shared_fr
     std::string out;
     size_t budget = kReadChunk;
     bool drained = true;
-    for (const LogFile& f : RankFiles(api_.logs, job_id_, rank_)) {
-      Cursor& c = cursors_[f.path];
-      std::string chunk = ReadAt(f.path, c.offset, budget);
+    for (const LogFile& f : RankFiles(api_, api_.logs, job_id_, rank_)) {
+      // By rank and attempt, not path: the server's copy and the archive hold the same bytes.
+      Cursor& c = cursors_[fmt::format("{}.{}", f.rank, f.attempt)];
+      std::string chunk = ReadLog(api_, f, c.offset, budget);
       c.offset += static_cast<int64_t>(chunk.size());
       budget -= std::min(budget, chunk.size());
       if (budget == 0) drained = false;
@@ -262,7 +309,7 @@ void AddLogRoutes(Api& api) {
     if (!follow.ok()) return respond(ErrorFor(req, follow.status()));
     http::Response r;
     if (!*follow) {
-      auto src = std::make_shared<TextSource>(api, RankFiles(api.logs, job->id, static_cast<int>(*rank)), c.user.id,
+      auto src = std::make_shared<TextSource>(api, RankFiles(api, api.logs, job->id, static_cast<int>(*rank)), c.user.id,
                                               c.token.id);
       r.content_type = "text/plain; charset=utf-8";
       r.stream = src;
@@ -307,7 +354,7 @@ void AddLogRoutes(Api& api) {
       int64_t user;
       ~Release() { api.metrics_readers.Remove(user); }
     } release{api, c.user.id};
-    std::vector<LogFile> files = RankFiles(api.metrics, job.id, static_cast<int>(rank));
+    std::vector<LogFile> files = RankFiles(api, api.metrics, job.id, static_cast<int>(rank));
     int64_t total = 0;
     size_t first = files.size();
     while (first > 0) {

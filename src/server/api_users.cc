@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "server/api.h"
+#include "server/file_quota.h"
 #include "server/slurm_backend.h"
 
 namespace ringmaster::server {
@@ -18,13 +19,14 @@ using store::Role;
 
 constexpr size_t kMaxTokenName = 64;
 
-json UserJson(const store::User& u) {
+// quota_bytes: the quota that applies (the site's default unless an admin set one); 0 = none.
+json UserJson(const store::User& u, int64_t default_quota) {
   return {{"id", u.id},
           {"name", u.name},
           {"role", store::RoleName(u.role)},
           {"disabled", u.disabled},
           {"created_at", FormatTimeUtc(u.created_ms)},
-          {"files", {{"bytes", u.file_bytes}, {"quota_bytes", u.file_quota_bytes}}}};
+          {"files", {{"bytes", u.file_bytes}, {"quota_bytes", EffectiveFileQuota(u, default_quota)}}}};
 }
 
 json TokenJson(const store::Token& t, const std::string& user) {
@@ -77,8 +79,8 @@ void AddUserRoutes(Api& api) {
   http::RouteOptions submit{body, http::Pool::kApi, true, access::kSubmit};
   http::RouteOptions login{body, http::Pool::kApi, true, access::kLogin};
 
-  api.http->Route("GET", "/api/v1/whoami", read, Json([](const http::Request&, const Caller& c) -> StatusOr<Reply> {
-    json out = UserJson(c.user);
+  api.http->Route("GET", "/api/v1/whoami", read, Json([&api](const http::Request&, const Caller& c) -> StatusOr<Reply> {
+    json out = UserJson(c.user, api.limits.default_file_quota);
     out["scope"] = ScopeName(c.scope);
     return Reply{200, out};
   }));
@@ -108,13 +110,13 @@ void AddUserRoutes(Api& api) {
     u.created_ms = api.clock->NowMs();
     RM_ASSIGN_OR_RETURN(u.id, api.store->CreateUser(u));
     api.auth->Audit(req, c.user.name, "user.create", "user " + u.name, "ok", "role " + role);
-    return Reply{201, UserJson(u)};
+    return Reply{201, UserJson(u, api.limits.default_file_quota)};
   }));
 
   api.http->Route("GET", "/api/v1/users", admin, Json([&api](const http::Request&, const Caller&) -> StatusOr<Reply> {
     RM_ASSIGN_OR_RETURN(auto users, api.store->ListUsers());
     json out = json::array();
-    for (const auto& u : users) out.push_back(UserJson(u));
+    for (const auto& u : users) out.push_back(UserJson(u, api.limits.default_file_quota));
     return Reply{200, {{"users", out}}};
   }));
 
@@ -130,7 +132,7 @@ void AddUserRoutes(Api& api) {
           RM_RETURN_IF_ERROR(api.store->SetUserDisabled(user->id, disable));
           api.auth->Audit(req, c.user.name, disable ? "user.disable" : "user.enable", "user " + user->name, "ok");
           user->disabled = disable;
-          return Reply{200, UserJson(*user)};
+          return Reply{200, UserJson(*user, api.limits.default_file_quota)};
         }));
   }
 

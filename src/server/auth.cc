@@ -216,6 +216,16 @@ StatusOr<Caller> Auth::FromBearer(const std::string& secret) {
   return std::move(*caller);
 }
 
+Status Auth::Recheck(const Caller& caller) {
+  RM_ASSIGN_OR_RETURN(store::User user, store_->GetUser(caller.user.id));
+  if (user.disabled) return Unauthenticated(fmt::format("user {} is disabled", user.name));
+  if (caller.token.hash.empty()) return Status::Ok();  // a password login: the user is the credential
+  auto token = store_->GetTokenByHash(caller.token.hash);
+  if (token.ok() && token->id == caller.token.id) return Status::Ok();
+  if (token.ok() || token.status().code() == StatusCode::kNotFound) return Unauthenticated("invalid or revoked token");
+  return token.status();
+}
+
 StatusOr<Caller> Auth::LookUpBearer(const std::string& hash) {
   auto token = store_->GetTokenByHash(hash);
   if (!token.ok()) {

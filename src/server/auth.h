@@ -135,6 +135,11 @@ class Auth {
   void Audit(const http::Request& req, const std::string& who, const std::string& action, const std::string& target,
              const std::string& outcome, const std::string& detail = "");
 
+  // Whether `caller` (authenticated earlier) still is: Unauthenticated when
+  // its token was revoked or its user disabled since. Read from the store,
+  // not the cache: for the end of long requests (an upload's commit, a wait).
+  Status Recheck(const Caller& caller);
+
   // Agent tokens act only for their node: PermissionDenied otherwise.
   static Status CheckNode(const Caller& caller, const std::string& node_name);
 

@@ -41,6 +41,8 @@ class FilesApiTest : public ::testing::Test {
 
   void Start(ServerOptions o = {}) {
     o.data_dir = dir_.string();
+    // These tests count files' bytes; files_quota_test.cc counts what objects cost besides.
+    o.limits.file_object_cost = 0;
     server_ = std::make_unique<Server>(o);
     Status st = server_->Start();
     ASSERT_TRUE(st.ok()) << st.ToString();

@@ -96,7 +96,7 @@ Status LogArchiver::PruneCheckpoints(int64_t job_id) {
     if (by_time[i].second == latest) continue;  // what a restart resumes from stays, however old
     for (const auto& o : dirs[by_time[i].second].second) {
       Status st = api_->files->Delete(o.key);
-      if (st.ok()) freed += static_cast<int64_t>(o.size);
+      if (st.ok()) freed += Charge(*api_, o.key, o.size);
       if (!st.ok() && st.code() != StatusCode::kNotFound) {
         (void)api_->store->AddUserFileBytes(job->user_id, -freed);
         return st;
@@ -146,8 +146,13 @@ Status LogArchiver::Archive(int64_t job_id) {
     const std::string key = fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, t.rank, t.attempt);
     if (api_->files->Head(key).ok()) continue;
     RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
+    std::lock_guard<std::mutex> lock(api_->FileUsageLock(job->user_id));
     RM_RETURN_IF_ERROR(writer->Commit().status());
+    RM_RETURN_IF_ERROR(api_->store->AddUserFileBytes(job->user_id, Charge(*api_, key, 0)));  // an object costs, empty or not
   }
+  // The archive is now the one copy of the logs (`ringmaster logs` reads it):
+  // the server's goes, so no log is kept, or counted, twice.
+  api_->logs->DeleteJob(job_id);
   return Status::Ok();
 }
 
@@ -178,14 +183,14 @@ Status LogArchiver::ArchiveFile(const store::Job& job, const std::string& path, 
   // every upload does; and not for a job deleted meanwhile (its files are gone).
   std::lock_guard<std::mutex> lock(api_->FileUsageLock(job.user_id));
   if (!api_->store->GetJob(job.id).ok()) return Status::Ok();
-  uint64_t old_size = 0;
+  int64_t old_charge = 0;
   if (auto head = api_->files->Head(key); head.ok()) {
-    old_size = head->size;
+    old_charge = Charge(*api_, key, head->size);
   } else if (head.status().code() != StatusCode::kNotFound) {
     return head.status();
   }
   RM_ASSIGN_OR_RETURN(files::ObjectInfo info, writer->Commit());
-  return api_->store->AddUserFileBytes(job.user_id, static_cast<int64_t>(info.size) - static_cast<int64_t>(old_size));
+  return api_->store->AddUserFileBytes(job.user_id, Charge(*api_, key, info.size) - old_charge);
 }
 
 }  // namespace ringmaster::server

@@ -5,9 +5,9 @@
 //   jobs/<id>/logs/rank-<r>.attempt-<a>.log
 //   jobs/<id>/logs/rank-<r>.attempt-<a>.metrics.jsonl
 // counted against the job owner's quota (never refused for it: the LogStore
-// caps each file already). The server's own copy stays and serves
-// `ringmaster logs`; the archive is what outlives the server's disk and is
-// read with the files API like any other file. Archiving is idempotent (a
+// caps each file and each job already). Once archived, the server's own copy
+// of the logs is deleted: the archive is the one copy, which `ringmaster
+// logs` and the files API read. Archiving is idempotent (a
 // copy already there with the same size is skipped), so a restarted server
 // archives again what it may have missed. One background thread; thread-safe.
 #pragma once

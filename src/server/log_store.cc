@@ -20,15 +20,32 @@ namespace {
 
 // A capped file's sidecar holds the bytes sent so far (its logical size).
 std::string CutPath(const std::string& path) { return path + ".cut"; }
+// A file that lost its head keeps taking output; its sidecar holds the bytes
+// sent so far, which its size no longer says.
+std::string SentPath(const std::string& path) { return path + ".sent"; }
 
-int64_t ReadCut(const std::string& path) {
-  auto text = ReadFile(CutPath(path));
+int64_t ReadNumber(const std::string& path) {
+  auto text = ReadFile(path);
   if (!text.ok()) return -1;
   try {
     return std::stoll(*text);
   } catch (...) {
     return -1;
   }
+}
+
+int64_t ReadCut(const std::string& path) { return ReadNumber(CutPath(path)); }
+
+int64_t FileSize(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// The bytes sent to `path` so far: its sidecar's count, else its size.
+int64_t Sent(const std::string& path) {
+  if (int64_t cut = ReadCut(path); cut >= 0) return cut;
+  if (int64_t sent = ReadNumber(SentPath(path)); sent >= 0) return sent;
+  return FileSize(path);
 }
 
 // The error of a write that found no room, as the agent is told it.
@@ -38,7 +55,8 @@ Status Refused(const Status& st) {
 
 }  // namespace
 
-LogStore::LogStore(std::string root, int64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {}
+LogStore::LogStore(std::string root, int64_t max_bytes, int64_t max_job_bytes)
+    : root_(std::move(root)), max_bytes_(max_bytes), max_job_bytes_(max_job_bytes) {}
 
 std::string LogStore::JobDir(int64_t job_id) const { return fmt::format("{}/{}", root_, job_id); }
 
@@ -54,15 +72,23 @@ StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_
     }
     return cut;
   }
+  // `sent`: the bytes sent so far; `size`: what the file holds of them.
+  const int64_t sent_side = ReadNumber(SentPath(path));
+  if (offset != (sent_side >= 0 ? sent_side : FileSize(path)) || data.empty()) {
+    return sent_side >= 0 ? sent_side : FileSize(path);
+  }
+  if (max_job_bytes_ > 0) RM_RETURN_IF_ERROR(Refused(MakeRoom(job_id, attempt, static_cast<int64_t>(data.size()))));
+  const int64_t sent_before = Sent(path);  // MakeRoom may have cut this file's head
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Refused(FileError("open " + path, errno));
   struct stat st {};
   fstat(fd, &st);
   const int64_t size = st.st_size;
-  if (offset != size || data.empty()) {
-    close(fd);
-    return size;
-  }
+  const bool has_sent = ReadNumber(SentPath(path)) >= 0;
+  // Past the write, a file that lost its head records what was sent.
+  auto note_sent = [&](int64_t sent) {
+    return has_sent ? WriteFileAtomic(SentPath(path), std::to_string(sent), 0600) : Status::Ok();
+  };
   // A write that fails (a full disk) is taken back whole: the file keeps its
   // size, and the agent's retry from the same offset lands exactly once.
   auto undo = [&](const Status& w) {
@@ -74,10 +100,11 @@ StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_
   };
   if (max_bytes_ <= 0 || size + static_cast<int64_t>(data.size()) <= max_bytes_) {
     Status w = WriteAll(fd, data.data(), data.size(), path);
+    if (w.ok()) w = note_sent(sent_before + static_cast<int64_t>(data.size()));
     if (!w.ok()) w = undo(w);
     close(fd);
     RM_RETURN_IF_ERROR(w);
-    return size + static_cast<int64_t>(data.size());
+    return sent_before + static_cast<int64_t>(data.size());
   }
   // Crossing the cap: keep what fits (up to its last full line if there is
   // one), then the marker, then count the rest without keeping it.
@@ -86,7 +113,7 @@ StatusOr<int64_t> LogStore::Append(int64_t job_id, int rank, int attempt, int64_
   if (keep > 0 && nl != std::string::npos && nl + 1 >= keep / 2) keep = nl + 1;
   std::string marker = fmt::format("{}[ringmaster: log cut at {}; later output dropped]\n",
                                    keep > 0 && data[keep - 1] != '\n' ? "\n" : "", FormatBytes(max_bytes_));
-  const int64_t sent = size + static_cast<int64_t>(data.size());
+  const int64_t sent = sent_before + static_cast<int64_t>(data.size());
   Status w = WriteAll(fd, data.data(), keep, path);
   if (w.ok()) w = WriteAll(fd, marker.data(), marker.size(), path);
   // Without its sidecar the file is not capped: it goes back too.
@@ -113,6 +140,67 @@ std::vector<LogFile> LogStore::List(int64_t job_id) const {
   std::sort(out.begin(), out.end(),
             [](const LogFile& a, const LogFile& b) { return std::tie(a.rank, a.attempt) < std::tie(b.rank, b.attempt); });
   return out;
+}
+
+namespace {
+
+// Replaces `path`'s bytes before `from` with `marker` (a new file renamed
+// over it). The file then records what was sent in a sidecar: `cut` when it
+// takes no more output (a dropped attempt), else `.sent`.
+Status CutHead(const std::string& path, int64_t from, const std::string& marker, bool cut) {
+  const int64_t sent = Sent(path);
+  std::string tail;
+  if (from < FileSize(path)) {
+    RM_ASSIGN_OR_RETURN(std::string all, ReadFile(path));
+    // Start at a line: the partial one before it goes too.
+    size_t start = static_cast<size_t>(from);
+    if (start > 0 && all[start - 1] != '\n') {
+      const size_t nl = all.find('\n', start);
+      start = nl == std::string::npos ? all.size() : nl + 1;
+    }
+    tail = all.substr(start);
+  }
+  RM_RETURN_IF_ERROR(WriteFileAtomic(path, marker + tail, 0600));
+  if (cut) return WriteFileAtomic(CutPath(path), std::to_string(sent), 0600);
+  return WriteFileAtomic(SentPath(path), std::to_string(sent), 0600);
+}
+
+}  // namespace
+
+Status LogStore::MakeRoom(int64_t job_id, int attempt, int64_t incoming) {
+  std::vector<LogFile> files = List(job_id);
+  int64_t total = 0;
+  for (const LogFile& f : files) total += FileSize(f.path);
+  if (total + incoming <= max_job_bytes_) return Status::Ok();
+  // Older attempts first, oldest first: a restart's output is what matters.
+  std::stable_sort(files.begin(), files.end(), [](const LogFile& a, const LogFile& b) { return a.attempt < b.attempt; });
+  for (const LogFile& f : files) {
+    if (f.attempt >= attempt || total + incoming <= max_job_bytes_) break;
+    const int64_t size = FileSize(f.path);
+    const std::string marker = fmt::format("[ringmaster: attempt {}'s log ({}) dropped: the job's logs are capped at {}]\n",
+                                           f.attempt, FormatBytes(Sent(f.path)), FormatBytes(max_job_bytes_));
+    if (size <= static_cast<int64_t>(marker.size())) continue;  // dropped before
+    RM_RETURN_IF_ERROR(CutHead(f.path, size, marker, /*cut=*/true));
+    total -= size - static_cast<int64_t>(marker.size());
+  }
+  // Then the heads of this attempt's (and newer) files, largest first, with
+  // an eighth of the cap to spare so that not every append copies a file.
+  while (total + incoming > max_job_bytes_) {
+    const LogFile* largest = nullptr;
+    for (const LogFile& f : files) {
+      if (f.attempt >= attempt && (!largest || FileSize(f.path) > FileSize(largest->path))) largest = &f;
+    }
+    if (!largest) break;
+    const int64_t size = FileSize(largest->path);
+    const int64_t excess = total + incoming - max_job_bytes_ + max_job_bytes_ / 8;
+    const int64_t from = std::min(size, excess + 256);  // room for the marker
+    const std::string marker = fmt::format("[ringmaster: earlier output cut: the job's logs are capped at {}]\n",
+                                           FormatBytes(max_job_bytes_));
+    if (size <= static_cast<int64_t>(marker.size()) * 2) break;  // nothing left worth cutting
+    RM_RETURN_IF_ERROR(CutHead(largest->path, from, marker, /*cut=*/false));
+    total += FileSize(largest->path) - size;
+  }
+  return Status::Ok();
 }
 
 void LogStore::DeleteJob(int64_t job_id) {

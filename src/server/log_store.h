@@ -4,7 +4,11 @@
 // size, so resending after a crash on either side never duplicates or loses
 // bytes. Each file is capped: past `max_bytes` the rest is dropped behind a
 // marker line, but still acknowledged (the offset keeps counting what was
-// sent), so an agent never resends what was cut. Thread-safe.
+// sent), so an agent never resends what was cut. A job's files together are
+// capped too: past `max_job_bytes`, the logs of its older attempts are
+// dropped first (each leaves a marker line), then the newest attempt's
+// largest files lose their head (a marker line says how much), so what a
+// job printed last is what is kept. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +25,13 @@ struct LogFile {
   int rank = 0;
   int attempt = 0;
   std::string path;
+  std::string key;  // when set (and path empty): the archived copy in the files store
 };
 
 class LogStore {
  public:
-  // max_bytes: the cap per file (0 = none).
-  LogStore(std::string root, int64_t max_bytes);
+  // max_bytes: the cap per file; max_job_bytes: on one job's files together (0 = none).
+  LogStore(std::string root, int64_t max_bytes, int64_t max_job_bytes = 0);
 
   // Appends `data` if `offset` equals the bytes sent so far; returns the bytes
   // sent so far after it (kept and dropped together).
@@ -38,9 +43,13 @@ class LogStore {
 
  private:
   std::string JobDir(int64_t job_id) const;
+  // Drops older attempts' files, then heads of this attempt's, until `incoming`
+  // more bytes fit under max_job_bytes_ (mu_ held).
+  Status MakeRoom(int64_t job_id, int attempt, int64_t incoming);
 
   const std::string root_;
   const int64_t max_bytes_;
+  const int64_t max_job_bytes_;
   std::mutex mu_;
 };
 

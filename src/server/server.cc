@@ -95,7 +95,7 @@ Status Server::Bootstrap() {
   } else {
     RM_ASSIGN_OR_RETURN(store_, store::OpenMetaStore(meta_url));
   }
-  logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes);
+  logs_ = std::make_unique<LogStore>(options_.data_dir + "/logs", options_.max_log_bytes, options_.max_job_log_bytes);
   metrics_ = std::make_unique<LogStore>(options_.data_dir + "/metrics", options_.max_metrics_bytes);
   if (options_.files) {
     RM_RETURN_IF_ERROR(CheckFilesShared("(a store given in-process)"));

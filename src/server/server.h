@@ -51,6 +51,8 @@ struct ServerOptions {
   bool insecure_http = false;
   int64_t max_log_bytes = 64 << 20;      // kept per task attempt; the rest is cut with a marker
   int64_t max_metrics_bytes = 16 << 20;  // the same for metrics files
+  // One job's logs together (its older attempts' are dropped first, then heads); 0 = no cap.
+  int64_t max_job_log_bytes = 256 << 20;
   // The metadata store (store::OpenMetaStore): "" = sqlite:<data>/meta.db;
   // "memory:" keeps nothing across a restart.
   std::string meta_url;

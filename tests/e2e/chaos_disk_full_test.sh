@@ -138,7 +138,7 @@ done
 pass "a submit succeeds $(( ($(date +%s%N) - FREED) / 1000000 )) ms after the filler was deleted (job $NEW)"
 asalice files put "$TOOLS/new.bin" > /dev/null || fail "the upload still fails after the disk was freed"
 [ "$(asalice files cat new.bin | sha256sum)" = "$(sha256sum < "$TOOLS/new.bin")" ] || fail "new.bin reads back different"
-asalice files du | grep -q "quota: 166.0 KiB used" || fail "alice's usage is not kept.bin and new.bin (170000 bytes): $(asalice files du)"
+asalice files du | grep -q "quota: 174.0 KiB used" || fail "alice's usage is not kept.bin and new.bin (170000 bytes and 4 KiB each): $(asalice files du)"
 rmc wait "$NEW" --timeout 60 > /dev/null || { rmc show "$NEW"; fail "job $NEW did not succeed"; }
 pass "the upload succeeds again; job $NEW ran"
 

@@ -54,6 +54,16 @@ kill -0 "${AGENT_PID[node-b]}" || fail "agent node-b died uploading over-quota o
 [ -z "$(RINGMASTER_TOKEN=$ALICE rmc files ls "jobs/$BIG/outputs/" 2>/dev/null)" ] || fail "part of job $BIG's outputs was stored"
 pass "outputs over quota: job $BIG failed with \"$REASON\", nothing stored, the agent runs on"
 
+# A 2 GiB output that is all holes (truncate) costs the node nothing: it is
+# refused with a reason naming it, not stored as 2 GiB.
+SPARSE=$(jq -n '{name: "sparse-out", node_selector: {zone: "b"}, resources: {cpu: 0.1, memory: "16Mi"},
+  command: "truncate -s 2G outputs/holes.bin"}' | rmc submit --no-workdir -)
+rmc wait "$SPARSE" --timeout 60 > /dev/null 2>&1 || true
+REASON=$(rmc show "$SPARSE" --json | jq -r .reason)
+grep -q "outputs not uploaded: .*holes.bin: a sparse file" <<<"$REASON" || fail "job $SPARSE's sparse output: $REASON"
+[ -z "$(rmc files ls "jobs/$SPARSE/outputs/" 2>/dev/null)" ] || fail "job $SPARSE's sparse output was stored"
+pass "a 2 GiB sparse output is refused: job $SPARSE failed with \"$REASON\""
+
 # node-a keeps one cpu busy, so the two ranks land on different nodes.
 BLOCKER=$(jq -n '{name: "blocker", node_selector: {zone: "a"}, resources: {cpu: 1, memory: "16Mi"}, command: "sleep 600"}' |
   rmc submit --no-workdir -)
