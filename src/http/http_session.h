@@ -56,6 +56,22 @@ class HttpSession : public SessionBase {
     // compares the Content-Length with the optional, and any length > none.
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     Tcp().expires_after(first_ ? impl_.opt.header_timeout : impl_.opt.idle_timeout);
+    // The whole head first, to look at its lines as sent: Beast's parser
+    // joins an obs-fold into the value, where a proxy may read it otherwise.
+    obs_fold_ = false;
+    net::async_read_until(self().stream(), buffer_, "\r\n\r\n",
+                          beast::bind_front_handler(&HttpSession::OnHeadBytes, self().shared_from_this()));
+  }
+
+  void OnHeadBytes(beast::error_code ec, std::size_t n) {
+    if (ec) return OnHead(ec == net::error::not_found ? beast::error_code(bhttp::error::header_limit) : ec, 0);
+    const std::string_view head(static_cast<const char*>(buffer_.data().data()), n);
+    for (size_t i = head.find("\r\n"); i != std::string_view::npos && i + 2 < head.size(); i = head.find("\r\n", i + 2)) {
+      if (head[i + 2] == ' ' || head[i + 2] == '\t') {
+        obs_fold_ = true;
+        return OnHead(bhttp::error::bad_value, 0);
+      }
+    }
     bhttp::async_read_header(self().stream(), buffer_, *parser_,
                              beast::bind_front_handler(&HttpSession::OnHead, self().shared_from_this()));
   }
@@ -74,6 +90,10 @@ class HttpSession : public SessionBase {
         return Shutdown();  // the client went away or stayed silent: nothing to answer
       }
       keep_alive_ = false;
+      if (obs_fold_) {
+        return Finish(ErrorResponse(400, "InvalidArgument",
+                                    "request header: a line starts with a space or tab (obs-fold is not accepted)"));
+      }
       if (ec == bhttp::error::header_limit) {
         return Finish(ErrorResponse(431, "InvalidArgument",
                                     fmt::format("request header: larger than {} bytes", impl_.opt.max_header_bytes)));
@@ -537,6 +557,7 @@ class HttpSession : public SessionBase {
   std::string remote_;
   uint64_t session_id_ = 0;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool obs_fold_ = false;  // the head being read folds a line
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
   std::string pieces_[2];  // a streamed body's pieces: one with the handler, one filling
   int fill_buf_ = 0;
