@@ -37,7 +37,9 @@ class TlsTest : public ::testing::Test {
   bool Handshake(int max_version, const char* ciphers) {
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_set_max_proto_version(ctx, max_version);
-    if (ciphers) EXPECT_EQ(SSL_CTX_set_cipher_list(ctx, ciphers), 1);
+    if (ciphers) {
+      EXPECT_EQ(SSL_CTX_set_cipher_list(ctx, ciphers), 1);
+    }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
     SSL* ssl = SSL_new(ctx);
     int fd = testing::Dial(server_->port());

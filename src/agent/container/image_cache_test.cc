@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -32,7 +33,7 @@ TEST(ImageCache, TheManifestIsTheNamesOwnEvenWhenTheTarIsShared) {
   });
   const int port = http.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { http.listen_after_bind(); });
-  http.wait_until_ready();
+  for (int i = 0; i < 200 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 
   const auto dir = std::filesystem::temp_directory_path() / ("rm_image_cache_test_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
