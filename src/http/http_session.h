@@ -59,13 +59,28 @@ class HttpSession : public SessionBase {
     // The whole head first, to look at its lines as sent: Beast's parser
     // joins an obs-fold into the value, where a proxy may read it otherwise.
     obs_fold_ = false;
-    net::async_read_until(self().stream(), buffer_, "\r\n\r\n",
-                          beast::bind_front_handler(&HttpSession::OnHeadBytes, self().shared_from_this()));
+    head_scanned_ = 0;
+    ReadHeadBytes();
   }
 
-  void OnHeadBytes(beast::error_code ec, std::size_t n) {
-    if (ec) return OnHead(ec == net::error::not_found ? beast::error_code(bhttp::error::header_limit) : ec, 0);
-    const std::string_view head(static_cast<const char*>(buffer_.data().data()), n);
+  // Reads until the buffer holds a whole head ("\r\n\r\n"), then checks it
+  // and hands it to the parser (which reads nothing more for it).
+  void ReadHeadBytes() {
+    const std::string_view have(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (const size_t end = have.find("\r\n\r\n", head_scanned_); end != std::string_view::npos) {
+      return OnHeadBytes(have.substr(0, end + 4));
+    }
+    head_scanned_ = have.size() < 3 ? 0 : have.size() - 3;  // a delimiter may straddle reads
+    if (buffer_.size() >= buffer_.max_size()) return OnHead(bhttp::error::header_limit, 0);
+    const size_t room = std::min<size_t>(buffer_.max_size() - buffer_.size(), 16 << 10);
+    self().stream().async_read_some(buffer_.prepare(room), [self = self().shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->buffer_.commit(n);
+      if (ec) return self->OnHead(ec, 0);
+      self->ReadHeadBytes();
+    });
+  }
+
+  void OnHeadBytes(std::string_view head) {
     for (size_t i = head.find("\r\n"); i != std::string_view::npos && i + 2 < head.size(); i = head.find("\r\n", i + 2)) {
       if (head[i + 2] == ' ' || head[i + 2] == '\t') {
         obs_fold_ = true;
@@ -557,7 +572,8 @@ class HttpSession : public SessionBase {
   std::string remote_;
   uint64_t session_id_ = 0;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  bool obs_fold_ = false;  // the head being read folds a line
+  bool obs_fold_ = false;    // the head being read folds a line
+  size_t head_scanned_ = 0;  // bytes of the buffer searched for the head's end
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
   std::string pieces_[2];  // a streamed body's pieces: one with the handler, one filling
   int fill_buf_ = 0;

@@ -342,7 +342,8 @@ TEST_F(SessionTest, AFailedLoginsTerminalControlsAreAuditedEscaped) {
   http::Response audit = Call("GET", "/api/v1/audit?limit=50", {{"authorization", "Bearer " + admin_}});
   ASSERT_EQ(audit.status, 200) << audit.body;
   bool found = false;
-  for (const auto& e : json::parse(audit.body)["entries"]) {
+  const json entries = json::parse(audit.body)["entries"];
+  for (const auto& e : entries) {
     const std::string target = e.value("target", "");
     if (target.rfind("user eve", 0) != 0) continue;
     found = true;
