@@ -237,7 +237,9 @@ TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
 TEST(ServerSocketTest, ObsFoldIsRefused) {
   ServerOptions o;
   Server server(o);
-  server.Route("GET", "/x", {}, [](Request&, Responder respond) { respond(Response{}); });
+  RouteOptions open;
+  open.authenticate = false;
+  server.Route("GET", "/x", open, [](Request&, Responder respond) { respond(Response{}); });
   ASSERT_TRUE(server.Start().ok());
   auto status_of = [&](const std::string& head) {
     const std::string out = ExpectContinueExchange(server.port(), head, "");
