@@ -13,6 +13,7 @@
 
 #include "cli/output.h"
 #include "common/files.h"
+#include "common/json_limits.h"
 #include "common/units.h"
 
 namespace ringmaster::cli {
@@ -105,7 +106,7 @@ int Logs(const Connection& c, int64_t id, bool follow, int rank) {
   });
   if (!st.ok()) Die(st.message());
   if (end.is_null()) Die("the log stream ended before the job did; run the command again to resume");
-  std::cerr << fmt::format("job {} {}: {}\n", id, end.value("state", "?"), end.value("reason", ""));
+  std::cerr << fmt::format("job {} {}: {}\n", id, EscapeControl(end.value("state", "?")), EscapeControl(end.value("reason", "")));
   return 0;
 }
 
@@ -122,7 +123,7 @@ int Wait(const Connection& c, int64_t id, double timeout_s, bool quiet) {
     json job = Must(api.Get(fmt::format("/api/v1/jobs/{}?wait={}", id, wait_s)));
     std::string state = job["state"];
     if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") {
-      if (!quiet) std::cerr << fmt::format("job {} {}: {}\n", id, state, job.value("reason", ""));
+      if (!quiet) std::cerr << fmt::format("job {} {}: {}\n", id, state, EscapeControl(job.value("reason", "")));
       return state == "SUCCEEDED" ? 0 : kExitFailure;
     }
     if (timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
@@ -253,7 +254,8 @@ int TokensLs(const Connection& c, const std::string& user, bool all) {
   std::string q = all ? "?all=1" : user.empty() ? "" : "?user=" + user;
   json r = Must(Connect(c).Get("/api/v1/tokens" + q));
   for (const auto& t : r["tokens"]) {
-    std::cout << t["id"].get<int64_t>() << "\t" << t.value("user", "") << "\t" << t["name"].get<std::string>() << "\t"
+    std::cout << t["id"].get<int64_t>() << "\t" << EscapeControl(t.value("user", "")) << "\t"
+              << EscapeControl(t["name"].get<std::string>()) << "\t"
               << t.value("scope", "") << (t.contains("node") ? ":" + t["node"].get<std::string>() : "") << "\t"
               << t["created_at"].get<std::string>()
               << (t.contains("expires_at") ? "\texpires " + t["expires_at"].get<std::string>() : "") << "\n";
@@ -276,11 +278,12 @@ int Audit(const Connection& c, const std::string& user, const std::string& actio
     std::cout << r.dump(2) << "\n";
     return 0;
   }
+  // Entries quote what clients sent (a failed login's name): shown escaped.
   for (const auto& e : r["entries"]) {
-    std::cout << e.value("time", "") << "  " << e.value("address", "") << "  "
-              << (e.value("user", "").empty() ? "-" : e.value("user", "")) << "  " << e.value("action", "") << "  "
-              << e.value("target", "") << "  " << e.value("outcome", "")
-              << (e.value("detail", "").empty() ? "" : "  (" + e.value("detail", "") + ")") << "\n";
+    const auto f = [&](const char* k) { return EscapeControl(e.value(k, "")); };
+    std::cout << f("time") << "  " << f("address") << "  " << (f("user").empty() ? "-" : f("user")) << "  "
+              << f("action") << "  " << f("target") << "  " << f("outcome")
+              << (f("detail").empty() ? "" : "  (" + f("detail") + ")") << "\n";
   }
   return 0;
 }

@@ -3,7 +3,7 @@
 // Paths: users/<name>/..., datasets/... or jobs/<id>/...; any other path is
 // taken under your own users/<you>/. Uploads hash the file first and send
 // the SHA-256, so the server stores it only if every byte arrived; downloads
-// go to NAME.part, are checked against the size and SHA-256 the server
+// go to a new NAME.part.<random> (O_EXCL, no symlink followed), are checked against the size and SHA-256 the server
 // reports, then renamed. Directories are copied recursively. Transient
 // failures (the server or its storage unreachable) are retried 3 times. On a
 // terminal, transfers draw a progress bar with rate and ETA.
@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "common/crypto.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace ringmaster::cli {
@@ -155,10 +156,18 @@ std::vector<json> ListAll(client::ApiClient& api, const std::string& prefix) {
 }
 
 void GetFile(client::ApiClient& api, const std::string& remote, const std::string& local) {
-  const std::string part = local + ".part";
+  // A fresh NAME.part.<random> each try, never opened through a planted symlink.
+  std::string part;
   auto st = Retry("get " + remote, [&]() -> Status {
-    FILE* f = std::fopen(part.c_str(), "wb");
-    if (!f) return Aborted(fmt::format("{}: {}", part, std::strerror(errno)));
+    if (!part.empty()) std::remove(part.c_str());
+    StatusOr<NewTempFile> made = CreateTempBeside(local, ".part.", 0666);
+    if (!made.ok()) return Aborted(made.status().message());
+    part = made->path;
+    FILE* f = fdopen(made->fd, "wb");
+    if (!f) {
+      close(made->fd);
+      return Aborted(fmt::format("{}: {}", part, std::strerror(errno)));
+    }
     uint64_t size = 0, got = 0;
     std::string want_sha;
     std::unique_ptr<Progress> bar;
@@ -183,7 +192,11 @@ void GetFile(client::ApiClient& api, const std::string& remote, const std::strin
         });
     const bool closed = std::fclose(f) == 0;
     if (!s.ok()) return s;
-    if (write_failed || !closed) Die(fmt::format("{}: could not write: {}", part, std::strerror(errno)));
+    if (write_failed || !closed) {
+      const std::string why = std::strerror(errno);
+      std::remove(part.c_str());
+      Die(fmt::format("{}: could not write: {}", part, why));
+    }
     if (got != size) return Unavailable(fmt::format("{}: got {} of {} bytes", remote, got, size));
     if (!want_sha.empty() && h.FinishHex() != want_sha) {
       return Unavailable(fmt::format("{}: the bytes received do not match the SHA-256 the server reported", remote));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
+#include "common/json_limits.h"
 #include "common/units.h"
 
 namespace ringmaster::cli {
@@ -35,7 +36,12 @@ std::string Age(const json& j, const char* field) {
   return t ? FormatDuration(RealClock::Get()->NowMs() - t) : "-";
 }
 
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+// Every cell escaped (EscapeControl is idempotent): a name or reason cannot
+// break a row or move the cursor.
+void PrintTable(std::vector<std::vector<std::string>> rows) {
+  for (auto& r : rows) {
+    for (auto& cell : r) cell = EscapeControl(cell);
+  }
   std::vector<size_t> width;
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) {
@@ -52,9 +58,11 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+// A field as shown on a terminal: what a client sent (names, paths, reasons
+// quoting them) never carries a control character to it.
 std::string Str(const json& j, const char* f) {
   if (!j.contains(f) || j[f].is_null()) return "";
-  return j[f].is_string() ? j[f].get<std::string>() : j[f].dump();
+  return EscapeControl(j[f].is_string() ? j[f].get<std::string>() : j[f].dump());
 }
 
 }  // namespace
@@ -85,7 +93,7 @@ void PrintMetrics(const json& m) {
     std::string text = v.is_number_float() ? fmt::format("{:.4f}", v.get<double>())
                        : v.is_string()     ? v.get<std::string>()
                                            : v.dump();
-    std::cout << fmt::format("  {:<14} {}\n", k, text);
+    std::cout << fmt::format("  {:<14} {}\n", EscapeControl(k), EscapeControl(text));
   }
 }
 
@@ -138,10 +146,10 @@ void PrintSlurmNodes(const json& nodes) {
   for (const auto& n : nodes) {
     const json& a = n["allocated"];
     rows.push_back({Str(n, "name"), Str(n, "state"), Str(n, "cpu"), FormatBytes(n.value("memory_bytes", int64_t{0})),
-                    n.value("gres", "").empty() ? "-" : n.value("gres", ""),
+                    n.value("gres", "").empty() ? "-" : Str(n, "gres"),
                     fmt::format("{} cpu, {}, {} gpu", Str(a, "cpu"), FormatBytes(a.value("memory_bytes", int64_t{0})),
                                 Str(a, "gpus")),
-                    n.value("reason", "")});
+                    Str(n, "reason")});
   }
   PrintTable(rows);
 }

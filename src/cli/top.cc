@@ -29,6 +29,8 @@
 
 #include <fmt/format.h>
 
+#include "common/json_limits.h"
+
 namespace ringmaster::cli {
 namespace {
 
@@ -155,7 +157,7 @@ std::optional<double> Number(const json& obj, const char* key) {
 
 std::string Text(const json& obj, const char* key) {
   const json& v = Field(obj, key);
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return EscapeControl(v.get<std::string>());  // names, reasons: no escapes to the terminal
   if (v.is_number() || v.is_boolean()) return v.dump();
   return "";
 }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/crypto.h"
+
 namespace ringmaster {
 
 bool IsDiskFull(int err) { return err == ENOSPC || err == EDQUOT; }
@@ -32,10 +34,20 @@ Status WriteAll(int fd, const char* data, size_t n, const std::string& what) {
   return Status::Ok();
 }
 
+StatusOr<NewTempFile> CreateTempBeside(const std::string& path, const std::string& suffix, int mode) {
+  for (int attempt = 0;; ++attempt) {
+    NewTempFile t;
+    t.path = path + suffix + RandomHex(6);
+    t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (t.fd >= 0) return t;
+    if (errno != EEXIST || attempt >= 8) return FileError("create " + t.path, errno);
+  }
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return FileError("open " + tmp, errno);
+  RM_ASSIGN_OR_RETURN(NewTempFile made, CreateTempBeside(path, ".tmp.", mode));
+  const std::string& tmp = made.path;
+  const int fd = made.fd;
   if (Status st = WriteAll(fd, content.data(), content.size(), tmp); !st.ok()) {
     ::close(fd);
     ::unlink(tmp.c_str());

@@ -9,6 +9,16 @@
 
 namespace ringmaster {
 
+// A new, empty file beside `path` for writing, `<path><suffix><random>`, made
+// with O_CREAT|O_EXCL|O_NOFOLLOW: in a shared directory, nothing another user
+// planted (a symlink at a predictable name) is opened or truncated. The
+// caller owns `fd` and renames `path` into place at the end.
+struct NewTempFile {
+  int fd = -1;
+  std::string path;
+};
+StatusOr<NewTempFile> CreateTempBeside(const std::string& path, const std::string& suffix, int mode = 0600);
+
 // A full disk (ENOSPC, EDQUOT) fails these with InsufficientStorage.
 Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0644);
 // Writes all `n` bytes to `fd` (retrying short writes and EINTR); `what` names

@@ -1,5 +1,7 @@
 #include "common/json_limits.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <new>
 
 #include <fmt/format.h>
@@ -59,8 +61,28 @@ bool IsDisplayText(std::string_view text) {
   return true;
 }
 
-std::string Printable(std::string_view text, size_t max_bytes) {
+namespace {
+
+// The code point of the valid sequence of `n` bytes at text[i].
+uint32_t CodePointAt(std::string_view text, size_t i, size_t n) {
+  const auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(text[i + k])); };
+  if (n == 1) return byte(0);
+  uint32_t cp = byte(0) & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (byte(k) & 0x3F);
+  return cp;
+}
+
+// Code points past ASCII that move a terminal's cursor or reorder the text around them.
+bool IsHiddenControl(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F || cp == 0x061C;
+}
+
+}  // namespace
+
+std::string EscapeControl(std::string_view text, size_t max_bytes) {
   std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
   for (size_t i = 0; i < text.size();) {
     if (out.size() >= max_bytes) {
       out += "...";
@@ -71,10 +93,14 @@ std::string Printable(std::string_view text, size_t max_bytes) {
     if (n == 0 || c < 0x20 || c == 0x7F) {
       out += fmt::format("\\x{:02x}", c);
       ++i;
+      continue;
+    }
+    if (const uint32_t cp = CodePointAt(text, i, n); n > 1 && IsHiddenControl(cp)) {
+      out += fmt::format("\\u{:04x}", cp);
     } else {
       out.append(text.substr(i, n));
-      i += n;
     }
+    i += n;
   }
   return out;
 }

@@ -46,9 +46,13 @@ inline bool IsValidUtf8(std::string_view text) { return InvalidUtf8At(text) == s
 // outside can neither break a table's line nor send a terminal escapes.
 bool IsDisplayText(std::string_view text);
 
-// `text` made fit to quote in a one-line error message: bytes that are not
-// valid UTF-8 and control characters written as \xNN, and cut after
-// max_bytes with "...". Always valid UTF-8.
-std::string Printable(std::string_view text, size_t max_bytes = 64);
+// `text` safe to write to a terminal or a log line, whoever sent it: bytes
+// that are not valid UTF-8 and C0 controls and DEL as \xNN (ESC is \x1b, a
+// newline \x0a), C1 controls, line/paragraph separators and bidi overrides as
+// \uNNNN; other valid UTF-8 kept. Cut after max_bytes with "...". Always
+// valid UTF-8, one line.
+std::string EscapeControl(std::string_view text, size_t max_bytes = std::string_view::npos);
+// EscapeControl cut short enough to quote in a one-line error message.
+inline std::string Printable(std::string_view text, size_t max_bytes = 64) { return EscapeControl(text, max_bytes); }
 
 }  // namespace ringmaster

@@ -129,6 +129,20 @@ TEST(JsonLimits, DisplayTextHasNoControlsNorSeparators) {
   EXPECT_TRUE(IsDisplayText("\xc2\xa0 no-break space"));  // U+00A0 is not C1
 }
 
+// Whatever a client sent reaches a terminal or a log line as one line with no
+// escapes: C0, DEL, C1 (CSI U+009B is an escape on its own), separators and
+// bidi overrides are written out; other UTF-8 is kept.
+TEST(JsonLimits, EscapeControlLeavesNothingATerminalActsOn) {
+  EXPECT_EQ(EscapeControl("\x1b[2J\x1b]0;title\x07"), "\\x1b[2J\\x1b]0;title\\x07");
+  EXPECT_EQ(EscapeControl("name\n2026-12-06 I forged line\r"), "name\\x0a2026-12-06 I forged line\\x0d");
+  EXPECT_EQ(EscapeControl("csi \xc2\x9b" "31m nel \xc2\x85"), "csi \\u009b31m nel \\u0085");
+  EXPECT_EQ(EscapeControl("ls \xe2\x80\xa8 rlo \xe2\x80\xae txt"), "ls \\u2028 rlo \\u202e txt");
+  EXPECT_EQ(EscapeControl("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 \xc2\xa0"),
+            "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 \xc2\xa0");
+  EXPECT_EQ(EscapeControl(std::string(300, 'x')), std::string(300, 'x'));  // no cut unless asked
+  EXPECT_TRUE(IsDisplayText(EscapeControl("a\x1b\xc2\x9b\xff\xe2\x80\xa8z")));
+}
+
 TEST(JsonLimits, PrintableEscapesAndCuts) {
   EXPECT_EQ(Printable("plain text"), "plain text");
   EXPECT_EQ(Printable("a\xff" "b\n\x7f"), "a\\xffb\\x0a\\x7f");

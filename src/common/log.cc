@@ -8,10 +8,33 @@
 #include <cstdlib>
 #include <exception>
 
+#include <spdlog/pattern_formatter.h>
+
+#include "common/json_limits.h"
+
 namespace ringmaster {
 
+namespace {
+
+class EscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string text = EscapeControl(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedMessage>(); }
+};
+
+}  // namespace
+
+std::unique_ptr<spdlog::formatter> EscapingFormatter(const std::string& pattern, spdlog::pattern_time_type time) {
+  auto f = std::make_unique<spdlog::pattern_formatter>(time);
+  f->add_flag<EscapedMessage>('v').set_pattern(pattern);
+  return f;
+}
+
 void InitLogging(bool verbose) {
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
+  spdlog::set_formatter(EscapingFormatter("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 }
 

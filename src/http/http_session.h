@@ -56,6 +56,37 @@ class HttpSession : public SessionBase {
     // compares the Content-Length with the optional, and any length > none.
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     Tcp().expires_after(first_ ? impl_.opt.header_timeout : impl_.opt.idle_timeout);
+    // The whole head first, to look at its lines as sent: Beast's parser
+    // joins an obs-fold into the value, where a proxy may read it otherwise.
+    obs_fold_ = false;
+    head_scanned_ = 0;
+    ReadHeadBytes();
+  }
+
+  // Reads until the buffer holds a whole head ("\r\n\r\n"), then checks it
+  // and hands it to the parser (which reads nothing more for it).
+  void ReadHeadBytes() {
+    const std::string_view have(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (const size_t end = have.find("\r\n\r\n", head_scanned_); end != std::string_view::npos) {
+      return OnHeadBytes(have.substr(0, end + 4));
+    }
+    head_scanned_ = have.size() < 3 ? 0 : have.size() - 3;  // a delimiter may straddle reads
+    if (buffer_.size() >= buffer_.max_size()) return OnHead(bhttp::error::header_limit, 0);
+    const size_t room = std::min<size_t>(buffer_.max_size() - buffer_.size(), 16 << 10);
+    self().stream().async_read_some(buffer_.prepare(room), [self = self().shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->buffer_.commit(n);
+      if (ec) return self->OnHead(ec, 0);
+      self->ReadHeadBytes();
+    });
+  }
+
+  void OnHeadBytes(std::string_view head) {
+    for (size_t i = head.find("\r\n"); i != std::string_view::npos && i + 2 < head.size(); i = head.find("\r\n", i + 2)) {
+      if (head[i + 2] == ' ' || head[i + 2] == '\t') {
+        obs_fold_ = true;
+        return OnHead(bhttp::error::bad_value, 0);
+      }
+    }
     bhttp::async_read_header(self().stream(), buffer_, *parser_,
                              beast::bind_front_handler(&HttpSession::OnHead, self().shared_from_this()));
   }
@@ -74,6 +105,10 @@ class HttpSession : public SessionBase {
         return Shutdown();  // the client went away or stayed silent: nothing to answer
       }
       keep_alive_ = false;
+      if (obs_fold_) {
+        return Finish(ErrorResponse(400, "InvalidArgument",
+                                    "request header: a line starts with a space or tab (obs-fold is not accepted)"));
+      }
       if (ec == bhttp::error::header_limit) {
         return Finish(ErrorResponse(431, "InvalidArgument",
                                     fmt::format("request header: larger than {} bytes", impl_.opt.max_header_bytes)));
@@ -537,6 +572,8 @@ class HttpSession : public SessionBase {
   std::string remote_;
   uint64_t session_id_ = 0;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool obs_fold_ = false;    // the head being read folds a line
+  size_t head_scanned_ = 0;  // bytes of the buffer searched for the head's end
   std::optional<bhttp::request_parser<bhttp::buffer_body>> stream_parser_;  // a stream_body route's, after its head
   std::string pieces_[2];  // a streamed body's pieces: one with the handler, one filling
   int fill_buf_ = 0;

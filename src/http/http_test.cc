@@ -232,6 +232,26 @@ TEST(ServerSocketTest, ExpectContinueIsAnsweredOnlyForAcceptedRequests) {
   server.Stop();
 }
 
+// A folded header line (obs-fold, RFC 9112 5.2) is refused with 400: Beast
+// would join it into the value, which a proxy in front may read otherwise.
+TEST(ServerSocketTest, ObsFoldIsRefused) {
+  ServerOptions o;
+  Server server(o);
+  RouteOptions open;
+  open.authenticate = false;
+  server.Route("GET", "/x", open, [](Request&, Responder respond) { respond(Response{}); });
+  ASSERT_TRUE(server.Start().ok());
+  auto status_of = [&](const std::string& head) {
+    const std::string out = ExpectContinueExchange(server.port(), head, "");
+    return out.substr(0, 12);
+  };
+  EXPECT_EQ(status_of("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 200");
+  EXPECT_EQ(status_of("GET /x HTTP/1.1\r\nHost: x\r\nX-A: one\r\n two\r\n\r\n"), "HTTP/1.1 400");
+  EXPECT_EQ(status_of("GET /x HTTP/1.1\r\nHost: x\r\nX-A: one\r\n\ttwo\r\n\r\n"), "HTTP/1.1 400");
+  EXPECT_EQ(status_of("GET /x HTTP/1.1\r\n Host: x\r\n\r\n"), "HTTP/1.1 400");
+  server.Stop();
+}
+
 // At the connection limit, silent connections make room: a flood of them
 // cannot keep a real client (an agent's heartbeat, say) out.
 TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {

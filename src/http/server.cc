@@ -7,6 +7,11 @@
 namespace ringmaster::http {
 namespace {
 
+// Mozilla's "intermediate" TLS 1.2 list: ECDHE with AES-GCM or ChaCha20-Poly1305.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
 class AsioTimer final : public Timer, public std::enable_shared_from_this<AsioTimer> {
  public:
   explicit AsioTimer(net::io_context& ioc) : strand_(net::make_strand(ioc)), timer_(strand_) {}
@@ -67,6 +72,12 @@ Status Server::Start() {
     I.tls.emplace(ssl::context::tls_server);
     I.tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                        ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    // TLS 1.2 offers AEAD suites with forward secrecy only (no CBC: Lucky13
+    // and its kin); TLS 1.3's suites are all AEAD already.
+    if (SSL_CTX_set_cipher_list(I.tls->native_handle(), kTls12Ciphers) != 1) {
+      return Internal("TLS: OpenSSL knows none of the AEAD cipher suites");
+    }
+    SSL_CTX_set_options(I.tls->native_handle(), SSL_OP_CIPHER_SERVER_PREFERENCE);
     beast::error_code ec;
     I.tls->use_certificate_chain_file(I.opt.tls_cert, ec);
     if (ec) return InvalidArgument(fmt::format("--tls-cert {}: {}", I.opt.tls_cert, ec.message()));

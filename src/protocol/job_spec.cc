@@ -536,6 +536,9 @@ StatusOr<JobSpec> SpecReader::Read(const YAML::Node& root) {
       return InvalidArgument(
           fmt::format("working_dir: \"{}\" must be an absolute path", Printable(spec.working_dir)));
     }
+    if (!IsDisplayText(spec.working_dir)) {
+      return InvalidArgument(fmt::format("working_dir: \"{}\" has control characters", Printable(spec.working_dir)));
+    }
     if (spec.working_dir.size() > kMaxPathBytes) {
       return InvalidArgument(fmt::format("working_dir: {} bytes, longer than a path can be ({})",
                                          spec.working_dir.size(), kMaxPathBytes));

@@ -194,7 +194,9 @@ void AddUserRoutes(Api& api) {
                     fmt::format("scope {}{}{}", t.scope, node.empty() ? "" : " node " + node, login ? " (login)" : ""));
     json out = TokenJson(t, owner.name);
     out["token"] = secret;
-    return Reply{201, out};
+    Reply r{201, out};
+    r.headers.emplace_back("Cache-Control", "no-store");  // the secret must not sit in a cache
+    return r;
   }));
 
   api.http->Route("GET", "/api/v1/tokens", read, Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {

@@ -104,6 +104,16 @@ void LoginLimiter::PruneLocked(int64_t now) {
     if (oldest == users_.end()) break;
     users_.erase(oldest);
   }
+  for (auto it = known_.begin(); it != known_.end();) {
+    it = now - it->second > limits_.known_ms ? known_.erase(it) : std::next(it);
+  }
+  while (known_.size() > kMaxTrackedNames) {
+    auto oldest = known_.begin();
+    for (auto it = known_.begin(); it != known_.end(); ++it) {
+      if (it->second < oldest->second) oldest = it;
+    }
+    known_.erase(oldest);
+  }
   while (addresses_.size() > kMaxTrackedNames) {
     auto oldest = addresses_.begin();
     for (auto it = addresses_.begin(); it != addresses_.end(); ++it) {
@@ -137,7 +147,8 @@ Status LoginLimiter::Check(const std::string& user, const std::string& address_i
   PruneLocked(now);
   const std::string address = AddressKey(address_in);
   auto a = addresses_.find(address);
-  if (a != addresses_.end() && static_cast<int>(a->second.size()) >= limits_.address_failures) {
+  if (a != addresses_.end() && static_cast<int>(a->second.size()) >= limits_.address_failures &&
+      !known_.contains({address, user})) {
     const int64_t wait = a->second.front() + limits_.address_window_ms - now;
     return ResourceExhausted(fmt::format("too many failed logins from {}: try again in {}", address,
                                          FormatDuration(std::max<int64_t>(wait, 1000))));
@@ -166,9 +177,10 @@ bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
   return locked;
 }
 
-void LoginLimiter::Succeeded(const std::string& user) {
+void LoginLimiter::Succeeded(const std::string& user, const std::string& address) {
   std::lock_guard<std::mutex> l(mu_);
   users_.erase(user);
+  known_[{AddressKey(address), user}] = clock_->NowMs();
 }
 
 // ---------------------------------------------------------------------------
@@ -278,7 +290,7 @@ StatusOr<Caller> Auth::Login(const http::Request& req, const std::string& name,
     Audit(req, user->name, action, "user " + user->name, "denied", "user disabled");
     return Unauthenticated(fmt::format("user {} is disabled", user->name));
   }
-  limiter_.Succeeded(shown);
+  limiter_.Succeeded(shown, req.remote);
   Audit(req, user->name, action, "user " + user->name, "ok");
   const Scope scope = user->role == store::Role::kAdmin ? Scope::kAdmin : Scope::kSubmit;
   return Caller{std::move(*user), store::Token{}, scope};
@@ -399,8 +411,8 @@ void Auth::Audit(const http::Request& req, const std::string& who, const std::st
   store::AuditEntry e{0,      clock_->NowMs(), Printable(who, 256), req.remote, action, Printable(target, 256),
                       outcome, Printable(detail, 512)};
   if (Status st = store_->AddAudit(e); !st.ok()) spdlog::error("audit: {}", st.ToString());
-  spdlog::info("audit: {} {} {} {} from {}{}", who.empty() ? "-" : who, action, target, outcome, req.remote,
-               detail.empty() ? "" : ": " + detail);
+  spdlog::info("audit: {} {} {} {} from {}{}", e.user.empty() ? "-" : e.user, action, e.target, outcome, req.remote,
+               e.detail.empty() ? "" : ": " + e.detail);
   std::lock_guard<std::mutex> l(audit_mu_);
   if (++audits_since_prune_ >= 1000) {
     audits_since_prune_ = 0;

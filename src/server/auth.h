@@ -13,7 +13,8 @@
 // moves with every write to users or tokens, stays the same.
 //
 // Password login (HTTP Basic on POST /api/v1/tokens, or a browser session)
-// is rate-limited per user name and per client address, and costs the same
+// is rate-limited per user name and per client address (an address's limit
+// spares the names that logged in from it before), and costs the same
 // for unknown users and wrong passwords, so it tells an attacker neither.
 // A browser session is a token row (revoked with the user's tokens) with an
 // expiry, carried by the rm_session cookie on user routes only; a cookie
@@ -78,11 +79,15 @@ struct LoginLimits {
   int user_failures = 5;            // consecutive failures before a user name is locked
   int64_t lock_ms = 30'000;         // the first lock; each further failure doubles it
   int64_t max_lock_ms = 15 * 60'000;
-  int address_failures = 30;        // failures from one address within the window
+  int address_failures = 100;       // failures from one address within the window (any names)
   int64_t address_window_ms = 10 * 60'000;
+  int64_t known_ms = 30LL * 24 * 3'600'000;  // how long a name's login from an address is remembered
 };
 
-// Counts failed logins; Check refuses while a user name or an address is locked out.
+// Counts failed logins; Check refuses while a user name is locked out, or an
+// address is, for names that have not logged in from it before: failures
+// against one name (or a spray from a shared address such as loopback) never
+// lock out the names already known there.
 class LoginLimiter {
  public:
   LoginLimiter(Clock* clock, LoginLimits limits);
@@ -90,7 +95,7 @@ class LoginLimiter {
   Status Check(const std::string& user, const std::string& address);
   // Counts a failure; true if it locked the user name or the address just now.
   bool Failed(const std::string& user, const std::string& address);
-  void Succeeded(const std::string& user);
+  void Succeeded(const std::string& user, const std::string& address);
 
  private:
   struct UserState {
@@ -106,6 +111,7 @@ class LoginLimiter {
   std::mutex mu_;
   std::map<std::string, UserState> users_;                // GUARDED_BY(mu_)
   std::map<std::string, std::deque<int64_t>> addresses_;  // GUARDED_BY(mu_): failure times
+  std::map<std::pair<std::string, std::string>, int64_t> known_;  // GUARDED_BY(mu_): (address, name) -> last login
 };
 
 struct AuthOptions {

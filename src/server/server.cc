@@ -13,6 +13,7 @@
 
 #include "common/crypto.h"
 #include "common/files.h"
+#include "common/log.h"
 #include "http/tls_cert.h"
 
 namespace ringmaster::server {
@@ -196,7 +197,7 @@ Status Server::Start() {
   // Access log: method, path, status, duration, user; never a token.
   auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(options_.data_dir + "/access.log", 16 << 20, 3);
   auto access = std::make_shared<spdlog::logger>("access", sink);
-  access->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %v", spdlog::pattern_time_type::utc);
+  access->set_formatter(EscapingFormatter("%Y-%m-%dT%H:%M:%S.%eZ %v", spdlog::pattern_time_type::utc));
   access->flush_on(spdlog::level::info);
   h.access_log = [access, this](const http::AccessRecord& r) {
     if (api_) api_->http_metrics.Observe(r);

@@ -196,6 +196,43 @@ TEST_F(SessionTest, WrongPasswordAndUnknownUserGetTheSameAnswerThenTheRateLimit)
   EXPECT_EQ(basic.status, 429) << basic.body;
 }
 
+// Failures against one name, or sprayed over many names from a shared address
+// (every local process is loopback), do not lock out a name that has logged in
+// from that address before; the sprayed name and new names are limited.
+TEST_F(SessionTest, LoginLimitsLockTheGuessedNameNotTheAddressesKnownNames) {
+  http::Response bob = Call("POST", "/api/v1/users", {{"authorization", "Bearer " + admin_}},
+                            R"({"name":"bob","password":"battery staple"})");
+  ASSERT_EQ(bob.status, 201) << bob.body;
+  auto login = [&](const std::string& user, const std::string& password, const std::string& from = "127.0.0.1") {
+    return Call("POST", "/api/v1/session", {}, json{{"user", user}, {"password", password}}.dump(), from).status;
+  };
+  EXPECT_EQ(login("bob", "battery staple"), 201);
+  for (int i = 0; i < 6; ++i) login("alice", "nope");
+  EXPECT_EQ(login("alice", "correct horse"), 429);  // the guessed name is limited
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(login("spray" + std::to_string(i), "nope", "127.0.0." + std::to_string(2 + i)), 401);
+  EXPECT_EQ(login("bob", "battery staple", "127.0.0.9"), 201);  // all of loopback is one address; bob is known there
+  for (int i = 40; i < 120; ++i) login("spray" + std::to_string(i), "nope");
+  EXPECT_EQ(login("bob", "battery staple"), 201);
+  http::Response carol = Call("POST", "/api/v1/session", {}, R"({"user":"carol","password":"x"})");
+  EXPECT_EQ(carol.status, 429) << carol.body;  // a name new to the address waits out the spray
+  EXPECT_NE(carol.body.find("too many failed logins from"), std::string::npos) << carol.body;
+  EXPECT_EQ(login("alice", "correct horse", "10.1.2.3"), 429);  // still locked from anywhere
+}
+
+// Responses that carry a credential are never cached.
+TEST_F(SessionTest, ResponsesCarryingTokensAreNotCached) {
+  http::Response made = Call("POST", "/api/v1/tokens", {{"authorization", "Bearer " + admin_}}, R"({"name":"ci"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(HeaderOf(made, "Cache-Control"), "no-store");
+  http::Response basic = Call("POST", "/api/v1/tokens",
+                              {{"authorization", "Basic " + std::string("YWxpY2U6Y29ycmVjdCBob3JzZQ==")}}, "{}");
+  ASSERT_EQ(basic.status, 201) << basic.body;
+  EXPECT_EQ(HeaderOf(basic, "Cache-Control"), "no-store");
+  http::Response session = Call("POST", "/api/v1/session", {}, R"({"user":"alice","password":"correct horse"})");
+  ASSERT_EQ(session.status, 201) << session.body;
+  EXPECT_EQ(HeaderOf(session, "Cache-Control"), "no-store");
+}
+
 TEST_F(SessionTest, ATokenLoginNeverGainsScope) {
   const std::string read = MakeToken("alice", "read");
   auto [secret, csrf] = LogIn(json{{"token", read}}.dump());
@@ -294,6 +331,25 @@ TEST_F(SessionTest, AFailedLoginWithJunkInItsNameIsAuditedAsPrintableText) {
   const std::string entries = json::parse(audit.body)["entries"].dump();
   EXPECT_NE(entries.find(R"(user alice\\x00x)"), std::string::npos) << entries;
   EXPECT_NE(entries.find(R"(user al\\xffice)"), std::string::npos) << entries;
+}
+
+// A login name carrying terminal controls (ESC, C1's CSI, a bidi override) is
+// audited with every one of them escaped, so `ringmaster audit` shows text.
+TEST_F(SessionTest, AFailedLoginsTerminalControlsAreAuditedEscaped) {
+  http::Response r = Call("POST", "/api/v1/session", {},
+                          R"({"user":"eve\u001b[2J\u009b31m\u202eadmin","password":"x"})");
+  EXPECT_EQ(r.status, 401) << r.body;
+  http::Response audit = Call("GET", "/api/v1/audit?limit=50", {{"authorization", "Bearer " + admin_}});
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  bool found = false;
+  const json entries = json::parse(audit.body)["entries"];
+  for (const auto& e : entries) {
+    const std::string target = e.value("target", "");
+    if (target.rfind("user eve", 0) != 0) continue;
+    found = true;
+    EXPECT_EQ(target, R"(user eve\x1b[2J\u009b31m\u202eadmin)");
+  }
+  EXPECT_TRUE(found) << audit.body;
 }
 
 }  // namespace

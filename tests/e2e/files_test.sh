@@ -27,6 +27,19 @@ as_alice files ls | grep -Eq "^ *209715200  .*  users/alice/big.bin$" || fail "l
 rm -f "$TOOLS/big.back"
 pass "200 MiB put and got back with the same SHA-256; ls shows 209715200 bytes"
 
+# 1a. A NAME.part symlink planted in a shared directory is not written through.
+echo "not yours" > "$TOOLS/victim"
+ln -sf "$TOOLS/victim" "$TOOLS/small.back.part"
+head -c 4096 /dev/urandom > "$TOOLS/small.bin"
+as_alice files put "$TOOLS/small.bin" > /dev/null || fail "put of small.bin failed"
+as_alice files get small.bin "$TOOLS/small.back" 2> /dev/null || fail "get beside a planted symlink failed"
+[ "$(cat "$TOOLS/victim")" = "not yours" ] || fail "files get wrote through a planted NAME.part symlink"
+cmp -s "$TOOLS/small.bin" "$TOOLS/small.back" || fail "small.bin came back different"
+! ls "$TOOLS"/small.back.part.* > /dev/null 2>&1 || fail "files get left a temp file"
+rm -f "$TOOLS/small.back" "$TOOLS/small.back.part" "$TOOLS/victim"
+as_alice files rm small.bin > /dev/null
+pass "files get writes a new temp file: a planted NAME.part symlink is left alone"
+
 # 1b. A quota: an upload that would not fit is refused with 413 and leaves nothing.
 rmc users quota alice 250Mi 2> /dev/null
 head -c $((100 << 20)) /dev/zero > "$TOOLS/more.bin"

@@ -46,6 +46,17 @@ ContainerTask Task(const TaskLaunch& l) {
   return t;
 }
 
+// Whether a seccomp profile refuses `call` whatever its arguments.
+bool Denies(const nlohmann::json& profile, const std::string& call) {
+  for (const auto& r : profile["syscalls"]) {
+    if (r.contains("args") || r["action"] != "SCMP_ACT_ERRNO") continue;
+    for (const auto& n : r["names"]) {
+      if (n == call) return true;
+    }
+  }
+  return false;
+}
+
 TEST(RuncConfig, RunsAsTheTaskUserWithNothingToEscapeWith) {
   const TaskLaunch l = Launch();
   const auto c = RuncRuntime::Config(Task(l), "/var/lib/agent/tasks/7.2/rootfs/merged", "/usr/bin/tini-static");
@@ -78,15 +89,10 @@ TEST(RuncConfig, RunsAsTheTaskUserWithNothingToEscapeWith) {
     }
   }
   EXPECT_GE(binds, 3);
-  // Namespaces and mounts refused from inside.
-  bool unshare = false, mount = false;
-  for (const auto& r : c["linux"]["seccomp"]["syscalls"]) {
-    for (const auto& n : r["names"]) {
-      unshare = unshare || (n == "unshare" && r["action"] == "SCMP_ACT_ERRNO");
-      mount = mount || (n == "mount" && r["action"] == "SCMP_ACT_ERRNO");
-    }
+  // Namespaces, mounts and io_uring refused from inside.
+  for (const char* call : {"unshare", "mount", "io_uring_setup", "io_uring_enter", "io_uring_register"}) {
+    EXPECT_TRUE(Denies(c["linux"]["seccomp"], call)) << call;
   }
-  EXPECT_TRUE(unshare && mount);
 }
 
 TEST(RuncConfig, NetworkNoneGetsANamespaceOfItsOwn) {
@@ -108,7 +114,13 @@ TEST(DockerConfig, UnprivilegedWithItsCgroupBelowTheTasks) {
   const auto& h = c["HostConfig"];
   EXPECT_FALSE(h["Privileged"].get<bool>());
   EXPECT_EQ(h["CapDrop"], nlohmann::json({"ALL"}));
-  EXPECT_EQ(h["SecurityOpt"], nlohmann::json({"no-new-privileges"}));
+  ASSERT_EQ(h["SecurityOpt"].size(), 2u);
+  EXPECT_EQ(h["SecurityOpt"][0], "no-new-privileges");
+  // Our profile, not the daemon's default (which lets io_uring through before Docker 25).
+  const std::string seccomp = h["SecurityOpt"][1];
+  ASSERT_EQ(seccomp.rfind("seccomp=", 0), 0u) << seccomp;
+  EXPECT_TRUE(Denies(nlohmann::json::parse(seccomp.substr(8)), "io_uring_setup"));
+  EXPECT_TRUE(Denies(nlohmann::json::parse(seccomp.substr(8)), "unshare"));
   EXPECT_EQ(h["CgroupParent"], "/ringmaster/inst/7.2");
   EXPECT_EQ(h["NetworkMode"], "host");
   EXPECT_TRUE(h["Init"].get<bool>());

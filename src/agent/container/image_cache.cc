@@ -58,6 +58,10 @@ StatusOr<std::string> DownloadTo(const client::ApiClient* api, const std::string
   return sha.FinishHex();
 }
 
+std::string ImagePath(const std::string& name, const std::string& digest) {
+  return fmt::format("/api/v1/agent/images/{}/{}", name, digest);
+}
+
 }  // namespace
 
 StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const std::string& digest, bool unpack,
@@ -83,8 +87,12 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
   while (flock(flock_fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Internal(fmt::format("flock {}.lock: {}", dir, std::strerror(errno)));
   }
-  if (access((dir + "/rootfs.tar").c_str(), R_OK) != 0 || access((dir + "/manifest.json").c_str(), R_OK) != 0) {
-    RM_RETURN_IF_ERROR(Fetch(name, digest, dir, cancelled));
+  // The tar is shared by every name with its digest; the manifest (env, ...)
+  // is the name's own: another name pushed with the same rootfs may say otherwise.
+  const std::string manifest = dir + "/manifest-" + Sha256Hex(name).substr(0, 32) + ".json";
+  if (access((dir + "/rootfs.tar").c_str(), R_OK) != 0) RM_RETURN_IF_ERROR(FetchTar(name, digest, dir, cancelled));
+  if (access(manifest.c_str(), R_OK) != 0) {
+    RM_RETURN_IF_ERROR(DownloadTo(api_, ImagePath(name, digest) + ".json", manifest, cancelled).status());
   }
   if (unpack && access((dir + "/rootfs/.ringmaster-unpacked").c_str(), F_OK) != 0) {
     RM_RETURN_IF_ERROR(Unpack(dir));
@@ -94,7 +102,7 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
   image.digest = digest;
   image.tar = dir + "/rootfs.tar";
   if (unpack) image.layers = {dir + "/rootfs"};  // a site image is one layer
-  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/manifest.json"));
+  RM_ASSIGN_OR_RETURN(std::string text, ReadFile(manifest));
   try {
     const auto m = nlohmann::json::parse(text);
     for (const auto& kv : m.value("env", nlohmann::json::array())) {
@@ -108,16 +116,14 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
   return image;
 }
 
-Status ImageCache::Fetch(const std::string& name, const std::string& digest, const std::string& dir,
-                         const std::function<bool()>& cancelled) {
+Status ImageCache::FetchTar(const std::string& name, const std::string& digest, const std::string& dir,
+                            const std::function<bool()>& cancelled) {
   spdlog::info("agent: pulling image {}@sha256:{} from the files service", name, digest.substr(0, 12));
-  const std::string base = fmt::format("/api/v1/agent/images/{}/{}", name, digest);
-  RM_ASSIGN_OR_RETURN(std::string got, DownloadTo(api_, base + ".tar", dir + "/rootfs.tar.tmp", cancelled));
+  RM_ASSIGN_OR_RETURN(std::string got, DownloadTo(api_, ImagePath(name, digest) + ".tar", dir + "/rootfs.tar.tmp", cancelled));
   if (got != digest) {
     unlink((dir + "/rootfs.tar.tmp").c_str());
     return Unavailable(fmt::format("image {}: arrived with SHA-256 {}, not {}", name, got, digest));
   }
-  RM_RETURN_IF_ERROR(DownloadTo(api_, base + ".json", dir + "/manifest.json", cancelled).status());
   if (rename((dir + "/rootfs.tar.tmp").c_str(), (dir + "/rootfs.tar").c_str()) != 0) {
     return Internal(fmt::format("rename: {}", std::strerror(errno)));
   }

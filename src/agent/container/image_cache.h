@@ -1,8 +1,9 @@
 // ImageCache: tasks' images on this node, pulled from the files service by
 // digest on first use and kept (`ringmaster images push` put them there as
-// images/<name>/<sha256>.tar, the rootfs, and .json, its manifest). An image
+// images/<name>/<sha256>.tar, the rootfs, and .json, its manifest). A rootfs
 // is immutable once its digest is verified, so every task of it shares one
-// copy: <dir>/<sha256>/{rootfs.tar, manifest.json, rootfs/}. The tar is kept
+// copy: <dir>/<sha256>/{rootfs.tar, rootfs/}; each name's manifest (its env)
+// is kept beside it as manifest-<hash of the name>.json. The tar is kept
 // for Docker (imported once); rootfs/ is unpacked for runc only when a runc
 // task first needs it. Concurrent pulls of one image wait for each other.
 // Thread-safe.
@@ -28,8 +29,8 @@ class ImageCache {
                                      const std::function<bool()>& cancelled = {});
 
  private:
-  Status Fetch(const std::string& name, const std::string& digest, const std::string& dir,
-               const std::function<bool()>& cancelled);
+  Status FetchTar(const std::string& name, const std::string& digest, const std::string& dir,
+                  const std::function<bool()>& cancelled);
   Status Unpack(const std::string& dir);
 
   const client::ApiClient* api_;

@@ -210,6 +210,30 @@ TEST_F(ProcessExecutorTest, DroppingRootCannotBeUndone) {
   EXPECT_NE(log.find("uid 200007 200007 groups []\n"), std::string::npos) << log;
 }
 
+// A process task may not make user namespaces (kernel surface runc and docker
+// tasks are denied) nor reach io_uring; ordinary work (threads, fork) goes on.
+TEST_F(ProcessExecutorTest, ATaskCannotMakeUserNamespacesNorUseIoUring) {
+  if (!fs::exists("/usr/bin/unshare") || !fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no unshare or python3";
+  TaskExit e;
+  std::string log = Run(Launch("6.2", {"/usr/bin/unshare", "-U", "true"}), &e);
+  EXPECT_NE(e.exit_code, 0) << log;
+  EXPECT_NE(log.find("Operation not permitted"), std::string::npos) << log;
+  const char* script =
+      "import ctypes, os, threading\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "params = ctypes.create_string_buffer(120)\n"
+      "r = libc.syscall(425, 8, params)\n"
+      "print('io_uring_setup', r, os.strerror(ctypes.get_errno()))\n"
+      "t = threading.Thread(target=lambda: print('thread ran')); t.start(); t.join()\n"
+      "pid = os.fork()\n"
+      "if pid == 0: os._exit(0)\n"
+      "print('fork', os.waitpid(pid, 0)[1])\n";
+  log = Run(Launch("6.3", {"/usr/bin/python3", "-c", script}), &e);
+  EXPECT_EQ(e.exit_code, 0) << log;
+  EXPECT_NE(log.find("io_uring_setup -1 Operation not permitted\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("thread ran\nfork 0\n"), std::string::npos) << log;
+}
+
 TEST_F(ProcessExecutorTest, ATaskCannotReadTheAgentsFilesNorAnotherUsersEnvironment) {
   if (!IsRoot()) GTEST_SKIP() << "needs root to switch uids";
   TaskLaunch bob = Launch("7.1", {"/bin/sh", "-c", "echo running; sleep 600"}, 8);

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/executor/task_seccomp.h"
 #include "agent/node/cgroups.h"
 #include "common/files.h"
 #include "common/units.h"
@@ -249,6 +250,8 @@ std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vect
     return fmt::format("cannot enter working_dir {} as {}: {}", spec.working_dir, spec.identity.Describe(),
                        std::strerror(errno));
   }
+  // Last, as the task's user: no user namespaces, no io_uring (task_seccomp.h).
+  if (std::string e = InstallTaskSeccomp(); !e.empty()) return e;
   // Nothing of the shim's reaches the task but stdin, stdout and stderr.
   CloseFrom(3, /*on_exec=*/true);
   environ = envp.data();

@@ -5,7 +5,8 @@
 //  - forks the task into its own process group, which drops to the task's
 //    uid (setgroups, setgid, setuid, checked to be irreversible), sets
 //    PR_SET_NO_NEW_PRIVS and RLIMIT_NPROC, makes the task's directories as
-//    that user, enters its working dir and closes every other descriptor;
+//    that user, enters its working dir, installs the task's seccomp filter
+//    (task_seccomp.h) and closes every other descriptor;
 //  - reads the task's stdout/stderr from a pipe into DIR/output.log up to
 //    a cap, then a marker line, and drains the rest so the task never blocks;
 //  - as a child subreaper, kills and reaps every descendant once the task's

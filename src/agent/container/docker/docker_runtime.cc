@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/container/seccomp_profile.h"
 #include "common/log.h"
 
 namespace ringmaster::agent {
@@ -76,7 +77,8 @@ json DockerRuntime::Config(const ContainerTask& t, const std::string& image_ref)
       {"Devices", devices},
       {"GroupAdd", groups},
       {"CapDrop", json::array({"ALL"})},
-      {"SecurityOpt", json::array({"no-new-privileges"})},
+      // Ours rather than the daemon's default, which lets io_uring through before Docker 25.
+      {"SecurityOpt", json::array({"no-new-privileges", "seccomp=" + TaskSeccompProfile().dump()})},
       {"Privileged", false},
       {"AutoRemove", false},
       // Docker's init (tini) as pid 1: it forwards stop signals to the task
