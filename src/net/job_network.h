@@ -1,0 +1,85 @@
+// A job's own network on a node whose tasks would otherwise share the host's
+// (docs/cluster.md, "A job's network"). Per job attempt one network
+// namespace (rmj-<job>-<attempt>, like a Kubernetes pod: all its tasks on
+// the node share it) on the node-local bridge rmtask0, with an address of
+// the task subnet, the node's address on its loopback, the job's task ports
+// and a block of ephemeral ports (its ip_local_port_range) forwarded from
+// the node's address (prerouting only: the host's own processes never reach
+// it), egress masqueraded, and the filter of task_filter.h inside.
+// Everything runs through a ToolRunner (iproute2, nft, nsenter, unshare) as
+// root. Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "net/ipv4.h"
+#include "net/task_filter.h"
+
+namespace ringmaster::net {
+
+inline constexpr const char* kTaskBridge = "rmtask0";
+inline constexpr const char* kTaskTable = "ringmaster_tasks";  // the host's: table ip
+
+struct JobNetworkOptions {
+  Ipv4Net subnet;            // agent --task-subnet (10.213.0.0/16); .1 is the bridge's
+  std::string node_address;  // where other nodes reach this node's tasks
+  std::string state_dir;     // where the namespaces are bound (the agent's data dir)
+  std::vector<std::string> deny;  // the node's other addresses and the server's
+  std::vector<AllowRule> allow;   // agent --task-allow
+  // Ephemeral ports handed out in blocks, one per namespace, forwarded to it
+  // (listeners on port 0: ringcomm's pairs, gloo's). Outside the node's task range.
+  int ephemeral_lo = 40000, ephemeral_hi = 47999, ephemeral_block = 256;
+  pid_t host_pid = 0;  // a process in the host's namespace (the agent); 0 = this one
+};
+
+class JobNetwork {
+ public:
+  explicit JobNetwork(JobNetworkOptions options, ToolRunner run = DefaultToolRunner());
+  const JobNetworkOptions& options() const { return o_; }
+
+  // The bridge, the host's NAT table and forwarding; idempotent (an agent
+  // restarting keeps its running jobs' namespaces and their forwarded ports).
+  Status Setup();
+  // Task `key` (of job `job`, attempt `attempt`, at node port `port`) joins
+  // its job's namespace, made with the first; `peers` are the addresses the
+  // job's tasks on other nodes come from. Returns the namespace's path.
+  StatusOr<std::string> Join(int64_t job, int attempt, const std::string& key, int port,
+                             const std::vector<std::string>& peers);
+  // The task has ended: its port is no longer forwarded; the last task of a
+  // namespace removes it. Idempotent.
+  void Leave(const std::string& key);
+
+  static std::string Name(int64_t job, int attempt);
+  // The host side of a namespace's veth: "rj" + 13 hex digits of its name.
+  static std::string VethName(const std::string& name);
+
+ private:
+  struct Namespace {
+    std::string path;
+    uint32_t address = 0;
+    int block = -1;  // index of its ephemeral port block
+    std::set<std::string> keys;
+    std::set<std::string> peers;
+    std::map<std::string, int> ports;  // key -> its forwarded port
+  };
+  StatusOr<Namespace> Create(const std::string& name);
+  Status Filter(const Namespace& ns);
+  Status Forward(const char* op, const std::string& ports, uint32_t address);
+  std::pair<int, int> BlockPorts(int block) const;
+  void Remove(const std::string& name, Namespace& ns);
+
+  JobNetworkOptions o_;
+  ToolRunner run_;
+  std::mutex mu_;
+  std::map<std::string, Namespace> nets_;  // GUARDED_BY(mu_), by name
+  std::map<std::string, std::string> owner_;  // GUARDED_BY(mu_): task key -> namespace name
+};
+
+}  // namespace ringmaster::net
