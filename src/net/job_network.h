@@ -37,6 +37,9 @@ struct JobNetworkOptions {
   // (listeners on port 0: ringcomm's pairs, gloo's). Outside the node's task range.
   int ephemeral_lo = 40000, ephemeral_hi = 47999, ephemeral_block = 256;
   pid_t host_pid = 0;  // a process in the host's namespace (the agent); 0 = this one
+  // Addresses and port blocks are claimed here, one file each (O_EXCL), so
+  // agents sharing a host's bridge (tests run several) never pick the same.
+  std::string registry_dir = "/run/ringmaster/task-network";
 };
 
 class JobNetwork {
@@ -44,9 +47,13 @@ class JobNetwork {
   explicit JobNetwork(JobNetworkOptions options, ToolRunner run = DefaultToolRunner());
   const JobNetworkOptions& options() const { return o_; }
 
-  // The bridge, the host's NAT table and forwarding; idempotent (an agent
-  // restarting keeps its running jobs' namespaces and their forwarded ports).
+  // The bridge, the host's NAT table and forwarding; idempotent. The
+  // namespaces an earlier agent left are taken back, with no tasks: Adopt
+  // gives them their re-adopted tasks, Sweep removes the rest.
   Status Setup();
+  // Task `key` (re-adopted by a restarted agent) is in namespace `name`.
+  void Adopt(const std::string& key, const std::string& name);
+  void Sweep();
   // Task `key` (of job `job`, attempt `attempt`, at node port `port`) joins
   // its job's namespace, made with the first; `peers` are the addresses the
   // job's tasks on other nodes come from. Returns the namespace's path.
@@ -57,8 +64,8 @@ class JobNetwork {
   void Leave(const std::string& key);
 
   static std::string Name(int64_t job, int attempt);
-  // The host side of a namespace's veth: "rj" + 13 hex digits of its name.
-  static std::string VethName(const std::string& name);
+  // The host side of a namespace's veth: "rj" + 13 hex digits of its path.
+  static std::string VethName(const std::string& path);
 
  private:
   struct Namespace {
@@ -68,8 +75,14 @@ class JobNetwork {
     std::set<std::string> keys;
     std::set<std::string> peers;
     std::map<std::string, int> ports;  // key -> its forwarded port
+    bool recovered = false;            // an earlier agent's: its forwarded ports are unknown
   };
+  void Recover(const std::string& name);
   StatusOr<Namespace> Create(const std::string& name);
+  // Claims "<what>-<index>" in the registry for namespace `path`; false
+  // when another live namespace holds it.
+  bool Claim(const std::string& what, int64_t index, const std::string& path);
+  void Unclaim(const std::string& what, int64_t index, const std::string& path);
   Status Filter(const Namespace& ns);
   Status Forward(const char* op, const std::string& ports, uint32_t address);
   std::pair<int, int> BlockPorts(int block) const;

@@ -117,6 +117,7 @@ class JobNetworkTest : public ::testing::Test {
     o.subnet = *ParseCidr("10.213.0.0/16");
     o.node_address = kNode;
     o.state_dir = dir_;
+    o.registry_dir = dir_ + "-registry";
     o.deny = {kNode};
     net_ = std::make_unique<JobNetwork>(o);
     Status st = net_->Setup();

@@ -1,5 +1,7 @@
 #include "net/task_filter.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "net/job_network.h"
@@ -65,12 +67,13 @@ struct Recorder {
 };
 
 TEST(JobNetwork, OneNamespacePerJobAttemptWithItsPortsForwarded) {
-  const std::string dir = ::testing::TempDir() + "/jobnet";
+  const std::string dir = ::testing::TempDir() + "/jobnet-golden-" + std::to_string(getpid());
   Recorder rec;
   JobNetworkOptions o;
   o.subnet = *ParseCidr("10.213.0.0/16");
   o.node_address = "192.168.0.1";
   o.state_dir = dir;
+  o.registry_dir = dir + "-registry";
   o.host_pid = 77;
   JobNetwork jn(o, rec.runner());
   ASSERT_TRUE(jn.Setup().ok());
@@ -83,7 +86,7 @@ TEST(JobNetwork, OneNamespacePerJobAttemptWithItsPortsForwarded) {
   EXPECT_EQ(*a, dir + "/rmj-5-1");
   const std::string in_ns = "nsenter --net=" + *a + " -- ";
   EXPECT_TRUE(rec.Has("unshare --net=" + *a + " true"));
-  EXPECT_TRUE(rec.Has(in_ns + "ip link add eth0 type veth peer name " + JobNetwork::VethName("rmj-5-1") + " netns 77"));
+  EXPECT_TRUE(rec.Has(in_ns + "ip link add eth0 type veth peer name " + JobNetwork::VethName(*a) + " netns 77"));
   EXPECT_TRUE(rec.Has(in_ns + "ip addr add 192.168.0.1/32 dev lo"));
   EXPECT_TRUE(rec.Has(in_ns + "ip addr add 10.213.0.2/16 dev eth0"));
   EXPECT_TRUE(rec.Has(in_ns + "sysctl -q -w net.ipv4.ip_local_port_range=40000 40255"));

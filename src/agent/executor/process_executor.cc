@@ -456,6 +456,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     spec.memory_limit = limits.memory_bytes;
     if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
   }
+  if (launch.runtime == "process" && launch.network == "job") spec.netns = launch.netns;
   if (launch.runtime != "process") {
     // Written first, so Release finds the container whatever happens next.
     spec.runtime = launch.runtime;
