@@ -180,10 +180,9 @@ void JobNetwork::Sweep() {
   }
 }
 
-Status JobNetwork::Forward(const char* op, const std::string& ports, uint32_t address) {
-  const std::string a = FormatIpv4(address);
-  return run_({"nft", op, "element", "ip", kTaskTable, "ports",
-               fmt::format("{{ tcp . {0} : {1}, udp . {0} : {1} }}", ports, a)})
+Status JobNetwork::Forward(const char* op, const std::string& ports, std::optional<uint32_t> address) {
+  const std::string to = address ? " : " + FormatIpv4(*address) : "";
+  return run_({"nft", op, "element", "ip", kTaskTable, "ports", fmt::format("{{ tcp . {0}{1}, udp . {0}{1} }}", ports, to)})
       .status();
 }
 
@@ -243,6 +242,7 @@ StatusOr<JobNetwork::Namespace> JobNetwork::Create(const std::string& name) {
   const auto [lo, hi] = BlockPorts(ns.block);
   RM_RETURN_IF_ERROR(in_ns({"sysctl", "-q", "-w", fmt::format("net.ipv4.ip_local_port_range={} {}", lo, hi)}));
   RM_RETURN_IF_ERROR(Filter(ns));
+  (void)Forward("delete", fmt::format("{}-{}", lo, hi), std::nullopt);  // as for a task's port (Join)
   RM_RETURN_IF_ERROR(Forward("add", fmt::format("{}-{}", lo, hi), ns.address));
   spdlog::info("task network: {} at {} (ports {}-{} forwarded)", name, addr, lo, hi);
   return ns;
@@ -273,6 +273,9 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
   ns.keys.insert(key);
   owner_[key] = name;
   if (port > 0 && !ns.ports.count(key)) {
+    // The server hands a port of this node to one task at a time: one still
+    // forwarded is a leftover of an agent that ended uncleanly.
+    (void)Forward("delete", std::to_string(port), std::nullopt);
     RM_RETURN_IF_ERROR(Forward("add", std::to_string(port), ns.address));
     ns.ports[key] = port;
   }

@@ -14,6 +14,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,7 +85,9 @@ class JobNetwork {
   bool Claim(const std::string& what, int64_t index, const std::string& path);
   void Unclaim(const std::string& what, int64_t index, const std::string& path);
   Status Filter(const Namespace& ns);
-  Status Forward(const char* op, const std::string& ports, uint32_t address);
+  // Adds (or deletes) the forwarding of `ports` ("P" or "LO-HI"), TCP and
+  // UDP, to `address` (a delete may leave it out).
+  Status Forward(const char* op, const std::string& ports, std::optional<uint32_t> address);
   std::pair<int, int> BlockPorts(int block) const;
   void Remove(const std::string& name, Namespace& ns);
 
