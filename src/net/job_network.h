@@ -1,13 +1,7 @@
-// A job's own network on a node whose tasks would otherwise share the host's
-// (docs/cluster.md, "A job's network"). Per job attempt one network
-// namespace (rmj-<job>-<attempt>, like a Kubernetes pod: all its tasks on
-// the node share it) on the node-local bridge rmtask0, with an address of
-// the task subnet, the node's address on its loopback, the job's task ports
-// and a block of ephemeral ports (its ip_local_port_range) forwarded from
-// the node's address (prerouting only: the host's own processes never reach
-// it), egress masqueraded, and the filter of task_filter.h inside.
-// Everything runs through a ToolRunner (iproute2, nft, nsenter, unshare) as
-// root. Thread-safe.
+// A job's own network on a node of the host's network (docs/cluster.md, "A
+// job's network"): one namespace per job attempt on bridge rmtask0, the node's
+// address on its loopback, its ports forwarded from the node's address, the
+// filter of task_filter.h inside. Runs tools through a ToolRunner, as root. Thread-safe.
 #pragma once
 
 #include <sys/types.h>

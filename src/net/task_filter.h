@@ -1,9 +1,6 @@
-// The nftables filter of a task's network namespace (docs/cluster.md, "A
-// job's network"): inbound only from the job's peers, its own loopback and
-// established flows; outbound to the node's own addresses, its bridge
-// gateway and the server refused unless the site allows it. Installed by
-// root from outside the task, which has no CAP_NET_ADMIN to change it.
-// Pure functions but ApplyFilter (which runs nft); thread-safe.
+// The nftables filter inside a task's network namespace (docs/cluster.md, "A
+// job's network"): in only from the job's peers, out not to the node or the
+// server unless allowed; installed by root from outside. Thread-safe.
 #pragma once
 
 #include <cstdint>
