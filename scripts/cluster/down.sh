@@ -80,6 +80,9 @@ for a in "$STATE"/h*/agent; do
   done
   # The overlay mounts of runc tasks (their root filesystems).
   grep -o " $a/[^ ]*/rootfs/merged " /proc/self/mountinfo 2>/dev/null | while read -r m; do umount -l "$m" 2>/dev/null; done
+  # The jobs' network namespaces (agent --task-network isolated), then the mount that holds them.
+  grep -o " $a/netns/rmj-[0-9-]* " /proc/self/mountinfo 2>/dev/null | while read -r m; do umount -l "$m" 2>/dev/null; done
+  if grep -q " $a/netns " /proc/self/mountinfo 2>/dev/null; then umount -l "$a/netns" 2>/dev/null || true; fi
 done
 # Open vSwitch: the daemons it started.
 grep -E '^ovs(db-server|-vswitchd) ' "$STATE/pids" 2>/dev/null | sort -r | while read -r what pid start; do

@@ -111,6 +111,7 @@ void Agent::Open() {
   if (Status st = files_.Init(); !st.ok()) spdlog::error("agent: the input cache: {}", st.ToString());
   (void)MakeDirs(options_.data_dir + "/synced", 0700);
   running_ = true;
+  std::vector<std::pair<std::string, std::string>> netns;  // re-adopted tasks' job namespaces
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [key, meta] : executor_->Recover()) {
@@ -122,6 +123,7 @@ void Agent::Open() {
         t.job_id = j.value("job_id", int64_t{0});
         t.outputs = j.value("outputs", std::vector<std::string>{});
         t.gpus = j.value("gpus", std::vector<int>{});
+        netns.emplace_back(key, j.value("netns", ""));
       } catch (...) {
         executor_->Release(key);
         continue;
@@ -132,6 +134,7 @@ void Agent::Open() {
       StartWorkerLocked(t.ref, std::nullopt);
     }
   }
+  AdoptJobNetworks(netns);
   // Re-adopted tasks are fenced on the clock of the agent that started them.
   LoadFencing();
 }
@@ -273,20 +276,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     // A container gets the image's environment, not this host's.
     if (launch.runtime == "process") launch.env = BaseEnv();
     for (const auto& [k, v] : a.env) launch.env[k] = v;
-    launch.network = a.network;
-    if (launch.network == "overlay") {
-      // Its address on the container overlay: runc's hook attaches the
-      // container's own network namespace to the node's bridge.
-      if (launch.runtime != "runc") return TaskExit{-1, 0, "the container overlay joins runc containers, not " + launch.runtime};
-      auto addr = net::ParseIpv4(a.overlay_address);
-      if (!addr) return TaskExit{-1, 0, "no overlay address in the assignment"};
-      std::lock_guard<std::mutex> nl(net_mu_);
-      if (!overlay_) {
-        return TaskExit{-1, 0, "this node's container overlay is not up" +
-                                   (overlay_error_.empty() ? std::string() : ": " + overlay_error_)};
-      }
-      launch.network_hook = overlay_->AttachHook(options_.self_exe, key, *addr);
-    }
+    if (auto refused = PrepareNetwork(key, a, &launch)) return refused;
     const protocol::TaskLimits& l = a.limits;
     launch.limits.cpu_milli = l.cpu_milli;
     launch.limits.memory_bytes = l.memory_bytes;
@@ -372,7 +362,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
   const TaskIdentity who = launch.identity;
   launch.prepare = [this, &plan, who](int work_fd) { return files_.Place(*plan, work_fd, who.uid, who.gid); };
   launch.meta_json = nlohmann::json{{"task_id", ref.task_id}, {"attempt", ref.attempt}, {"job_id", plan->job_id},
-                                    {"outputs", plan->outputs}, {"gpus", t->gpus}}
+                                    {"outputs", plan->outputs}, {"gpus", t->gpus}, {"netns", launch.netns}}
                          .dump();
   (void)WriteFileAtomic(SyncedPath(ref), plan->checkpoint_name, 0600);
   if (stopped()) return TaskExit{-1, 0, "stopped before it started"};

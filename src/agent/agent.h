@@ -33,6 +33,7 @@
 #include "client/api_client.h"
 #include "common/clock.h"
 #include "protocol/agent.h"
+#include "net/job_network.h"
 #include "net/overlay.h"
 
 namespace ringmaster::agent {
@@ -84,6 +85,14 @@ struct AgentOptions {
   // "ovs-gre"; docs/cluster.md), for which `address` is the tunnel endpoint.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
+  // Tasks on the node's own network (process tasks, and containers off the
+  // overlay): "isolated" puts each job in a namespace of its own
+  // (net/job_network.h; the CLI's default, which needs root), "host" shares
+  // the host's (the default here: tests of the agent alone touch no network).
+  std::string task_network = "host";
+  std::string task_subnet = "10.213.0.0/16";
+  std::string task_allow;  // what tasks may reach of the node and the server: "CIDR[:port],..."
+  int task_ephemeral_lo = 40000, task_ephemeral_hi = 47999;  // forwarded in blocks, one per job
   std::string self_exe;  // the ringmaster binary: runc's hook that attaches a container
   // Where a task's staging plan comes from; empty: the server (TaskFiles::Plan).
   // Tests without the files API give one of their own.
@@ -219,7 +228,15 @@ class Agent {
   // contact (if this boot's), so re-adopted tasks keep counting from it.
   void LoadFencing();
   int64_t SteadyMs() const { return clock_->SteadyMs(); }
-  // What the overlay keeps for an ended task (its port, flows); not under mu_.
+  // The task's network (agent_network.cc): its job's namespace on this
+  // node, or the overlay's hook, in `launch`; a TaskExit when it cannot run.
+  std::optional<TaskExit> PrepareNetwork(const std::string& key, const protocol::Assignment& a, TaskLaunch* launch);
+  // The job networks' bridge and table (once; REQUIRES: net_mu_ held).
+  Status SetUpJobNetworkLocked();
+  // Re-adopted tasks keep their job's namespace; the rest are removed.
+  void AdoptJobNetworks(const std::vector<std::pair<std::string, std::string>>& key_and_name);
+  // What the overlay and the job's namespace keep for an ended task (its
+  // ports, flows); not under mu_.
   void Detach(const std::string& key);
   void SleepFor(std::chrono::milliseconds d);
   // Notebooks (agent_lab.cc): the tunnel's listener, and the socket of a
@@ -267,6 +284,8 @@ class Agent {
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
   std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not
   std::optional<std::vector<protocol::OverlayPeer>> peers_applied_;  // GUARDED_BY(net_mu_)
+  std::unique_ptr<net::JobNetwork> job_network_;  // GUARDED_BY(net_mu_); null until set up
+  std::string job_network_error_;                 // GUARDED_BY(net_mu_): why it is not
   // Fencing: the server's window, and when it last answered (steady clock, ms).
   std::atomic<int64_t> fence_after_ms_{0};
   std::atomic<int64_t> last_contact_ms_{0};

@@ -263,12 +263,6 @@ void Agent::FenceOnce() {
   fenced_ = true;
 }
 
-void Agent::Detach(const std::string& key) {
-  if (options_.network == "host") return;
-  std::lock_guard<std::mutex> l(net_mu_);
-  if (overlay_) overlay_->Detach(key);
-}
-
 void Agent::ApplyOverlay(const protocol::Overlay& o) {
   std::lock_guard<std::mutex> l(net_mu_);
   auto subnet = net::ParseCidr(o.subnet);

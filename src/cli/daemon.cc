@@ -60,6 +60,28 @@ int WaitForStopSignal(const sigset_t& set) {
 }
 
 
+// --task-network and its flags.
+void SetTaskNetwork(const NodeFlags& f, agent::AgentOptions* o) {
+  o->task_network = f.task_network;
+  if (o->task_network == "isolated" && geteuid() != 0) {
+    spdlog::warn("agent: tasks share this host's network (--task-network isolated needs root)");
+    o->task_network = "host";
+  }
+  if (!net::ParseCidr(f.task_subnet).ok()) Die("--task-subnet: \"" + f.task_subnet + "\" is not a network like 10.213.0.0/16");
+  o->task_subnet = f.task_subnet;
+  if (auto allow = net::ParseAllowList(f.task_allow); !allow.ok()) Die(allow.status().message());
+  o->task_allow = f.task_allow;
+  int lo = 0, hi = 0;
+  if (sscanf(f.task_ephemeral_ports.c_str(), "%d-%d", &lo, &hi) != 2 || lo < 1024 || hi > 65535 || hi - lo < 255) {
+    Die("--task-ephemeral-ports: \"" + f.task_ephemeral_ports + "\" is not a range of 256 ports or more, like 40000-47999");
+  }
+  if (lo <= o->port_hi && o->port_lo <= hi) {
+    Die("--task-ephemeral-ports: " + f.task_ephemeral_ports + " overlaps --ports");
+  }
+  o->task_ephemeral_lo = lo;
+  o->task_ephemeral_hi = hi;
+}
+
 }  // namespace
 
 AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const std::string& token,
@@ -101,6 +123,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
       o.port_lo > o.port_hi) {
     Die("--ports: \"" + f.ports + "\" is not a port range like 31000-31999");
   }
+  SetTaskNetwork(f, &o);
   if (!f.memory.empty()) {
     auto m = ParseBytes(f.memory);
     if (!m || *m <= 0) Die("--memory: \"" + f.memory + "\" is not a size (e.g. 8Gi)");

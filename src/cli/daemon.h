@@ -53,6 +53,12 @@ struct NodeFlags {
   // Containers' network (docs/cluster.md): host, vxlan or ovs-gre.
   std::string network = "host";
   std::string ovs_dir = "/var/run/openvswitch";
+  // Tasks off the overlay (docs/cluster.md, "A job's network"): isolated
+  // (a namespace per job; needs root) or host.
+  std::string task_network = "isolated";
+  std::string task_subnet = "10.213.0.0/16";
+  std::string task_allow;
+  std::string task_ephemeral_ports = "40000-47999";
   int protocol_version = protocol::kAgentProtocol;  // another only to test version skew (a hidden flag)
   double sample_interval_s = 1;    // the monitor's sampling of the node and its tasks (0 = none)
 };

@@ -256,6 +256,18 @@ int Main(int argc, char** argv) {
            },
            "ignored")
         ->group("");
+    cmd->add_option("--task-network", node.task_network,
+                    "tasks off the overlay: isolated (each job's tasks in a network namespace of their own, reached "
+                    "at this node's address and their ports; needs root) or host (the node's network, shared)")
+        ->check(CLI::IsMember({"isolated", "host"}))
+        ->capture_default_str();
+    cmd->add_option("--task-subnet", node.task_subnet, "addresses of the jobs' namespaces on this node (bridge rmtask0)")
+        ->capture_default_str();
+    cmd->add_option("--task-allow", node.task_allow,
+                    "what tasks may reach of this node's addresses and the server's, CIDR[:port],... (default none)");
+    cmd->add_option("--task-ephemeral-ports", node.task_ephemeral_ports,
+                    "ports forwarded to the jobs' namespaces for their listeners on port 0, 256 a job; outside --ports")
+        ->capture_default_str();
     cmd->add_option("--ovs-dir", node.ovs_dir, "Open vSwitch's run directory (db.sock, <bridge>.mgmt), for --network ovs-gre")
         ->capture_default_str();
     cmd->add_option("--executors", node.executors,

@@ -11,7 +11,9 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
+#include "net/task_filter.h"
 
 namespace ringmaster::net {
 namespace {
@@ -186,11 +188,15 @@ Status Overlay::SetPeers(const std::vector<OverlayPeer>& peers) {
   return Status::Ok();
 }
 
-std::vector<std::string> Overlay::AttachHook(const std::string& self_exe, const std::string& key, uint32_t address) const {
+std::vector<std::string> Overlay::AttachHook(const std::string& self_exe, const std::string& key, uint32_t address,
+                                            const std::vector<std::string>& peers) const {
+  std::string list;
+  for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
   std::vector<std::string> argv = {self_exe,    "net-attach", "--mode",   o_.mode,
                                    "--veth",    VethName(key),
                                    "--address", fmt::format("{}/{}", FormatIpv4(address), o_.subnet.prefix),
-                                   "--mtu",     std::to_string(mtu())};
+                                   "--mtu",     std::to_string(mtu()),
+                                   "--peers",   list};
   if (o_.mode == "ovs-gre") {
     argv.push_back("--ovs-dir");
     argv.push_back(o_.ovs_dir);
@@ -233,6 +239,12 @@ Status AttachTask(const AttachRequest& r) {
     RM_RETURN_IF_ERROR(in_ns({"ethtool", "-K", "eth0", "tx", "off"}));
   }
   RM_RETURN_IF_ERROR(in_ns({"ip", "link", "set", "eth0", "up"}));
+  if (r.peers) {
+    FilterRules rules;
+    rules.peers = *r.peers;
+    RM_RETURN_IF_ERROR(ApplyFilter("/proc/" + pid + "/ns/net", rules, r.script_dir + "/" + r.veth + ".nft",
+                                   DefaultToolRunner()));
+  }
   if (r.mode == "vxlan") {
     RM_RETURN_IF_ERROR(RunTool({"ip", "link", "set", r.veth, "master", kBridge, "up"}).status());
     return Status::Ok();
@@ -265,10 +277,11 @@ int NetAttachMain(int argc, char** argv) {
     else if (a == "--mtu") r.mtu = std::atoi(value("--mtu").c_str());
     else if (a == "--ovs-dir") r.ovs_dir = value("--ovs-dir");
     else if (a == "--pid") r.pid = std::atoi(value("--pid").c_str());
+    else if (a == "--peers") r.peers = Split(value("--peers"), ',');
     else {
       std::cerr << "net-attach: unknown argument " << a
                 << " (usage: ringmaster net-attach --mode vxlan|ovs-gre --veth NAME --address A/N --mtu N "
-                   "[--ovs-dir DIR] [--pid PID]; runc's state on stdin gives the pid)\n";
+                   "[--ovs-dir DIR] [--peers A,B,...] [--pid PID]; runc's state on stdin gives the pid)\n";
       return 2;
     }
   }
@@ -277,6 +290,8 @@ int NetAttachMain(int argc, char** argv) {
     std::string state((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     auto j = nlohmann::json::parse(state, nullptr, false);
     if (j.is_object() && j.contains("pid") && j["pid"].is_number_integer()) r.pid = j["pid"].get<int>();
+    // The bundle is the agent's private directory for the task: the filter's script goes there.
+    if (j.is_object() && j.contains("bundle") && j["bundle"].is_string()) r.script_dir = j["bundle"].get<std::string>();
   }
   Status st = AttachTask(r);
   if (!st.ok()) {

@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,10 @@ class Overlay {
   // Tunnels to exactly these peers (this node among them is skipped).
   Status SetPeers(const std::vector<OverlayPeer>& peers);
   // The runc createRuntime hook that attaches a task (`key`, its attempt's
-  // key on this node) at `address`: argv for OCI's hooks (path = argv[0]).
-  std::vector<std::string> AttachHook(const std::string& self_exe, const std::string& key, uint32_t address) const;
+  // key on this node) at `address`, its filter letting in only `peers` (the
+  // job's other tasks' overlay addresses): argv for OCI's hooks (path = argv[0]).
+  std::vector<std::string> AttachHook(const std::string& self_exe, const std::string& key, uint32_t address,
+                                      const std::vector<std::string>& peers) const;
   // What AttachTask left on the node for a task (ovs-gre: its port and
   // flows); idempotent.
   void Detach(const std::string& key) const;
@@ -91,13 +94,18 @@ struct AttachRequest {
   int mtu = 1450;
   std::string ovs_dir;
   pid_t pid = 0;         // a process in the container's network namespace
+  // Set: the namespace's filter (task_filter.h) lets in only these, written
+  // through a script in `script_dir` (the container's bundle).
+  std::optional<std::vector<std::string>> peers;
+  std::string script_dir = "/tmp";
 };
 // Creates the task's veth pair, the container's end as eth0 in the
 // namespace of `pid` with its address, up, and the host's end on the node's
-// bridge (with its flows on ovs-gre).
+// bridge (with its flows on ovs-gre); then its filter.
 Status AttachTask(const AttachRequest& r);
 // `ringmaster net-attach`: the hook's entry point; reads runc's state from
-// stdin for the container's pid when --pid is not given. Returns the exit code.
+// stdin for the container's pid (and bundle) when --pid is not given.
+// Returns the exit code.
 int NetAttachMain(int argc, char** argv);
 
 }  // namespace ringmaster::net

@@ -217,6 +217,7 @@ json ToJson(const Assignment& m) {
           {"executor", m.executor},
           {"network", m.network},
           {"overlay_address", m.overlay_address},
+          {"peers", m.peers},
           {"limits", {{"cpu_milli", l.cpu_milli}, {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
                       {"io_read_bps", l.io_read_bps}, {"io_write_bps", l.io_write_bps},
                       {"io_read_iops", l.io_read_iops}, {"io_write_iops", l.io_write_iops},
@@ -246,6 +247,7 @@ Status FromJson(const json& j, Assignment* out, const std::string& path) {
   RM_RETURN_IF_ERROR(f.String("executor", &out->executor));
   RM_RETURN_IF_ERROR(f.String("network", &out->network));
   RM_RETURN_IF_ERROR(f.String("overlay_address", &out->overlay_address));
+  RM_RETURN_IF_ERROR(f.StringList("peers", &out->peers));
   RM_ASSIGN_OR_RETURN(const json* limits, f.Object("limits"));
   if (limits) {
     FieldReader l(*limits, f.PathOf("limits"));

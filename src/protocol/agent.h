@@ -130,8 +130,14 @@ struct Assignment {
   std::string working_dir;
   std::string image;     // "" = none (a process)
   std::string executor;  // "" = the node's choice
-  std::string network = "host";  // host, overlay, none
+  // host (the node's own: `network: host`, or a server one release back),
+  // job (the job's own namespace on this node, agent --task-network), overlay, none.
+  std::string network = "host";
   std::string overlay_address;
+  // The addresses the gang's other tasks come from (their overlay addresses,
+  // or the other nodes' the gang spans): all a task's filter lets in from
+  // outside its node. Absent: none (same-job tasks on this node only).
+  std::vector<std::string> peers;
   TaskLimits limits;
   std::vector<int> gpus;  // the node's, by index
   int64_t stop_grace_ms = 5000;

@@ -152,11 +152,12 @@ TEST(AgentProtocolGolden, Assignments) {
       R"({"index":12,"tasks":[{"argv":["python","train.py"],"attempt":2,"desired":"run","env":{"RINGMASTER_RANK":"1"},)"
       R"("executor":"runc","gpus":[0,1],"image":"pytorch@sha256:ab","job_id":4,"limits":{"cpu_milli":2000,"disk_bytes":8192,)"
       R"("io_read_bps":1,"io_read_iops":2,"io_write_bps":3,"io_write_iops":4,"memory_bytes":1073741824,"pids":512},)"
-      R"("network":"overlay","overlay_address":"10.200.1.5","rank":1,"stop_grace_ms":30000,"task_id":42,)"
+      R"("network":"overlay","overlay_address":"10.200.1.5","peers":["10.200.2.5"],"rank":1,"stop_grace_ms":30000,)"
+      R"("task_id":42,)"
       R"("user":{"id":3,"name":"ada"},"working_dir":"src"},)"
       R"({"argv":[],"attempt":1,"desired":"stop","env":{},"executor":"","gpus":[],"image":"","job_id":5,)"
       R"("limits":{"cpu_milli":0,"disk_bytes":0,"io_read_bps":0,"io_read_iops":0,"io_write_bps":0,"io_write_iops":0,)"
-      R"("memory_bytes":0,"pids":0},"network":"host","overlay_address":"","rank":0,"stop_grace_ms":5000,)"
+      R"("memory_bytes":0,"pids":0},"network":"job","overlay_address":"","peers":[],"rank":0,"stop_grace_ms":5000,)"
       R"("task_id":43,"user":{"id":4,"name":"bob"},"working_dir":""}]})");
   EXPECT_EQ(m.index, 12u);
   ASSERT_EQ(m.tasks.size(), 2u);
@@ -175,6 +176,7 @@ TEST(AgentProtocolGolden, Assignments) {
   EXPECT_EQ(a.executor, "runc");
   EXPECT_EQ(a.network, "overlay");
   EXPECT_EQ(a.overlay_address, "10.200.1.5");
+  EXPECT_EQ(a.peers, (std::vector<std::string>{"10.200.2.5"}));
   EXPECT_EQ(a.limits, (TaskLimits{2000, 1 << 30, 512, 1, 3, 2, 4, 8192}));
   EXPECT_EQ(a.gpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(a.stop_grace_ms, 30000);
@@ -191,6 +193,7 @@ TEST(AgentProtocolGolden, AnAssignmentsOptionalFieldsKeepTheirDefaults) {
   EXPECT_EQ(m.index, 0u);
   const Assignment& a = m.tasks.at(0);
   EXPECT_EQ(a.network, "host");
+  EXPECT_TRUE(a.peers.empty());  // a server one release back: nothing from other nodes gets in
   EXPECT_EQ(a.stop_grace_ms, 5000);
   EXPECT_EQ(a.limits, TaskLimits{});
   EXPECT_EQ(a.user_name, "");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/strings.h"
 #include "server/job_service.h"
@@ -25,6 +26,33 @@ std::vector<int> GpuIndices(const std::string& text) {
   std::vector<int> out;
   for (const std::string& index : Split(text, ',')) out.push_back(std::atoi(index.c_str()));
   return out;
+}
+
+// Where the gang's other tasks come from, as `task`'s filter sees them: a
+// container's overlay address, else the address of its node (what leaves a
+// job's namespace there is masqueraded as the node). Tasks on `task`'s node
+// share its namespace and are no peers.
+StatusOr<std::vector<std::string>> Peers(store::MetaStore* store, const Task& task, const std::vector<Task>& gang) {
+  std::set<std::string> out;
+  for (const Task& t : gang) {
+    if (t.id == task.id || t.node_id == 0) continue;
+    if (!t.overlay_ip.empty()) {
+      out.insert(t.overlay_ip);
+    } else if (t.node_id != task.node_id) {
+      RM_ASSIGN_OR_RETURN(store::Node n, store->GetNode(t.node_id));
+      if (!n.address.empty()) out.insert(n.address);
+    }
+  }
+  return std::vector<std::string>(out.begin(), out.end());
+}
+
+// A task's network (protocol::Assignment::network): the overlay where it has
+// an address; `network: host` (a privilege checked at submit) and `none` as
+// asked; else its job's own namespace on the node.
+std::string TaskNetwork(const protocol::JobSpec& spec, const Task& t) {
+  if (!t.overlay_ip.empty()) return "overlay";
+  if (spec.network == "none" || spec.network == "host") return spec.network;
+  return "job";
 }
 
 }  // namespace
@@ -51,6 +79,7 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
       RM_ASSIGN_OR_RETURN(gangs[t.job_id], store_->ListTasks(t.job_id));
     }
     RM_ASSIGN_OR_RETURN(auto env, TaskEnvironment(job, spec, t, gangs[t.job_id]));
+    RM_ASSIGN_OR_RETURN(auto peers, Peers(store_, t, gangs[t.job_id]));
     if (!users.count(job.user_id)) {
       auto u = store_->GetUser(job.user_id);
       users[job.user_id] = u.ok() ? u->name : "";
@@ -69,10 +98,9 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"working_dir", spec.working_dir},
                      {"image", spec.image},
                      {"executor", spec.executor},
-                     // A task with an overlay address joins the overlay; else
-                     // the host's network unless the job asked for none.
-                     {"network", !t.overlay_ip.empty() ? "overlay" : spec.network == "none" ? "none" : "host"},
+                     {"network", TaskNetwork(spec, t)},
                      {"overlay_address", t.overlay_ip},
+                     {"peers", peers},
                      {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids},
                                  {"io_read_bps", spec.io.read_bps}, {"io_write_bps", spec.io.write_bps},
                                  {"io_read_iops", spec.io.read_iops}, {"io_write_iops", spec.io.write_iops},

@@ -59,6 +59,8 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
     if (t["job_id"] != job) continue;
     EXPECT_EQ(t["network"], "overlay");
     EXPECT_EQ(t["overlay_address"], tasks[1].overlay_ip);
+    // What its filter lets in: the gang's other container, by its overlay address.
+    EXPECT_EQ(t["peers"], nlohmann::json::array({tasks[0].overlay_ip}));
     EXPECT_EQ(t["env"]["MASTER_ADDR"], tasks[0].overlay_ip);  // rank 0's, on the overlay
     EXPECT_EQ(t["env"]["RINGMASTER_ADDR"], tasks[1].overlay_ip);
     EXPECT_NE(t["env"]["TF_CONFIG"].get<std::string>().find(tasks[0].overlay_ip + ":"), std::string::npos);
@@ -68,6 +70,15 @@ TEST_F(JobServiceTest, OverlayNodesKeepTheirBlocksAndContainerTasksGetOverlayAdd
   const int64_t on_host = Submit("command: x\nimage: base\nnetwork: host\nresources: {cpu: 1}\n");
   ASSERT_TRUE(svc_->RunPass().ok());
   EXPECT_EQ(Tasks(on_host)[0].overlay_ip, "");
+  // Off the overlay: the job's own namespace on its node, unless it asked for the host's.
+  for (const auto& [id, network] : {std::pair{plain, "job"}, std::pair{on_host, "host"}}) {
+    const auto t = Tasks(id)[0];
+    for (const auto& a : (*svc_->Assignments(t.node_id))["tasks"]) {
+      if (a["job_id"] != id) continue;
+      EXPECT_EQ(a["network"], network) << id;
+      EXPECT_EQ(a["peers"], nlohmann::json::array()) << id;  // alone: nothing from other nodes gets in
+    }
+  }
   for (int i = 0; i < 4; ++i) {
     const int64_t needs = Submit("command: x\nimage: base\nnetwork: overlay\nresources: {cpu: 1}\n");
     ASSERT_TRUE(svc_->RunPass().ok());

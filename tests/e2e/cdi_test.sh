@@ -93,7 +93,8 @@ rmc images push base --from "$IMAGES_DIR" > /dev/null 2>&1 || fail "images push 
 # NVML by --nvml (not on the library path): it gives the node its GPUs and their UUIDs.
 FLAGS=(--executors "process,$EXEC" --gpu-devices "$TOOLS/dev" --image-cache "$IMAGE_CACHE" --cdi-spec-dirs "$DATA/cdi"
        --nvml "$DATA/nvml/libnvidia-ml.so.1")
-[ "$EXEC" = docker ] && FLAGS+=(--docker-socket "$DOCKER_SOCK")
+# Docker cannot join a job's own network namespace: its tasks share the host's.
+[ "$EXEC" = docker ] && FLAGS+=(--docker-socket "$DOCKER_SOCK" --task-network host)
 start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}"
 await_nodes 1
 rmc nodes --json 2>/dev/null | jq -e '[.nodes[0].gpus[].uuid] == ["GPU-aaaa", "GPU-bbbb"]' > /dev/null ||

@@ -31,7 +31,7 @@ for _ in $(seq 1 100); do [ -e "$CG/cgroup.controllers" ] && break; sleep 0.05; 
 [ "$(cat "$CG/cgroup.controllers")" = "cpu io memory pids" ] || fail "the fake cgroupfs did not mount at $CG"
 
 start_server
-start_agent node-a 32760-32779 "$SANDBOXES" --cgroup-root "$CG" --executors process,runc,docker --docker-socket "$DOCKER_SOCK"
+start_agent node-a 32760-32779 "$SANDBOXES" --cgroup-root "$CG" --executors process,runc,docker --docker-socket "$DOCKER_SOCK" --task-network host
 await_nodes 1
 rmc nodes --json | jq -e '(.nodes[0].executors | split(",") | sort) == ["docker", "process", "runc"]' > /dev/null ||
   { rmc nodes --json; fail "node-a does not offer process,runc,docker on cgroup v2"; }

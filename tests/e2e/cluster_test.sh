@@ -109,6 +109,37 @@ t(\"server\", tcp)\nt(\"raw\", lambda: socket.socket(socket.AF_PACKET, socket.SO
   fi
   pass "$MODE: an overlay container cannot reach the server (ENETUNREACH) or open raw sockets; its broadcasts stop at the bridge"
 fi
+# ---- A job's network is its own: alice's 2-worker job (rank 0 listening at
+# MASTER_PORT, rank 1 connected to it) on two hosts; bob's task on the third
+# host cannot connect to her MASTER_ADDR:MASTER_PORT.
+crm users create alice > /dev/null 2>&1; crm users create bob > /dev/null 2>&1
+ALICE=$(crm tokens create --user alice) BOB=$(crm tokens create --user bob)
+[ "$MODE" = host ] && IMG='{}' || IMG='{"image": "torch"}'
+ALICE_JOB=$(jq -n --argjson img "$IMG" '$img + {name: "alice-rdzv", kind: "distributed", replicas: 2,
+  resources: {cpu: 2, memory: "256Mi"}, command: ["python3", "-c",
+"import os, socket, time\naddr, port = os.environ[\"MASTER_ADDR\"], int(os.environ[\"MASTER_PORT\"])\nif os.environ[\"RANK\"] == \"0\":\n  s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"0.0.0.0\", port)); s.listen(8); s.settimeout(1)\n  end = time.time() + 60\n  while time.time() < end:\n    try:\n      c, a = s.accept(); print(\"accepted\", a[0], flush=True)\n    except OSError:\n      pass\nelse:\n  for _ in range(300):\n    try:\n      socket.create_connection((addr, port), 1); print(\"connected\", flush=True); break\n    except OSError:\n      time.sleep(0.2)\n  time.sleep(60)\n"]}' |
+  RINGMASTER_TOKEN=$ALICE crm submit --no-workdir -)
+for _ in $(seq 1 600); do RINGMASTER_TOKEN=$ALICE crm logs "$ALICE_JOB" 2>/dev/null | grep -q '^\[1\] connected' && break; sleep 0.1; done
+RINGMASTER_TOKEN=$ALICE crm logs "$ALICE_JOB" | grep -q '^\[1\] connected' ||
+  { crm show "$ALICE_JOB"; crm logs "$ALICE_JOB" | tail; fail "alice's rank 1 did not reach her rank 0's MASTER_PORT"; }
+ASHOW=$(crm show "$ALICE_JOB" --json)
+R0NODE=$(jq -r '.tasks[] | select(.rank == 0) | .node' <<<"$ASHOW")
+if [ "$MODE" = host ]; then TARGET=10.231.0.${R0NODE#h}; else TARGET=$(jq -r '.tasks[] | select(.rank == 0) | .overlay_address' <<<"$ASHOW"); fi
+TPORT=$(jq -r '.tasks[] | select(.rank == 0) | .port' <<<"$ASHOW")
+BOB_JOB=$(jq -n --argjson img "$IMG" --arg t "$TARGET" --argjson p "$TPORT" '$img + {name: "bob-probe",
+  resources: {cpu: 2, memory: "256Mi"}, command: ["python3", "-c",
+"import socket, sys\ntry:\n  socket.create_connection((sys.argv[1], int(sys.argv[2])), 3); print(\"CONNECTED\")\nexcept OSError as e:\n  print(\"blocked\", e)\n", $t, ($p | tostring)]}' |
+  RINGMASTER_TOKEN=$BOB crm submit --no-workdir -)
+crm wait "$BOB_JOB" --timeout 120 > /dev/null || { crm logs "$BOB_JOB"; fail "bob's probe failed"; }
+BNODE=$(crm show "$BOB_JOB" --json | jq -r '.tasks[0].node')
+[ "$(jq -r --arg n "$BNODE" '[.tasks[] | select(.node == $n)] | length' <<<"$ASHOW")" = 0 ] ||
+  fail "bob's probe ran on $BNODE, beside alice's job"
+BLOG=$(crm logs "$BOB_JOB")
+grep -q '^\[0\] blocked' <<<"$BLOG" || fail "bob's task on $BNODE reached alice's MASTER_PORT at $TARGET:$TPORT: $BLOG"
+crm cancel "$ALICE_JOB" > /dev/null
+ALOG=$(crm logs "$ALICE_JOB")
+[ "$(grep -c '^\[0\] accepted' <<<"$ALOG")" -ge 1 ] || fail "alice's rank 0 accepted nothing: $ALOG"
+pass "$MODE: bob's task on $BNODE cannot connect to alice's MASTER_PORT ($TARGET:$TPORT); her ranks reach each other"
 if [ "$MODE" = host ]; then
   # A notebook (kind: dev, the process executor) on host 3, reached through the
   # server on host 1: the server's proxy -> h3's agent tunnel -> the notebook's socket.

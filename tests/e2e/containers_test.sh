@@ -28,7 +28,8 @@ case $EXEC in
   *) fail "unknown executor $EXEC" ;;
 esac
 AGENT_FLAGS=(--executors "$EXECUTORS" --gpu-devices "$TOOLS/dev" --image-cache "$IMAGE_CACHE")
-[ "$EXEC" = docker ] && AGENT_FLAGS+=(--docker-socket "$DOCKER_SOCK")
+# Docker cannot join a job's own network namespace: its tasks share the host's.
+[ "$EXEC" = docker ] && AGENT_FLAGS+=(--docker-socket "$DOCKER_SOCK" --task-network host)
 
 fake_gpus
 

@@ -18,7 +18,7 @@ trap 'rc=$?; set +e; stop_agents; (exit $rc); cleanup' EXIT
 
 case $EXEC in
   runc) PORTS=32760-32779; FLAGS=(--executors process,runc) ;;
-  docker) PORTS=32780-32799; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}") ;;
+  docker) PORTS=32780-32799; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}" --task-network host) ;;
   *) fail "unknown executor $EXEC" ;;
 esac
 

@@ -60,11 +60,19 @@ kill_tasks() {
   done
 }
 
+# Jobs' network namespaces (agent --task-network isolated) are bind mounts in
+# the agents' data dirs, kept by a stopped agent as its tasks are: unmounted here.
+release_netns() {
+  local m
+  findmnt -rn -o TARGET | grep "^$DATA/" | sort -r | while read -r m; do umount -l "$m"; done
+}
+
 cleanup() {
   local rc=$?
   set +e  # everything below runs, whatever fails
   stop_up
   kill_tasks
+  release_netns
   if [ $rc -ne 0 ] && [ -f "$DATA/up.log" ]; then
     echo "---- up.log (last 40 lines)" >&2
     tail -n 40 "$DATA/up.log" >&2

@@ -31,7 +31,7 @@ trap 'rc=$?; set +e; [ -n "$SLOW_PID" ] && kill "$SLOW_PID" 2>/dev/null; stop_ag
 
 case $EXEC in
   runc) PORTS=32560-32579; FLAGS=(--executors process,runc) ;;
-  docker) PORTS=32580-32599; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}") ;;
+  docker) PORTS=32580-32599; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}" --task-network host) ;;
   *) fail "unknown executor $EXEC" ;;
 esac
 AUTH=$RM_REGISTRY_AUTH ANON=$RM_REGISTRY_ANON

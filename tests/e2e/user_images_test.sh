@@ -27,7 +27,7 @@ TARS=$(mktemp -d /tmp/rm-e2e-tars.XXXXXX)
 start_server
 case $EXEC in
   runc) PORTS=32600-32619; FLAGS=(--executors process,runc) ;;
-  docker) PORTS=32620-32639; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}") ;;
+  docker) PORTS=32620-32639; FLAGS=(--executors process,docker --docker-socket "${DOCKER_SOCK:?set DOCKER_SOCK}" --task-network host) ;;
   *) fail "unknown executor $EXEC" ;;
 esac
 start_agent node-a "$PORTS" "$SANDBOXES" "${FLAGS[@]}" --image-cache "$IMAGE_CACHE"

@@ -105,6 +105,21 @@ TEST(RuncConfig, NetworkNoneGetsANamespaceOfItsOwn) {
   EXPECT_EQ(c["process"]["args"], nlohmann::json({"python3", "train.py"}));  // no init given
 }
 
+TEST(RuncConfig, AJobsNetworkIsJoinedByPath) {
+  TaskLaunch l = Launch();
+  l.network = "job";
+  l.netns = "/var/lib/ringmaster/agent/netns/rmj-5-1";
+  const auto c = RuncRuntime::Config(Task(l), "/r");
+  int nets = 0;
+  for (const auto& ns : c["linux"]["namespaces"]) {
+    if (ns["type"] != "network") continue;
+    ++nets;
+    EXPECT_EQ(ns["path"], l.netns);
+  }
+  EXPECT_EQ(nets, 1);
+  EXPECT_FALSE(c.contains("hooks"));
+}
+
 TEST(DockerConfig, UnprivilegedWithItsCgroupBelowTheTasks) {
   const TaskLaunch l = Launch();
   const auto c = DockerRuntime::Config(Task(l), DockerRuntime::ImageRef(l.image));

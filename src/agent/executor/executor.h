@@ -62,7 +62,11 @@ struct TaskLaunch {
     // pulled already; "" = one of the site's images (tar).
     std::string reference;
   } image;
-  std::string network = "host";  // containers: "host", "none" or "overlay"
+  // "host", "none", "overlay" (containers) or "job": the job's own
+  // namespace on the node (net/job_network.h), at `netns`, which a process
+  // enters before it drops root and a runc container joins.
+  std::string network = "host";
+  std::string netns;
   // "overlay": runc's createRuntime hook (argv) that attaches the
   // container's network namespace to the node's overlay (net/overlay.h).
   std::vector<std::string> network_hook;

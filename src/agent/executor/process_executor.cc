@@ -464,6 +464,7 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     spec.memory_limit = limits.memory_bytes;
     if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
   }
+  if (launch.runtime == "process" && launch.network == "job") spec.netns = launch.netns;
   const int64_t disk = launch.disk_bytes > 0 ? launch.disk_bytes : options_.default_task_disk;
   std::vector<std::string> disk_dirs = {sandbox};
   if (launch.runtime != "process") {

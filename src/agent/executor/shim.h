@@ -2,8 +2,8 @@
 // and conmon. Started by the process executor (as root when the agent is),
 // it double-forks so the agent reaps its first half at once and the shim
 // itself belongs to init, never becoming the agent's zombie. It then:
-//  - forks the task into its own process group, which drops to the task's
-//    uid (setgroups, setgid, setuid, checked to be irreversible), sets
+//  - forks the task into its own process group, which enters its job's
+//    network namespace, drops to the task's uid (setgroups, setgid, setuid, checked to be irreversible), sets
 //    PR_SET_NO_NEW_PRIVS and RLIMIT_NPROC, makes the task's directories as
 //    that user, enters its working dir, installs the task's seccomp filter
 //    (task_seccomp.h) and closes every other descriptor;
@@ -52,6 +52,9 @@ struct ShimSpec {
   std::string cgroup_memory_dir, cgroup_cpu_dir;
   int cgroup_version = 1;
   int64_t memory_limit = 0;             // for the out-of-memory reason
+  // The job's network namespace (a path) the task enters while still root;
+  // "" = the shim's own (the process runtime; a container's is its runtime's).
+  std::string netns;
 
   nlohmann::json ToJson() const;
   // Throws nlohmann::json::exception on a malformed spec.

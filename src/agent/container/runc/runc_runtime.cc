@@ -169,6 +169,8 @@ nlohmann::json RuncRuntime::Config(const ContainerTask& t, const std::string& ro
   }
   json namespaces = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
   if (own_net) namespaces.push_back({{"type", "network"}});
+  // The job's own namespace on the node (net/job_network.h), shared with its other tasks here.
+  if (l.network == "job") namespaces.push_back({{"type", "network"}, {"path", l.netns}});
   json devices = json::array(), rules = json::array({{{"allow", false}, {"access", "rwm"}}});
   for (const DeviceNode& d : t.devices) {
     devices.push_back({{"path", d.container_path}, {"type", "c"}, {"major", d.major}, {"minor", d.minor},

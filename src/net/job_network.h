@@ -1,0 +1,95 @@
+// A job's own network on a node of the host's network (docs/cluster.md, "A
+// job's network"): one namespace per job attempt on bridge rmtask0, the node's
+// address on its loopback, its ports forwarded from the node's address, the
+// filter of task_filter.h inside. Runs tools through a ToolRunner, as root. Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "net/ipv4.h"
+#include "net/task_filter.h"
+
+namespace ringmaster::net {
+
+inline constexpr const char* kTaskBridge = "rmtask0";
+inline constexpr const char* kTaskTable = "ringmaster_tasks";  // the host's: table ip
+
+struct JobNetworkOptions {
+  Ipv4Net subnet;            // agent --task-subnet (10.213.0.0/16); .1 is the bridge's
+  std::string node_address;  // where other nodes reach this node's tasks
+  std::string state_dir;     // where the namespaces are bound (the agent's data dir)
+  std::vector<std::string> deny;  // the node's other addresses and the server's
+  std::vector<AllowRule> allow;   // agent --task-allow
+  // Ephemeral ports handed out in blocks, one per namespace, forwarded to it
+  // (listeners on port 0: ringcomm's pairs, gloo's). Outside the node's task range.
+  int ephemeral_lo = 40000, ephemeral_hi = 47999, ephemeral_block = 256;
+  pid_t host_pid = 0;  // a process in the host's namespace (the agent); 0 = this one
+  // Addresses and port blocks are claimed here, one file each (O_EXCL), so
+  // agents sharing a host's bridge (tests run several) never pick the same.
+  std::string registry_dir = "/run/ringmaster/task-network";
+};
+
+class JobNetwork {
+ public:
+  explicit JobNetwork(JobNetworkOptions options, ToolRunner run = DefaultToolRunner());
+  const JobNetworkOptions& options() const { return o_; }
+
+  // The bridge, the host's NAT table and forwarding; idempotent. The
+  // namespaces an earlier agent left are taken back, with no tasks: Adopt
+  // gives them their re-adopted tasks, Sweep removes the rest.
+  Status Setup();
+  // Task `key` (re-adopted by a restarted agent) is in namespace `name`.
+  void Adopt(const std::string& key, const std::string& name);
+  void Sweep();
+  // Task `key` (of job `job`, attempt `attempt`, at node port `port`) joins
+  // its job's namespace, made with the first; `peers` are the addresses the
+  // job's tasks on other nodes come from. Returns the namespace's path.
+  StatusOr<std::string> Join(int64_t job, int attempt, const std::string& key, int port,
+                             const std::vector<std::string>& peers);
+  // The task has ended: its port is no longer forwarded; the last task of a
+  // namespace removes it. Idempotent.
+  void Leave(const std::string& key);
+
+  static std::string Name(int64_t job, int attempt);
+  // The host side of a namespace's veth: "rj" + 13 hex digits of its path.
+  static std::string VethName(const std::string& path);
+
+ private:
+  struct Namespace {
+    std::string path;
+    uint32_t address = 0;
+    int block = -1;  // index of its ephemeral port block
+    std::set<std::string> keys;
+    std::set<std::string> peers;
+    std::map<std::string, int> ports;  // key -> its forwarded port
+    bool recovered = false;            // an earlier agent's: its forwarded ports are unknown
+  };
+  void Recover(const std::string& name);
+  StatusOr<Namespace> Create(const std::string& name);
+  // Claims "<what>-<index>" in the registry for namespace `path`; false
+  // when another live namespace holds it.
+  bool Claim(const std::string& what, int64_t index, const std::string& path);
+  void Unclaim(const std::string& what, int64_t index, const std::string& path);
+  Status Filter(const Namespace& ns);
+  // Adds (or deletes) the forwarding of `ports` ("P" or "LO-HI"), TCP and
+  // UDP, to `address` (a delete may leave it out).
+  Status Forward(const char* op, const std::string& ports, std::optional<uint32_t> address);
+  std::pair<int, int> BlockPorts(int block) const;
+  void Remove(const std::string& name, Namespace& ns);
+
+  JobNetworkOptions o_;
+  ToolRunner run_;
+  std::mutex mu_;
+  std::map<std::string, Namespace> nets_;  // GUARDED_BY(mu_), by name
+  std::map<std::string, std::string> owner_;  // GUARDED_BY(mu_): task key -> namespace name
+};
+
+}  // namespace ringmaster::net
