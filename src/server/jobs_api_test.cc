@@ -119,8 +119,9 @@ TEST_F(JobsApiTest, PriorityAndTheHostNetworkArePrivilegesAnAdminGrants) {
   EXPECT_EQ(ErrorMessage(r).rfind("network: host shares the node's network", 0), 0u) << ErrorMessage(r);
   SubmitAs(bob, "command: sleep 1\npriority: -5\n");  // below the maximum: anyone
 
-  auto user = [&](const std::string& name) {
-    for (const auto& u : json::parse(Call("GET", "/api/v1/users", admin_)->body)["users"]) {
+  auto user = [&](const std::string& name) -> json {
+    const json users = json::parse(Call("GET", "/api/v1/users", admin_)->body)["users"];
+    for (const auto& u : users) {
       if (u["name"] == name) return u;
     }
     return json();
