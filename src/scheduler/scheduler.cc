@@ -4,7 +4,6 @@
 #include <cctype>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "scheduler/plugins.h"
 #include "scheduler/policy.h"
 #include "scheduler/pools.h"
+#include "scheduler/shares.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -37,58 +37,6 @@ size_t NodesToScore(int configured, size_t n) {
   if (configured > 0) return std::min(n, static_cast<size_t>(configured));
   const int64_t pct = std::max<int64_t>(5, 50 - static_cast<int64_t>(n) / 125);
   return std::min(n, std::max<size_t>(100, n * static_cast<size_t>(pct) / 100));
-}
-
-struct Usage {
-  int64_t cpu_milli = 0;
-  int64_t gpus = 0;
-  Usage& operator+=(const Usage& o) {
-    cpu_milli += o.cpu_milli;
-    gpus += o.gpus;
-    return *this;
-  }
-};
-
-bool Exceeds(const Quota& q, const Usage& u) {
-  return (q.cpu_milli >= 0 && u.cpu_milli > q.cpu_milli) || (q.gpus >= 0 && u.gpus > q.gpus);
-}
-
-Usage Total(const JobRequest& j) {
-  return {j.per_task.cpu_milli * j.replicas, static_cast<int64_t>(j.per_task.gpus) * j.replicas};
-}
-
-std::string DescribeQuota(const std::string& user, const Quota& q, const Usage& u) {
-  std::vector<std::string> parts;
-  if (q.gpus >= 0) parts.push_back(fmt::format("{} of {} gpus", u.gpus, q.gpus));
-  if (q.cpu_milli >= 0) parts.push_back(fmt::format("{} of {} cpus", FormatCpu(u.cpu_milli), FormatCpu(q.cpu_milli)));
-  return fmt::format("user {} holds {}", user, fmt::join(parts, " and "));
-}
-
-// The share of a user without a quota: the ready nodes split evenly (rounded
-// up) among the users with jobs running or waiting.
-Quota FairShare(const Snapshot& snap, const std::vector<JobRequest>& pending) {
-  std::set<std::string_view> users;
-  for (const auto& rj : snap.running) users.insert(rj.request.user);
-  for (const auto& j : pending) users.insert(j.user);
-  int64_t cpu = 0, gpus = 0;
-  for (const NodeState& n : snap.nodes) {
-    if (!n.ready) continue;
-    cpu += n.capacity.cpu_milli;
-    gpus += n.capacity.gpus;
-  }
-  const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(users.size()));
-  return {(cpu + n - 1) / n, static_cast<int>((gpus + n - 1) / n), true};
-}
-
-// "user alice holds 4 gpus, more than an even share of the cluster (2)"
-std::string DescribeFairShare(const std::string& user, const Quota& fair, const Usage& u) {
-  std::vector<std::string> parts;
-  if (u.gpus > fair.gpus) parts.push_back(fmt::format("{} gpus, more than an even share of the cluster ({})", u.gpus, fair.gpus));
-  if (u.cpu_milli > fair.cpu_milli) {
-    parts.push_back(fmt::format("{} cpus, more than an even share of the cluster ({})", FormatCpu(u.cpu_milli),
-                                FormatCpu(fair.cpu_milli)));
-  }
-  return fmt::format("user {} holds {}", user, fmt::join(parts, " and "));
 }
 
 std::string JobList(const std::vector<int64_t>& ids) {
@@ -501,33 +449,11 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     plan.pending_reasons.erase(job.job_id);
   };
 
-  // Quota use per user, and which running jobs are past their user's quota
-  // (they borrow) or fair share: a user's jobs count against it in order
-  // (priority, then age). Only those past it may be preempted for another user.
-  const Quota fair = FairShare(snap, pending);
-  std::map<std::string, Usage> usage;
-  std::map<int64_t, std::string> beyond_share;
-  {
-    std::vector<const RunningJob*> by_rank;
-    for (const auto& rj : snap.running) by_rank.push_back(&rj);
-    std::stable_sort(by_rank.begin(), by_rank.end(), [](auto* a, auto* b) {
-      return std::tuple(-a->request.priority, a->started_ms, a->request.job_id) <
-             std::tuple(-b->request.priority, b->started_ms, b->request.job_id);
-    });
-    for (const RunningJob* rj : by_rank) {
-      Usage& u = usage[rj->request.user];
-      u += Total(rj->request);
-      const std::string& user = rj->request.user;
-      auto q = config_.quotas.find(user);
-      if (q != config_.quotas.end()) {
-        if (Exceeds(q->second, u)) {
-          beyond_share[rj->request.job_id] = fmt::format("reclaiming quota: user {} borrows beyond its quota", user);
-        }
-      } else if (Exceeds(fair, u)) {
-        beyond_share[rj->request.job_id] = "reclaiming fair share: " + DescribeFairShare(user, fair, u);
-      }
-    }
-  }
+  // What each user holds, and which running jobs another user's job may reclaim.
+  Shares shares = CountShares(config_, snap, pending);
+  const Quota& fair = shares.fair;
+  std::map<std::string, Usage>& usage = shares.usage;
+  const std::map<int64_t, std::string>& beyond_share = shares.beyond;
   std::set<int64_t> going;  // running jobs stopping already or preempted in this pass
   for (const auto& rj : snap.running) {
     if (rj.stopping) going.insert(rj.request.job_id);
