@@ -213,9 +213,23 @@ int UsersCreate(const Connection& c, const std::string& name, const std::string&
 int UsersLs(const Connection& c) {
   json r = Must(Connect(c).Get("/api/v1/users"));
   for (const auto& u : r["users"]) {
-    std::cout << u["name"].get<std::string>() << "\t" << u["role"].get<std::string>()
+    std::cout << u["name"].get<std::string>() << "\t" << u["role"].get<std::string>() << "\tmax-priority "
+              << u.value("max_priority", 0) << "\thost-network " << (u.value("host_network", false) ? "yes" : "no")
               << (u.value("disabled", false) ? "\tdisabled" : "") << "\n";
   }
+  return 0;
+}
+
+int UsersSet(const Connection& c, const std::string& name, std::optional<int> max_priority,
+             const std::string& host_network) {
+  json body = json::object();
+  if (max_priority) body["max_priority"] = *max_priority;
+  if (host_network == "yes" || host_network == "no") body["host_network"] = host_network == "yes";
+  else if (!host_network.empty()) Die(fmt::format("--host-network: \"{}\" is not yes or no", host_network));
+  if (body.empty()) Die("users set: give --max-priority, --host-network or both");
+  json r = Must(Connect(c).Patch(fmt::format("/api/v1/users/{}", name), body));
+  std::cerr << fmt::format("user {}: max priority {}, host network {}\n", name, r.value("max_priority", 0),
+                           r.value("host_network", false) ? "yes" : "no");
   return 0;
 }
 

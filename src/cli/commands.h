@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cli/connect.h"
@@ -37,6 +38,10 @@ int UsersLs(const Connection& c);
 int UsersSetDisabled(const Connection& c, const std::string& name, bool disabled);
 // "100Gi", "500Mi", "0" or "none" (no quota).
 int UsersQuota(const Connection& c, const std::string& name, const std::string& size);
+// Sets what an admin grants: the highest job priority (unset: unchanged) and
+// the host's network ("yes", "no"; "": unchanged).
+int UsersSet(const Connection& c, const std::string& name, std::optional<int> max_priority,
+             const std::string& host_network);
 // Prints the new token alone on stdout.
 int TokensCreate(const Connection& c, const std::string& user, const std::string& name, const std::string& scope,
                  const std::string& node);

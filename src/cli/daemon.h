@@ -109,7 +109,7 @@ struct ServerFlags {
 };
 
 struct SchedulerFlags {
-  std::string policy = "priority";
+  std::string policy = "backfill";
   std::string scores;               // "binpack=1,locality=1"
   std::vector<std::string> quotas;  // "alice:gpus=4,cpus=16,borrow=no"
   bool no_preemption = false;

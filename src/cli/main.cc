@@ -10,6 +10,7 @@
 #include <iostream>
 #include <istream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -482,6 +483,15 @@ int Main(int argc, char** argv) {
   users_quota->add_option("size", quota_size, "e.g. 100Gi, 500Mi; 0 or none for no quota")->required();
   auto* users_enable = users->add_subcommand("enable", "enable a disabled user again");
   users_enable->add_option("name", user_name, "user name")->required();
+  auto* users_set = users->add_subcommand("set", "grant a user privileges: a higher job priority, the host's network");
+  std::optional<int> max_priority;
+  std::string host_network;
+  users_set->add_option("name", user_name, "user name")->required();
+  users_set->add_option("--max-priority", max_priority,
+                        "the highest priority their jobs may ask for, -1000..1000 (default for every user: 0)")
+      ->check(CLI::Range(-1000, 1000));
+  users_set->add_option("--host-network", host_network, "whether their jobs may use network: host")
+      ->check(CLI::IsMember({"yes", "no"}));
 
   auto* tokens = app.add_subcommand("tokens", "manage API tokens");
   tokens->require_subcommand(1);
@@ -648,6 +658,7 @@ int Main(int argc, char** argv) {
   if (*users_disable) return UsersSetDisabled(conn, user_name, true);
   if (*users_quota) return UsersQuota(conn, user_name, quota_size);
   if (*users_enable) return UsersSetDisabled(conn, user_name, false);
+  if (*users_set) return UsersSet(conn, user_name, max_priority, host_network);
   if (*tokens_create) return TokensCreate(conn, user_name, token_name, scope, node_for);
   if (*tokens_ls) return TokensLs(conn, user_name, all);
   if (*tokens_revoke) return TokensRevoke(conn, token_id);

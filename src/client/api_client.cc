@@ -279,7 +279,16 @@ StatusOr<nlohmann::json> ApiClient::PostText(const std::string& path, const std:
 }
 
 StatusOr<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body, CallOptions opts) const {
-  http::ClientRequest r = Request("PUT", path, token_);
+  return SendJson("PUT", path, body, opts);
+}
+
+StatusOr<nlohmann::json> ApiClient::Patch(const std::string& path, const nlohmann::json& body, CallOptions opts) const {
+  return SendJson("PATCH", path, body, opts);
+}
+
+StatusOr<nlohmann::json> ApiClient::SendJson(std::string method, const std::string& path, const nlohmann::json& body,
+                                             CallOptions opts) const {
+  http::ClientRequest r = Request(std::move(method), path, token_);
   r.headers.emplace_back("Content-Type", "application/json");
   r.body = body.dump();
   return Send(std::move(r), opts);

@@ -55,6 +55,7 @@ class ApiClient {
   StatusOr<nlohmann::json> PostText(const std::string& path, const std::string& body,
                                     const std::string& content_type, CallOptions opts = {}) const;
   StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body, CallOptions opts = {}) const;
+  StatusOr<nlohmann::json> Patch(const std::string& path, const nlohmann::json& body, CallOptions opts = {}) const;
   StatusOr<nlohmann::json> Delete(const std::string& path) const;
   // Streams a response body to `on_data` as it arrives; on_data returns false to stop.
   // The read timeout bounds the silence between two pieces, not the whole stream.
@@ -102,6 +103,8 @@ class ApiClient {
 
  private:
   StatusOr<nlohmann::json> Send(http::ClientRequest request, CallOptions opts) const;
+  StatusOr<nlohmann::json> SendJson(std::string method, const std::string& path, const nlohmann::json& body,
+                                    CallOptions opts) const;
   // Runs `attempt` on the current server, following a 307 once and, with
   // several servers, moving on while it says kNext, for up to `budget`.
   void Failover(std::chrono::milliseconds budget, const std::function<Try(http::Client& client)>& attempt) const;

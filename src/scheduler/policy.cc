@@ -46,7 +46,6 @@ class PriorityPolicy : public Policy {
 class BackfillPolicy final : public PriorityPolicy {
  public:
   std::string_view Name() const override { return "backfill"; }
-  bool MayPreempt(const JobRequest&, const RunningJob&, int64_t) const override { return false; }
   bool Backfills() const override { return true; }
 };
 

@@ -1,22 +1,17 @@
 // Queue policies: one class each, chosen by name. A policy orders the pending
-// queue and says who may preempt whom; the scheduler does the rest (filters,
-// scores, gangs, quotas, reasons). Every policy is strict at the head: a job
-// that could fit the cluster but not its free capacity now holds back the jobs
-// behind it, except where the policy backfills around it.
+// queue and says which of its own user's jobs a job may preempt (other users'
+// jobs only to reclaim a quota or fair share: scheduler.cc). Every policy is
+// strict at the head except where it backfills around it.
 //
 //   fifo      submission order; never preempts.
-//   priority  higher priority first, then submission order; a job may preempt
-//             jobs of lower priority (victims: least work lost since their
-//             last checkpoint).
-//   backfill  priority order plus EASY backfill (Lifka 1995, Slurm's
-//             sched/backfill): the blocked head gets a reservation at the
-//             earliest time running jobs' expected ends free enough for it;
-//             jobs behind it start now if they end before then or use only
-//             what the head will not need. Needs runtimes (time limits); never preempts.
-//   las       discretised 2D least-attained-service (Tiresias, NSDI'19): levels
-//             by attained device-seconds, FIFO within a level; a job may
-//             preempt jobs in a higher level whose lease (las_min_run_ms) is over.
-//             Needs no runtime estimates.
+//   priority  higher priority first, then submission order; preempts lower priority.
+//   backfill  (the default) priority, plus EASY backfill (Lifka 1995, Slurm's
+//             sched/backfill): jobs behind a blocked head start now if they end
+//             before its reservation, or use only what it will not need. A job
+//             without a time limit is taken to run forever.
+//   las       discretised 2D least-attained-service (Tiresias, NSDI'19): levels by
+//             attained device-seconds, FIFO within one; preempts higher levels
+//             once their lease (las_min_run_ms) is over.
 // Stateless and thread-safe.
 #pragma once
 
@@ -36,7 +31,7 @@ class Policy {
   virtual std::string_view Name() const = 0;
   // Sorts the queue into the order jobs are considered in.
   virtual void Order(std::vector<const JobRequest*>& queue) const = 0;
-  // Whether `job` may preempt the running `victim` (quota reclaim aside).
+  // Whether `job` may preempt the running `victim`, a job of the same user.
   virtual bool MayPreempt(const JobRequest& job, const RunningJob& victim, int64_t now_ms) const = 0;
   virtual bool Backfills() const { return false; }
   // Words for why `job` outranks `victim`, e.g. "priority 10 > 0".

@@ -13,6 +13,7 @@
 #include "scheduler/plugins.h"
 #include "scheduler/policy.h"
 #include "scheduler/pools.h"
+#include "scheduler/shares.h"
 
 namespace ringmaster::scheduler {
 namespace {
@@ -36,31 +37,6 @@ size_t NodesToScore(int configured, size_t n) {
   if (configured > 0) return std::min(n, static_cast<size_t>(configured));
   const int64_t pct = std::max<int64_t>(5, 50 - static_cast<int64_t>(n) / 125);
   return std::min(n, std::max<size_t>(100, n * static_cast<size_t>(pct) / 100));
-}
-
-struct Usage {
-  int64_t cpu_milli = 0;
-  int64_t gpus = 0;
-  Usage& operator+=(const Usage& o) {
-    cpu_milli += o.cpu_milli;
-    gpus += o.gpus;
-    return *this;
-  }
-};
-
-bool Exceeds(const Quota& q, const Usage& u) {
-  return (q.cpu_milli >= 0 && u.cpu_milli > q.cpu_milli) || (q.gpus >= 0 && u.gpus > q.gpus);
-}
-
-Usage Total(const JobRequest& j) {
-  return {j.per_task.cpu_milli * j.replicas, static_cast<int64_t>(j.per_task.gpus) * j.replicas};
-}
-
-std::string DescribeQuota(const std::string& user, const Quota& q, const Usage& u) {
-  std::vector<std::string> parts;
-  if (q.gpus >= 0) parts.push_back(fmt::format("{} of {} gpus", u.gpus, q.gpus));
-  if (q.cpu_milli >= 0) parts.push_back(fmt::format("{} of {} cpus", FormatCpu(u.cpu_milli), FormatCpu(q.cpu_milli)));
-  return fmt::format("user {} holds {}", user, fmt::join(parts, " and "));
 }
 
 std::string JobList(const std::vector<int64_t>& ids) {
@@ -393,8 +369,8 @@ std::vector<int64_t> Scheduler::Placer::PlaceGang(std::vector<NodeState>& nodes,
 }
 
 std::vector<Preemption> Scheduler::ChooseVictims(Pass& pass, const Snapshot& snap, const std::vector<NodeState>& future,
-                                                 const JobRequest& job, bool within_quota,
-                                                 const std::set<int64_t>& borrowing,
+                                                 const JobRequest& job, bool within_share,
+                                                 const std::map<int64_t, std::string>& beyond_share,
                                                  const std::set<int64_t>& going) const {
   struct Candidate {
     const RunningJob* rj;
@@ -405,12 +381,13 @@ std::vector<Preemption> Scheduler::ChooseVictims(Pass& pass, const Snapshot& sna
   for (const auto& rj : snap.running) {
     const int64_t id = rj.request.job_id;
     if (going.count(id)) continue;
-    const bool borrower = borrowing.count(id) > 0;
     std::string cause;
-    if (borrower && within_quota && rj.request.user != job.user) {
-      cause = fmt::format("reclaiming quota: user {} borrows beyond its quota", rj.request.user);
-    } else if (policy_->MayPreempt(job, rj, snap.now_ms) &&
-               (borrower || rj.request.user == job.user || !config_.quotas.count(rj.request.user))) {
+    if (rj.request.user != job.user) {
+      // Never for a number the other user picked: only what they hold beyond their share.
+      auto beyond = beyond_share.find(id);
+      if (!within_share || beyond == beyond_share.end()) continue;
+      cause = beyond->second;
+    } else if (policy_->MayPreempt(job, rj, snap.now_ms)) {
       cause = policy_->Outranks(job, rj);
     } else {
       continue;
@@ -472,24 +449,11 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     plan.pending_reasons.erase(job.job_id);
   };
 
-  // Quota use per user, and which running jobs borrow: a user's jobs count
-  // against the quota in order (priority, then age); those past it borrow.
-  std::map<std::string, Usage> usage;
-  std::set<int64_t> borrowing;
-  {
-    std::vector<const RunningJob*> by_rank;
-    for (const auto& rj : snap.running) by_rank.push_back(&rj);
-    std::stable_sort(by_rank.begin(), by_rank.end(), [](auto* a, auto* b) {
-      return std::tuple(-a->request.priority, a->started_ms, a->request.job_id) <
-             std::tuple(-b->request.priority, b->started_ms, b->request.job_id);
-    });
-    for (const RunningJob* rj : by_rank) {
-      Usage& u = usage[rj->request.user];
-      u += Total(rj->request);
-      auto q = config_.quotas.find(rj->request.user);
-      if (q != config_.quotas.end() && Exceeds(q->second, u)) borrowing.insert(rj->request.job_id);
-    }
-  }
+  // What each user holds, and which running jobs another user's job may reclaim.
+  Shares shares = CountShares(config_, snap, pending);
+  const Quota& fair = shares.fair;
+  std::map<std::string, Usage>& usage = shares.usage;
+  const std::map<int64_t, std::string>& beyond_share = shares.beyond;
   std::set<int64_t> going;  // running jobs stopping already or preempted in this pass
   for (const auto& rj : snap.running) {
     if (rj.stopping) going.insert(rj.request.job_id);
@@ -511,6 +475,17 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
   int looked_behind = 0;
   auto amount = [](const JobRequest& j, bool gpus) { return gpus ? Total(j).gpus : Total(j).cpu_milli; };
   bool head_gpus = false;
+  auto describe_amount = [&](int64_t a) { return head_gpus ? fmt::format("{} gpus", a) : FormatCpu(a) + " cpus"; };
+  // Why a job does not fit now, per node (a partial gang is placed and released).
+  auto not_fitting = [&](const JobRequest& job) {
+    Pass::Chosen partial = pass.PlaceReplicas(nodes, job, pass.Mask(job));
+    std::string why = partial.empty()
+                          ? fmt::format("0 of {} nodes fit: {}", nodes.size(), pass.Explain(nodes, job))
+                          : fmt::format("only {} of {} replicas fit now and a gang starts all or none: {}",
+                                        partial.size(), job.replicas, pass.Explain(nodes, job));
+    pass.Release(nodes, partial, job);
+    return why;
+  };
 
   for (const JobRequest* jp : queue) {
     const JobRequest& job = *jp;
@@ -578,15 +553,19 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
           if (!ends_in_time) extra -= take;
           continue;
         }
-        why = "it does not fit now";
+        why = "it does not fit now: " + not_fitting(job);
       } else {
-        why = shadow_ms == INT64_MAX
-                  ? std::string("running jobs have no time limits, so the head's start is unknown")
+        why = shadow_ms <= now ? std::string("the head starts as soon as the jobs it waits for have stopped")
+              : shadow_ms == INT64_MAX
+                  ? fmt::format("the head waits for jobs without a time limit, so only what it will never need "
+                                "may be used ({} left), and this job needs {}",
+                                describe_amount(extra), describe_amount(take))
                   : fmt::format("it would not end before the head's reservation in {} ({}) nor fit in what the "
-                                "head leaves",
+                                "head leaves ({})",
                                 FormatDuration(shadow_ms - now),
                                 job.expected_runtime_ms > 0 ? "runs " + FormatDuration(job.expected_runtime_ms)
-                                                            : std::string("no time limit"));
+                                                            : std::string("no time limit"),
+                                describe_amount(extra));
       }
       reason = fmt::format("{}; waiting behind job {} (backfill: {})", needs, head, why);
       continue;
@@ -606,15 +585,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
     }
 
     // It does not fit now. Why, per node, with any partial gang held.
-    std::string why;
-    {
-      Pass::Chosen partial = pass.PlaceReplicas(nodes, job, pass.Mask(job));
-      why = partial.empty()
-                ? fmt::format("0 of {} nodes fit: {}", nodes.size(), pass.Explain(nodes, job))
-                : fmt::format("only {} of {} replicas fit now and a gang starts all or none: {}", partial.size(),
-                              job.replicas, pass.Explain(nodes, job));
-      pass.Release(nodes, partial, job);
-    }
+    const std::string why = not_fitting(job);
     if (over_quota) {
       // A borrower waits for idle capacity; it neither preempts nor holds anyone back.
       reason = fmt::format("{}; borrowing beyond its quota ({}), so it waits for idle capacity: {}", needs,
@@ -635,13 +606,15 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
       std::vector<NodeState> trial = future;
       if (!pass.PlaceGang(trial, job).empty()) {
         reason = fmt::format("{}; starts when {} stopped: {}", needs, JobList(stopping), why);
+        shadow_ms = now;  // nothing may take what they free
         continue;
       }
     }
 
     // Preemption: the fewest victims, least lost work first, that make room.
     if (config_.preemption) {
-      std::vector<Preemption> victims = ChooseVictims(pass, snap, future, job, quota != nullptr, borrowing, going);
+      const bool within_share = quota != nullptr || !Exceeds(fair, after);  // over quota: it waited above
+      std::vector<Preemption> victims = ChooseVictims(pass, snap, future, job, within_share, beyond_share, going);
       if (!victims.empty()) {
         std::vector<int64_t> ids;
         for (Preemption& v : victims) {
@@ -651,25 +624,36 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
         }
         reason = fmt::format("{}; preempting {} to make room (they checkpoint and stop first): {}", needs,
                              JobList(ids), why);
+        shadow_ms = now;
         continue;
       }
     }
 
     reason = fmt::format("{}; {}", needs, why);
     if (policy_->Backfills()) {
-      // EASY: reserve for the head at the earliest time enough frees up.
+      // EASY: reserve for the head at the earliest time enough frees up. Jobs
+      // without a time limit end at an unknown time: if the head needs what
+      // they hold, its start is unknown, and jobs behind it may use only what
+      // it will not need even once everything has ended.
       head_gpus = job.per_task.gpus > 0;
-      int64_t avail = 0;
+      int64_t avail = 0, unknown_ends = 0;
       for (const NodeState& n : nodes) {
         if (n.ready) avail += head_gpus ? std::max(0, Free(n).gpus) : std::max<int64_t>(0, Free(n).cpu_milli);
       }
       std::vector<std::pair<int64_t, int64_t>> ends;
       for (const auto& rj : snap.running) {
-        if (rj.request.expected_runtime_ms <= 0) continue;
-        ends.push_back({rj.started_ms + rj.request.expected_runtime_ms, amount(rj.request, head_gpus)});
+        if (rj.request.expected_runtime_ms <= 0) {
+          unknown_ends += amount(rj.request, head_gpus);
+        } else {
+          ends.push_back({rj.started_ms + rj.request.expected_runtime_ms, amount(rj.request, head_gpus)});
+        }
       }
       for (const JobRequest* j : placed) {
-        if (j->expected_runtime_ms > 0) ends.push_back({now + j->expected_runtime_ms, amount(*j, head_gpus)});
+        if (j->expected_runtime_ms <= 0) {
+          unknown_ends += amount(*j, head_gpus);
+        } else {
+          ends.push_back({now + j->expected_runtime_ms, amount(*j, head_gpus)});
+        }
       }
       std::sort(ends.begin(), ends.end());
       const int64_t want = amount(job, head_gpus);
@@ -681,6 +665,7 @@ Plan Scheduler::Schedule(const Snapshot& snap, const std::vector<JobRequest>& pe
           break;
         }
       }
+      if (shadow_ms == INT64_MAX) extra = std::max<int64_t>(0, avail + unknown_ends - want);
     }
   }
   return plan;

@@ -9,7 +9,9 @@
 // go on a node, Score plugins rank the nodes that pass (plugins.h), and one
 // queue Policy orders the queue and says who may preempt whom (policy.h).
 // Gangs are all or none. Per-user quotas guarantee a share; idle quota may be
-// borrowed and is reclaimed by preemption. With heterogeneity_aware, a job
+// borrowed and is reclaimed by preemption. A user without a quota is
+// guaranteed a fair share instead; a job preempts another user's job only to
+// reclaim one of these, never for its priority. With heterogeneity_aware, a job
 // that accepts several GPU types goes on the type it runs fastest on.
 #pragma once
 
@@ -110,7 +112,8 @@ struct RunningJob {
 
 // Quotas guarantee a user a share; -1 = unlimited. A job beyond its user's
 // quota may borrow idle capacity (if `borrow`), and a job within quota may
-// preempt borrowers to take its share back.
+// preempt borrowers to take its share back. A user without one has a fair
+// share: the ready nodes split evenly among the users with jobs.
 struct Quota {
   int64_t cpu_milli = -1;
   int gpus = -1;
@@ -118,7 +121,7 @@ struct Quota {
 };
 
 struct SchedulerConfig {
-  std::string policy = "priority";  // fifo | priority | backfill | las
+  std::string policy = "backfill";  // fifo | priority | backfill | las
   std::vector<std::string> filters = {"health", "gpu-type", "labels", "executor", "resources"};
   std::vector<std::pair<std::string, double>> scores = {{"binpack", 1}, {"locality", 1}, {"load-aware", 0.5}};
   bool preemption = true;
@@ -203,8 +206,11 @@ class Scheduler {
   explicit Scheduler(SchedulerConfig config);
   // The running jobs `job` should preempt to fit on `future` (the nodes once
   // stopping jobs are gone): fewest needed, least lost work first.
+  // Other users' jobs only where `within_share` and they are `beyond_share`
+  // (job id -> why they may be reclaimed); the same user's by the policy.
   std::vector<Preemption> ChooseVictims(Pass& pass, const Snapshot& snap, const std::vector<NodeState>& future,
-                                        const JobRequest& job, bool within_quota, const std::set<int64_t>& borrowing,
+                                        const JobRequest& job, bool within_share,
+                                        const std::map<int64_t, std::string>& beyond_share,
                                         const std::set<int64_t>& going) const;
 
   SchedulerConfig config_;

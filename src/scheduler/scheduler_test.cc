@@ -415,6 +415,43 @@ TEST(Quota, OverQuotaWithoutBorrowingWaitsAndBlocksNoOne) {
       << plan.pending_reasons[10];
 }
 
+TEST(FairShare, APriorityPreemptsOnlyItsOwnUsersJobsWhileOthersAreWithinTheirShare) {
+  // Bob may ask for priority 1000; alice holds her half of the cluster.
+  std::vector<NodeState> nodes = {MakeNode(1, "a", 64000, 4, "H100")};
+  // Alice's job would lose the least work, and priority 1000 outranks it.
+  std::vector<RunningJob> running = {Running(nodes, UserJob(1, "alice", 2), {1}, 9 * kMin),
+                                     Running(nodes, UserJob(2, "bob", 2), {1}, 0)};
+  JobRequest urgent = UserJob(10, "bob", 2);
+  urgent.priority = 1000;
+  Plan plan = Make({})->Schedule({10 * kMin, nodes, running}, {urgent});
+  ASSERT_EQ(Victims(plan), (std::vector<int64_t>{2}));  // his own lower-priority one
+  EXPECT_NE(plan.preemptions[0].reason.find("(priority 1000 > 0)"), std::string::npos) << plan.preemptions[0].reason;
+  // Without a job of his own to take, alice's stays: she is within her share.
+  running.pop_back();
+  nodes[0].allocated.gpus = 2;
+  urgent.per_task.gpus = 4;
+  plan = Make({})->Schedule({10 * kMin, nodes, running}, {urgent});
+  EXPECT_TRUE(plan.preemptions.empty());
+  urgent.per_task.gpus = 3;
+  plan = Make({})->Schedule({10 * kMin, nodes, running}, {urgent});
+  EXPECT_TRUE(plan.preemptions.empty());
+}
+
+TEST(FairShare, AUserBeyondAnEvenShareGivesItBackToAnotherWhoseJobWaits) {
+  std::vector<NodeState> nodes = {MakeNode(1, "a", 64000, 4, "H100")};
+  std::vector<RunningJob> running;
+  for (int id = 1; id <= 4; ++id) running.push_back(Running(nodes, UserJob(id, "alice", 1), {1}, id * kMin));
+  Plan plan = Make({})->Schedule({10 * kMin, nodes, running}, {UserJob(10, "bob", 2)});
+  ASSERT_EQ(Victims(plan), (std::vector<int64_t>{3, 4}));  // the two past her share of 2, whatever their priority
+  EXPECT_NE(plan.preemptions[0].reason.find("reclaiming fair share: user alice holds 4 gpus, more than an even share "
+                                            "of the cluster (2)"),
+            std::string::npos)
+      << plan.preemptions[0].reason;
+  // Past his own share, bob takes nothing from her.
+  plan = Make({})->Schedule({10 * kMin, nodes, running}, {UserJob(10, "bob", 3)});
+  EXPECT_TRUE(plan.preemptions.empty());
+}
+
 // --- heterogeneous GPUs ---
 
 TEST(Heterogeneity, AwarePlacementPicksTheFastestType) {
@@ -470,9 +507,67 @@ TEST(Backfill, StartsShortJobsWithoutDelayingTheHeadsReservation) {
   EXPECT_EQ(plan.placements[0].job_id, 11);
   EXPECT_NE(plan.pending_reasons[12].find("would not end before the head's reservation in 50m"), std::string::npos)
       << plan.pending_reasons[12];
+  EXPECT_NE(plan.pending_reasons[12].find("nor fit in what the head leaves (0 gpus)"), std::string::npos)
+      << plan.pending_reasons[12];
   // Under plain priority the short job waits too.
-  plan = Make({})->Schedule({10 * kMin, nodes, running}, {head, long_job, short_job});
+  SchedulerConfig strict;
+  strict.policy = "priority";
+  plan = Make(strict)->Schedule({10 * kMin, nodes, running}, {head, long_job, short_job});
   EXPECT_TRUE(plan.placements.empty());
+}
+
+TEST(Backfill, IsTheDefaultAndABlockedHeadHoldsBackNoJobThatEndsBeforeItsReservation) {
+  // One job that does not fit must not hold back the smaller ones of equal priority.
+  EXPECT_EQ(SchedulerConfig{}.policy, "backfill");
+  std::vector<NodeState> nodes = {MakeNode(1, "a", 8000, 4, "H100"), MakeNode(2, "b", 8000, 4, "H100")};
+  JobRequest long_running = MakeJob(1, 1, 1000, 4);
+  long_running.expected_runtime_ms = 60 * kMin;
+  std::vector<RunningJob> running = {Running(nodes, long_running, {1}, 0)};
+  JobRequest head = MakeJob(10, 2, 1000, 4);  // both nodes whole: at 60 min
+  std::vector<JobRequest> queue = {head};
+  for (int id = 11; id <= 14; ++id) {
+    JobRequest small = MakeJob(id, 1, 1000, 1);
+    small.expected_runtime_ms = 20 * kMin;  // ends at 30 min
+    queue.push_back(small);
+  }
+  Plan plan = Make({})->Schedule({10 * kMin, nodes, running}, queue);
+  ASSERT_EQ(plan.placements.size(), 4u);
+  for (const Placement& p : plan.placements) EXPECT_EQ(p.node_ids, (std::vector<int64_t>{2})) << p.job_id;
+  EXPECT_NE(plan.pending_reasons[10].find("only 1 of 2 replicas fit now"), std::string::npos) << plan.pending_reasons[10];
+  // A fifth no longer fits now: the reason names the nodes, not just the head.
+  queue.push_back(MakeJob(15, 1, 1000, 1));
+  queue.back().expected_runtime_ms = 20 * kMin;
+  plan = Make({})->Schedule({10 * kMin, nodes, running}, queue);
+  EXPECT_EQ(plan.placements.size(), 4u);
+  EXPECT_NE(plan.pending_reasons[15].find("waiting behind job 10 (backfill: it does not fit now: 0 of 2 nodes fit: "
+                                          "node a has 0 free gpus, needs 1, node b has 0 free gpus"),
+            std::string::npos)
+      << plan.pending_reasons[15];
+}
+
+TEST(Backfill, JobsWithoutATimeLimitRunForeverAndUseOnlyWhatTheHeadNeverNeeds) {
+  // 8 GPUs; a job without a limit holds 3, the head wants 6: its start is
+  // unknown, but it never needs 2 of the 8.
+  std::vector<NodeState> nodes = {MakeNode(1, "a", 64000, 8, "H100")};
+  std::vector<RunningJob> running = {Running(nodes, MakeJob(1, 1, 1000, 3), {1}, 0)};
+  JobRequest head = MakeJob(10, 1, 1000, 6);
+  JobRequest limited = MakeJob(11, 1, 1000, 1);
+  limited.expected_runtime_ms = kMin;  // short, but the head's start is unknown: it counts like the rest
+  Plan plan = Make({})->Schedule({kMin, nodes, running},
+                                 {head, limited, MakeJob(12, 1, 1000, 1), MakeJob(13, 1, 1000, 1)});
+  ASSERT_EQ(plan.placements.size(), 2u);
+  EXPECT_EQ(plan.placements[0].job_id, 11);
+  EXPECT_EQ(plan.placements[1].job_id, 12);
+  EXPECT_NE(plan.pending_reasons[13].find("waiting behind job 10 (backfill: the head waits for jobs without a time "
+                                          "limit, so only what it will never need may be used (0 gpus left)"),
+            std::string::npos)
+      << plan.pending_reasons[13];
+  // Once the running job has a limit, the head has a reservation, and short jobs end before it.
+  running[0].request.expected_runtime_ms = 60 * kMin;
+  JobRequest short_job = MakeJob(13, 1, 1000, 1);
+  short_job.expected_runtime_ms = 30 * kMin;
+  plan = Make({})->Schedule({kMin, nodes, running}, {head, limited, MakeJob(12, 1, 1000, 1), short_job});
+  EXPECT_EQ(plan.placements.size(), 3u);
 }
 
 TEST(Backfill, JobsPlacedEarlierInThePassCountForTheReservation) {

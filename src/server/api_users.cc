@@ -9,6 +9,7 @@
 
 #include "server/api.h"
 #include "server/file_quota.h"
+#include "server/privileges.h"
 #include "server/slurm_backend.h"
 
 namespace ringmaster::server {
@@ -26,7 +27,37 @@ json UserJson(const store::User& u, int64_t default_quota) {
           {"role", store::RoleName(u.role)},
           {"disabled", u.disabled},
           {"created_at", FormatTimeUtc(u.created_ms)},
-          {"files", {{"bytes", u.file_bytes}, {"quota_bytes", EffectiveFileQuota(u, default_quota)}}}};
+          {"files", {{"bytes", u.file_bytes}, {"quota_bytes", EffectiveFileQuota(u, default_quota)}}},
+          {"max_priority", MaxPriority(u)},
+          {"host_network", MayUseHostNetwork(u)}};
+}
+
+// The privileges a PATCH body sets, each optional; InvalidArgument naming the field.
+Status ParsePrivileges(const json& b, store::User& u) {
+  for (const auto& [key, value] : b.items()) {
+    if (key != "max_priority" && key != "host_network") {
+      return InvalidArgument(fmt::format("{}: not a field of a user's privileges (max_priority, host_network)",
+                                         Printable(key, 40)));
+    }
+  }
+  if (b.contains("max_priority")) {
+    const json& v = b["max_priority"];
+    const int64_t max = protocol::kMaxPriority;
+    const bool in_range = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(max)
+                          : v.is_number_integer() ? v.get<int64_t>() >= -max && v.get<int64_t>() <= max
+                                                  : false;
+    if (!in_range) {
+      return InvalidArgument(fmt::format("max_priority: must be an integer from {} to {}", -protocol::kMaxPriority,
+                                         protocol::kMaxPriority));
+    }
+    u.max_priority = v.get<int>();
+  }
+  if (b.contains("host_network")) {
+    if (!b["host_network"].is_boolean()) return InvalidArgument("host_network: must be true or false");
+    u.host_network = b["host_network"].get<bool>();
+  }
+  if (b.empty()) return InvalidArgument("body: set max_priority, host_network or both");
+  return Status::Ok();
 }
 
 json TokenJson(const store::Token& t, const std::string& user) {
@@ -119,6 +150,21 @@ void AddUserRoutes(Api& api) {
     for (const auto& u : users) out.push_back(UserJson(u, api.limits.default_file_quota));
     return Reply{200, {{"users", out}}};
   }));
+
+  api.http->Route("PATCH", "/api/v1/users/{name}", admin,
+                  Json([&api](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(json b, BodyObject(req));
+                    auto user = api.store->GetUserByName(req.matches[0]);
+                    if (!user.ok()) {
+                      return NotFound(fmt::format("user \"{}\" does not exist", Printable(req.matches[0], 40)));
+                    }
+                    RM_RETURN_IF_ERROR(ParsePrivileges(b, *user));
+                    RM_RETURN_IF_ERROR(api.store->SetUserPrivileges(user->id, user->max_priority, user->host_network));
+                    api.auth->Audit(req, c.user.name, "user.privileges", "user " + user->name, "ok",
+                                    fmt::format("max_priority {}, host_network {}", user->max_priority,
+                                                user->host_network ? "yes" : "no"));
+                    return Reply{200, UserJson(*user)};
+                  }));
 
   for (const bool disable : {true, false}) {
     api.http->Route(

@@ -223,6 +223,31 @@ TEST_F(JobServiceTest, AboveTheScaleDownThresholdElasticWorkersYieldToEqualPrior
   EXPECT_NE(Job(peer).reason.find("is scaling down to make room"), std::string::npos) << Job(peer).reason;
 }
 
+TEST_F(JobServiceTest, AnotherUsersPriorityShrinksNoElasticJobWithinItsShare) {
+  int64_t node = AddNode("vm", 4000);
+  int64_t id = Submit("command: x\nkind: distributed\nreplicas: {min: 1, max: 2}\nresources: {cpu: 1}\n");
+  ASSERT_TRUE(svc_->RunPass().ok());
+  ASSERT_TRUE(Report(Tasks(id)[0], "running").ok());
+  clock_.AdvanceMs(6'000);
+  ASSERT_TRUE(svc_->Heartbeat(node, 0, 0).ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
+  ASSERT_EQ(Job(id).resize_to, 2);
+  ASSERT_TRUE(Report(Tasks(id)[0], "exited", -1, 15).ok());
+  ASSERT_TRUE(svc_->RunPass().ok());
+  for (const auto& t : Tasks(id)) ASSERT_TRUE(Report(t, "running").ok());
+  // 50% allocated. Bob may ask for priority 1000, but ada holds no more than her half.
+  store::User bob;
+  bob.name = "bob";
+  bob.id = *store_->CreateUser(bob);
+  ASSERT_TRUE(store_->SetUserPrivileges(bob.id, 1000, false).ok());
+  bob = *store_->GetUser(bob.id);
+  const int64_t urgent = *svc_->Submit(bob, *protocol::ParseJobSpec("command: x\nresources: {cpu: 3}\npriority: 1000\n"));
+  ASSERT_TRUE(svc_->RunPass().ok());
+  EXPECT_EQ(Job(id).resize_to, 0);
+  EXPECT_FALSE(Job(id).stop_state) << Job(id).stop_reason;
+  EXPECT_EQ(Job(urgent).state, State::kPending);
+}
+
 TEST_F(JobServiceTest, PreemptionStopsTheJobThatLosesLeastWorkAndRequeuesIt) {
   auto files = files::NewFakeBlobStore(&clock_);
   JobServiceOptions o;

@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "scheduler/scheduler.h"
 #include "server/control/state_machine.h"
+#include "server/privileges.h"
 #include "server/timeline.h"
 
 namespace ringmaster::server {
@@ -188,6 +189,7 @@ void JobService::Unwatch(uint64_t watch_id) {
 StatusOr<int64_t> JobService::Submit(const store::User& user, const JobSpec& spec, const std::string& submit_key,
                                      bool* existed) {
   if (existed) *existed = false;
+  RM_RETURN_IF_ERROR(CheckJobPrivileges(user, spec));
   if (options_.backend == "slurm") {
     // What Slurm's allocations cannot give (docs/slurm.md), refused rather than ignored.
     if (spec.notebook()) return InvalidArgument("kind: a notebook (dev) needs agents; this server runs jobs on Slurm");

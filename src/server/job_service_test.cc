@@ -23,6 +23,31 @@ namespace {
 using store::State;
 
 
+TEST_F(JobServiceTest, PriorityAboveTheUsersMaximumAndTheHostNetworkNeedAGrant) {
+  store::User bob;
+  bob.name = "bob";
+  bob.id = *store_->CreateUser(bob);
+  auto submit = [&](const store::User& u, const std::string& yaml) {
+    return svc_->Submit(u, *protocol::ParseJobSpec(yaml)).status();
+  };
+  Status st = submit(bob, "command: x\npriority: 1000\n");
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(st.message().rfind("priority: 1000 is above the maximum of user bob, 0", 0), 0u) << st.ToString();
+  st = submit(bob, "command: x\nnetwork: host\n");
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(st.message().rfind("network: ", 0), 0u) << st.ToString();
+  EXPECT_TRUE(submit(bob, "command: x\n").ok());
+  ASSERT_TRUE(store_->SetUserPrivileges(bob.id, 1000, false).ok());
+  bob = *store_->GetUser(bob.id);
+  EXPECT_TRUE(submit(bob, "command: x\npriority: 1000\n").ok());
+  EXPECT_EQ(submit(bob, "command: x\nnetwork: host\n").code(), StatusCode::kPermissionDenied);
+  store::User admin;
+  admin.name = "root";
+  admin.role = store::Role::kAdmin;
+  admin.id = *store_->CreateUser(admin);
+  EXPECT_TRUE(submit(admin, "command: x\npriority: 1000\nnetwork: host\n").ok());
+}
+
 TEST_F(JobServiceTest, AGangRunsToSuccessWithAnEventPerTransition) {
   int64_t node = AddNode("vm", 2000);
   int64_t id = Submit("command: echo hi\nreplicas: 2\nresources: {cpu: 1}\n");

@@ -27,6 +27,10 @@ class JobServiceTest : public ::testing::Test {
     store_ = std::move(store::OpenMetaStore("memory:")).value();
     user_.name = "ada";
     user_.id = *store_->CreateUser(user_);
+    // Granted any priority and the host's network: the scheduling tests use both
+    // (the submit checks are tested on a user without them).
+    EXPECT_TRUE(store_->SetUserPrivileges(user_.id, protocol::kMaxPriority, true).ok());
+    user_ = *store_->GetUser(user_.id);
     svc_ = std::make_unique<JobService>(store_.get(), &clock_);
   }
   void TearDown() override {

@@ -85,6 +85,7 @@ TEST_F(JobsApiTest, BadParametersAreNamed) {
 
 TEST_F(JobsApiTest, PendingJobsShowTheirPlaceInTheSchedulersOrder) {
   const std::string bob = MakeUser("bob"), carol = MakeUser("carol");
+  ASSERT_EQ(Call("PATCH", "/api/v1/users/carol", admin_, R"({"max_priority": 5})")->status, 200);
   // No node: all wait. The default policy tries higher priority first, then the older.
   const int64_t first = SubmitAs(bob, "command: sleep 1\n");
   const int64_t urgent = SubmitAs(carol, "command: sleep 1\npriority: 5\n");
@@ -105,6 +106,59 @@ TEST_F(JobsApiTest, PendingJobsShowTheirPlaceInTheSchedulersOrder) {
   ASSERT_EQ(own.size(), 2u);
   EXPECT_EQ(own[0]["queue_position"], 3);
   EXPECT_EQ(own[1]["queue_position"], 2);
+}
+
+TEST_F(JobsApiTest, PriorityAndTheHostNetworkArePrivilegesAnAdminGrants) {
+  const std::string bob = MakeUser("bob");
+  auto submit = [&](const std::string& spec) { return Call("POST", "/api/v1/jobs", bob, spec, "application/yaml"); };
+  auto r = submit("command: sleep 1\npriority: 1\n");
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(ErrorMessage(r).rfind("priority: 1 is above the maximum of user bob, 0;", 0), 0u) << ErrorMessage(r);
+  r = submit("command: sleep 1\nnetwork: host\n");
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(ErrorMessage(r).rfind("network: host shares the node's network", 0), 0u) << ErrorMessage(r);
+  SubmitAs(bob, "command: sleep 1\npriority: -5\n");  // below the maximum: anyone
+
+  auto user = [&](const std::string& name) -> json {
+    const json users = json::parse(Call("GET", "/api/v1/users", admin_)->body)["users"];
+    for (const auto& u : users) {
+      if (u["name"] == name) return u;
+    }
+    return json();
+  };
+  EXPECT_EQ(user("bob")["max_priority"], 0);
+  EXPECT_EQ(user("bob")["host_network"], false);
+  EXPECT_EQ(user("admin")["max_priority"], 1000);  // admins hold both
+  EXPECT_EQ(user("admin")["host_network"], true);
+
+  EXPECT_EQ(Call("PATCH", "/api/v1/users/bob", bob, R"({"max_priority": 1000})")->status, 403);  // admins only
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"max_priority": 1001})", "max_priority: must be an integer from -1000 to 1000"},
+      {R"({"max_priority": 18446744073709551615})", "max_priority: must be an integer from -1000 to 1000"},
+      {R"({"max_priority": "high"})", "max_priority: must be an integer from -1000 to 1000"},
+      {R"({"host_network": "yes"})", "host_network: must be true or false"},
+      {R"({"colour": 1})", "colour: not a field of a user's privileges (max_priority, host_network)"},
+      {R"({})", "body: set max_priority, host_network or both"},
+  };
+  for (const auto& [body, message] : bad) {
+    r = Call("PATCH", "/api/v1/users/bob", admin_, body);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_EQ(ErrorMessage(r), message) << body;
+  }
+  EXPECT_EQ(Call("PATCH", "/api/v1/users/nobody", admin_, R"({"max_priority": 1})")->status, 404);
+
+  r = Call("PATCH", "/api/v1/users/bob", admin_, R"({"max_priority": 10, "host_network": true})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["max_priority"], 10);
+  SubmitAs(bob, "command: sleep 1\npriority: 10\n");
+  SubmitAs(bob, "command: sleep 1\nnetwork: host\n");
+  r = submit("command: sleep 1\npriority: 11\n");
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(ErrorMessage(r).rfind("priority: 11 is above the maximum of user bob, 10;", 0), 0u) << ErrorMessage(r);
+  // One field at a time: the other stays.
+  ASSERT_EQ(Call("PATCH", "/api/v1/users/bob", admin_, R"({"host_network": false})")->status, 200);
+  EXPECT_EQ(user("bob")["max_priority"], 10);
+  EXPECT_EQ(submit("command: sleep 1\nnetwork: host\n")->status, 403);
 }
 
 }  // namespace

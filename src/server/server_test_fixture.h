@@ -104,6 +104,7 @@ class ServerTest : public ::testing::Test {
     if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
     if (method == "GET") return c.Get(path, h);
     if (method == "DELETE") return c.Delete(path, h);
+    if (method == "PATCH") return c.Patch(path, h, body, type);
     return c.Post(path, h, body, type);
   }
 

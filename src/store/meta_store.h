@@ -39,6 +39,9 @@ struct User {
   bool disabled = false;  // a disabled user's tokens and password stop working at once
   int64_t file_quota_bytes = 0;  // what the user's files may use; 0 = no quota
   int64_t file_bytes = 0;        // what they use (users/<name>/ and their jobs' files)
+  // Privileges an admin grants (admins hold both in full, server/privileges.h):
+  int max_priority = 0;          // the highest `priority` their jobs may ask for
+  bool host_network = false;     // whether their jobs may ask for `network: host`
 };
 
 struct Token {
@@ -237,6 +240,7 @@ class MetaStore {
   virtual StatusOr<int64_t> CountUsers() = 0;
   virtual Status SetUserDisabled(int64_t id, bool disabled) = 0;
   virtual Status SetUserFileQuota(int64_t id, int64_t bytes) = 0;
+  virtual Status SetUserPrivileges(int64_t id, int max_priority, bool host_network) = 0;
   // Adds `delta` (negative: subtracts) to the user's file bytes, never below 0.
   virtual Status AddUserFileBytes(int64_t id, int64_t delta) = 0;
   // Sets them outright (a reconciling scan of the store).

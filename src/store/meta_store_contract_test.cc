@@ -62,7 +62,18 @@ TEST_P(MetaStoreContract, UserFlagsQuotaAndFileBytes) {
   auto u = *store_->GetUser(uid);
   EXPECT_EQ(u.file_bytes, 77);
   EXPECT_EQ(u.file_quota_bytes, 1000);
+  EXPECT_EQ(u.max_priority, 0);  // no privileges until an admin grants them
+  EXPECT_FALSE(u.host_network);
+  ASSERT_TRUE(store_->SetUserPrivileges(uid, -250, true).ok());
+  u = *store_->GetUserByName("ada");
+  EXPECT_EQ(u.max_priority, -250);
+  EXPECT_TRUE(u.host_network);
+  EXPECT_EQ(u.file_quota_bytes, 1000);  // untouched
+  ASSERT_TRUE(store_->SetUserPrivileges(uid, 1000, false).ok());
+  EXPECT_EQ((*store_->ListUsers())[0].max_priority, 1000);
+  EXPECT_FALSE((*store_->ListUsers())[0].host_network);
   for (Status st : {store_->SetUserDisabled(999, true), store_->SetUserFileQuota(999, 1),
+                    store_->SetUserPrivileges(999, 1, true),
                     store_->AddUserFileBytes(999, 1), store_->SetUserFileBytes(999, 1)}) {
     EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
   }
@@ -394,6 +405,7 @@ TEST_P(MetaStoreContract, AuthVersionMovesAfterEveryWriteToUsersOrTokens) {
   EXPECT_TRUE(moves([&] { uid = MakeUser("ada"); }));
   EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserDisabled(uid, true).ok()); }));
   EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserFileQuota(uid, 1).ok()); }));
+  EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserPrivileges(uid, 5, true).ok()); }));
   EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->AddUserFileBytes(uid, 1).ok()); }));
   EXPECT_TRUE(moves([&] { ASSERT_TRUE(store_->SetUserFileBytes(uid, 1).ok()); }));
   EXPECT_TRUE(moves([&] { tid = *store_->CreateToken(Token{0, uid, "a", "h1", 1, "submit", ""}); }));

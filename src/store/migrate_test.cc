@@ -30,7 +30,8 @@ std::string Join(const Args&... args) {
 }
 
 std::string Str(const User& u) {
-  return Join(u.id, u.name, RoleName(u.role), u.password_hash, u.created_ms, u.disabled, u.file_quota_bytes, u.file_bytes);
+  return Join(u.id, u.name, RoleName(u.role), u.password_hash, u.created_ms, u.disabled, u.file_quota_bytes, u.file_bytes,
+              u.max_priority, u.host_network);
 }
 std::string Str(const Token& t) {
   return Join(t.id, t.user_id, t.name, t.hash, t.created_ms, t.scope, t.node, t.expires_ms, t.session);
@@ -142,6 +143,7 @@ class MigrateTest : public ::testing::Test {
     const int64_t bob = *s.CreateUser(User{0, "bob", Role::kUser, "", 12});
     EXPECT_TRUE(s.SetUserDisabled(bob, true).ok());
     EXPECT_TRUE(s.SetUserFileQuota(alice, 1 << 30).ok());
+    EXPECT_TRUE(s.SetUserPrivileges(bob, 10, true).ok());
     EXPECT_TRUE(s.AddUserFileBytes(alice, 12345).ok());
     EXPECT_TRUE(s.CreateToken(AToken(alice, "cli", "hash-a", 13, "admin")).ok());
     EXPECT_TRUE(s.CreateToken(Token{0, bob, "web", "hash-b", 14, "submit", "", 99999, true}).ok());

@@ -65,6 +65,8 @@ User ReadUser(const Row& s) {
   u.disabled = s.Int(5) != 0;
   u.file_quota_bytes = s.Int(6);
   u.file_bytes = s.Int(7);
+  u.max_priority = static_cast<int>(s.Int(8));
+  u.host_network = s.Int(9) != 0;
   return u;
 }
 

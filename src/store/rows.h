@@ -22,7 +22,7 @@ class Row {
 };
 
 
-inline constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes";
+inline constexpr const char* kUserCols = "id, name, role, password_hash, created_ms, disabled, file_quota_bytes, file_bytes, max_priority, host_network";
 inline constexpr const char* kTokenCols = "id, user_id, name, hash, created_ms, scope, node, expires_ms, session";
 inline constexpr const char* kNodeCols =
     "id, name, cpu_milli, memory_bytes, gpu_count, gpus_json, gpu_model, registered_ms, "

@@ -318,6 +318,12 @@ INSERT INTO leader VALUES (1, 0, '', '', TIMESTAMPTZ 'epoch');
 CREATE TABLE sync_marker (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL);
 INSERT INTO sync_marker VALUES (1, 0);
 )sql"},
+    // 16: privileges an admin grants a user: the highest job priority they
+    // may ask for, and whether their jobs may use the host's network.
+    {R"sql(
+ALTER TABLE users ADD COLUMN max_priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE users ADD COLUMN host_network INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }

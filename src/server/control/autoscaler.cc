@@ -69,12 +69,14 @@ Status JobService::AutoscaleLocked(std::vector<scheduler::NodeState> nodes, cons
     // Shrink: for each waiting job, in queue order, the lowest-priority elastic job
     // below it that can give back enough replicas, by as few as will do. Above
     // the scale-down threshold, workers beyond min also yield to equal priority.
+    // Another user's job yields only then: never for a priority its user picked.
     const bool crowded = share() > options_.elastic_scale_down_above;
     std::set<int64_t> shrunk;
     for (const scheduler::JobRequest& w : waiting) {
       RM_ASSIGN_OR_RETURN(Job wj, store_->GetJob(w.job_id));
       for (Elastic& e : elastic) {
-        const bool outranked = e.job.priority < wj.priority || (crowded && e.job.priority == wj.priority);
+        const bool outranked = (e.job.user_id == wj.user_id && e.job.priority < wj.priority) ||
+                               (crowded && e.job.priority <= wj.priority);
         if (shrunk.count(e.job.id) || !outranked || e.job.replicas <= e.spec->min_replicas) continue;
         RM_ASSIGN_OR_RETURN(auto tasks, store_->ListTasks(e.job.id));
         std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.rank > b.rank; });

@@ -50,6 +50,10 @@ class FencedView final : public store::MetaStore, public store::Leadership {
     RM_RETURN_IF_ERROR(CheckFence());
     return data().SetUserFileQuota(a, b);
   }
+  Status SetUserPrivileges(int64_t a, int b, bool c) override {
+    RM_RETURN_IF_ERROR(CheckFence());
+    return data().SetUserPrivileges(a, b, c);
+  }
   Status AddUserFileBytes(int64_t a, int64_t b) override {
     RM_RETURN_IF_ERROR(CheckFence());
     return data().AddUserFileBytes(a, b);

@@ -128,6 +128,8 @@ class MemoryMetaStore final : public MetaStore {
     User row = u;
     row.file_quota_bytes = 0;
     row.file_bytes = 0;
+    row.max_priority = 0;
+    row.host_network = false;
     return Insert(data_.users, data_.last_user, row);
   }
   StatusOr<User> GetUser(int64_t id) override {
@@ -152,6 +154,12 @@ class MemoryMetaStore final : public MetaStore {
   }
   Status SetUserFileQuota(int64_t id, int64_t bytes) override {
     return UpdateUser(id, [&](User& u) { u.file_quota_bytes = bytes; });
+  }
+  Status SetUserPrivileges(int64_t id, int max_priority, bool host_network) override {
+    return UpdateUser(id, [&](User& u) {
+      u.max_priority = max_priority;
+      u.host_network = host_network;
+    });
   }
   Status AddUserFileBytes(int64_t id, int64_t delta) override {
     return UpdateUser(id, [&](User& u) { u.file_bytes = std::max<int64_t>(0, u.file_bytes + delta); });

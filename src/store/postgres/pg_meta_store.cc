@@ -270,6 +270,12 @@ Status PgMetaStore::SetUserFileQuota(int64_t id, int64_t bytes) {
                   {.auth = true});
 }
 
+Status PgMetaStore::SetUserPrivileges(int64_t id, int max_priority, bool host_network) {
+  return WriteOne("UPDATE users SET max_priority=$1, host_network=$2 WHERE id=$3",
+                  Params(int64_t{max_priority}, int64_t{host_network ? 1 : 0}, id), "user " + std::to_string(id),
+                  {.auth = true});
+}
+
 Status PgMetaStore::AddUserFileBytes(int64_t id, int64_t delta) {
   return WriteOne("UPDATE users SET file_bytes=GREATEST(0, file_bytes + $1) WHERE id=$2", Params(delta, id),
                   "user " + std::to_string(id), {.auth = true});

@@ -59,6 +59,7 @@ class PgMetaStore final : public MetaStore, public Leadership, public TableCopy 
   StatusOr<int64_t> CountUsers() override;
   Status SetUserDisabled(int64_t id, bool disabled) override;
   Status SetUserFileQuota(int64_t id, int64_t bytes) override;
+  Status SetUserPrivileges(int64_t id, int max_priority, bool host_network) override;
   Status AddUserFileBytes(int64_t id, int64_t delta) override;
   Status SetUserFileBytes(int64_t id, int64_t bytes) override;
 

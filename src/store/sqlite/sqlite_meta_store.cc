@@ -122,6 +122,14 @@ Status SqliteMetaStore::SetUserFileQuota(int64_t id, int64_t bytes) {
   return StepOne(s, "user " + std::to_string(id));
 }
 
+Status SqliteMetaStore::SetUserPrivileges(int64_t id, int max_priority, bool host_network) {
+  Lock l(mu_);
+  mu_.TouchAuth();
+  Stmt s(cache_, "UPDATE users SET max_priority=?, host_network=? WHERE id=?");
+  s.Bind(int64_t{max_priority}).Bind(host_network ? 1 : 0).Bind(id);
+  return StepOne(s, "user " + std::to_string(id));
+}
+
 Status SqliteMetaStore::AddUserFileBytes(int64_t id, int64_t delta) {
   Lock l(mu_);
   mu_.TouchAuth();
