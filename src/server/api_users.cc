@@ -163,7 +163,7 @@ void AddUserRoutes(Api& api) {
                     api.auth->Audit(req, c.user.name, "user.privileges", "user " + user->name, "ok",
                                     fmt::format("max_priority {}, host_network {}", user->max_priority,
                                                 user->host_network ? "yes" : "no"));
-                    return Reply{200, UserJson(*user)};
+                    return Reply{200, UserJson(*user, api.limits.default_file_quota)};
                   }));
 
   for (const bool disable : {true, false}) {
