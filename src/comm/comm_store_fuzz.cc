@@ -35,22 +35,11 @@ void CheckReply(const std::string& r) {
   Check(n == r.size() - 9);
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view all(reinterpret_cast<const char*>(data), size);
-  // The parser alone, on the whole input.
-  {
-    StoreRequest req;
-    size_t used = 0;
-    std::string err;
-    StoreParse p = ParseStoreRequest(all, &req, &used, &err);
-    if (p == StoreParse::kOk) Check(used <= size && req.key.size() <= kMaxStoreKeyBytes && req.value.size() <= kMaxStoreValueBytes);
-    if (p == StoreParse::kBad) Check(!err.empty());
-  }
-  // The server's state: chunks of the input from up to four clients, each
-  // accepted with a fixed nonce; a small budget so that it binds.
-  const bool with_secret = size > 0 && (data[0] & 1);
+// Chunks of the input from up to four clients, each accepted with a fixed
+// nonce; a small budget so that it binds.
+void FeedClients(std::string_view all, bool with_secret) {
+  const auto* data = reinterpret_cast<const uint8_t*>(all.data());
+  const size_t size = all.size();
   const std::string secret = with_secret ? "s3cret" : "";
   constexpr size_t kBudget = 4096;
   StoreCore core(secret, kBudget);
@@ -75,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o = {};
   };
   check(out);
-  size_t at = 1;
+  size_t at = 0;
   while (at + 2 <= size) {
     const int client = data[at] % 4;
     const size_t len = std::min<size_t>(data[at + 1] + 1, size - at - 2);
@@ -98,5 +87,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     at += 2 + len;
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  // The parser alone, on the whole input.
+  {
+    StoreRequest req;
+    size_t used = 0;
+    std::string err;
+    StoreParse p = ParseStoreRequest(all, &req, &used, &err);
+    if (p == StoreParse::kOk) Check(used <= size && req.key.size() <= kMaxStoreKeyBytes && req.value.size() <= kMaxStoreValueBytes);
+    if (p == StoreParse::kBad) Check(!err.empty());
+  }
+  // The server's state, open and with a secret.
+  FeedClients(all, false);
+  FeedClients(all, true);
   return 0;
 }
