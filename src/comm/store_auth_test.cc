@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "comm/auth.h"

@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "common/crypto.h"
 #include "server/job_service_test_fixture.h"
 
@@ -16,8 +18,10 @@ class JobSecretTest : public JobServiceTest {
   // The secrets of the job's assigned tasks on `node`, by rank.
   std::map<int, std::string> Secrets(int64_t node, int64_t job) {
     std::map<int, std::string> out;
-    for (const auto& t : (*svc_->Assignments(node))["tasks"]) {
-      if (t["job_id"] == job) out[t["rank"].get<int>()] = t["env"].value("RINGMASTER_JOB_SECRET", "");
+    const nlohmann::json all = svc_->Assignments(node).value();
+    for (const auto& t : all.at("tasks")) {
+      if (t.at("job_id").get<int64_t>() != job) continue;
+      out[t.at("rank").get<int>()] = t.at("env").value("RINGMASTER_JOB_SECRET", std::string());
     }
     return out;
   }
