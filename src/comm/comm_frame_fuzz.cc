@@ -10,6 +10,10 @@
 // Mode 1 feeds the bytes to the collective engine (progress_engine.h) as
 // the stream from rank 1 while it receives one message: the engine must
 // finish (an error naming rank 1, or the message) without hanging.
+// Mode 2 is an accepting rank's checks of a TCP hello with the job's secret
+// (wire.h, auth.h): a hello, the dialer's nonce and its proof as a stranger
+// sends them. A hello that passes names a rank and channel that exist; a
+// proof passes exactly when it is the dialer's proof of that transcript.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,10 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "comm/auth.h"
 #include "comm/fake_pair.h"
 #include "comm/failure.h"
 #include "comm/p2p.h"
 #include "comm/progress_engine.h"
+#include "comm/wire.h"
 
 namespace {
 
@@ -142,12 +148,35 @@ void FuzzCollective(Input in) {
   engine.End();
 }
 
+void FuzzHello(Input in) {
+  if (in.n < sizeof(Hello)) return;
+  Hello h;
+  std::memcpy(&h, in.Bytes(sizeof(Hello)).data(), sizeof h);
+  const int rank = in.Byte() % 4, size = rank + 1 + in.Byte() % 4, streams = 1 + in.Byte() % 4, generation = in.Byte() % 3;
+  if (CheckHello(h, rank, size, streams, generation).ok()) {
+    Check(h.rank > rank && h.rank < size && h.generation == generation);
+    Check(h.channel == kP2pChannel || (h.channel >= 0 && h.channel < streams));
+  }
+  const std::string secret = "s3cret", acceptor_nonce(kNonceBytes, 'a');
+  const std::string dialer_nonce = in.Bytes(kNonceBytes);
+  const std::string transcript = HelloTranscript(h, dialer_nonce, acceptor_nonce);
+  const std::string sent = in.Bytes(kProofBytes);
+  const std::string right = MakeProof(secret, ProofRole::kHelloDialer, transcript);
+  Check(CheckProof(secret, ProofRole::kHelloDialer, transcript, sent) == (sent == right));
+  Check(CheckProof(secret, ProofRole::kHelloDialer, transcript, right));
+  // The acceptor's own proof, reflected, is no dialer's.
+  Check(!CheckProof(secret, ProofRole::kHelloDialer, transcript, MakeProof(secret, ProofRole::kHelloAcceptor, transcript)));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   Input in{data + 1, size - 1};
-  if (data[0] % 2 == 0) FuzzChannel(in);
-  else FuzzCollective(in);
+  switch (data[0] % 3) {
+    case 0: FuzzChannel(in); break;
+    case 1: FuzzCollective(in); break;
+    default: FuzzHello(in); break;
+  }
   return 0;
 }

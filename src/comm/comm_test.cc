@@ -22,6 +22,7 @@
 
 #include "comm/context.h"
 #include "comm/store.h"
+#include "comm/test_sockets.h"
 
 namespace ringmaster::comm {
 namespace {
@@ -905,38 +906,6 @@ TEST(Teardown, DestroyingAContextWithWorkInFlightEndsByTheDeadline) {
 }
 
 // ---- hostile input: other users' processes can reach a rank's listener and the store
-
-int Dial(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// What the peer sends within `timeout`, and whether it closed the connection.
-std::pair<std::string, bool> ReadFor(int fd, std::chrono::milliseconds timeout) {
-  std::string got;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 20) <= 0) continue;
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0) return {got, true};
-    if (n < 0) {
-      if (errno == EAGAIN) continue;
-      return {got, true};
-    }
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return {got, false};
-}
 
 std::string Request(uint8_t op, const std::string& key, const std::string& value) {
   std::string f(13 + key.size() + value.size(), '\0');

@@ -253,6 +253,7 @@ StatusOr<std::unique_ptr<Context>> Context::Create(Store* base_store, int rank, 
   }
   if (listener) {
     TcpMeshOptions mo{rank, size, options.streams, options.generation, deadline};
+    mo.secret = options.secret;
     RM_RETURN_IF_ERROR(TcpConnectMesh(*listener, mo, links.peers, use_tcp, describe, &links));
     listener.reset();  // nobody else may connect once the group has formed
   }

@@ -318,24 +318,27 @@ TEST(StoreProtocol, ParsesWholeRequestsAndRejectsImpossibleOnes) {
 
 TEST(StoreProtocol, CoreAnswersWaitersAndRefusesBadAdds) {
   StoreCore core;
-  std::vector<StoreCore::Reply> replies;
-  std::string err;
-  ASSERT_TRUE(core.Feed(1, EncodeStoreRequest(kStoreGet, "k", ""), &replies, &err));
-  EXPECT_TRUE(replies.empty());  // waits for the key
-  ASSERT_TRUE(core.Feed(2, EncodeStoreRequest(kStoreSet, "k", "v"), &replies, &err));
-  ASSERT_EQ(replies.size(), 2u);
-  EXPECT_EQ(replies[0].client, 1);
-  EXPECT_EQ(replies[0].bytes, EncodeStoreReply(kStoreOk, "v"));
-  replies.clear();
-  ASSERT_TRUE(core.Feed(3, EncodeStoreRequest(kStoreAdd, "k", "1"), &replies, &err));
-  ASSERT_EQ(replies.size(), 1u);
-  EXPECT_EQ(replies[0].bytes[0], kStoreError);
-  replies.clear();
-  ASSERT_TRUE(core.Feed(3, EncodeStoreRequest(kStoreAdd, "n", "9223372036854775807"), &replies, &err));
-  ASSERT_TRUE(core.Feed(3, EncodeStoreRequest(kStoreAdd, "n", "1"), &replies, &err));
-  ASSERT_EQ(replies.size(), 2u);
-  EXPECT_EQ(replies[1].bytes, EncodeStoreReply(kStoreError, "add: the sum overflows"));
-  EXPECT_FALSE(core.Feed(4, std::string("\x05", 1), &replies, &err));
+  StoreCore::Output out;
+  core.Feed(1, EncodeStoreRequest(kStoreGet, "k", ""), &out);
+  EXPECT_TRUE(out.replies.empty());  // waits for the key
+  core.Feed(2, EncodeStoreRequest(kStoreSet, "k", "v"), &out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  EXPECT_EQ(out.replies[0].client, 1);
+  EXPECT_EQ(out.replies[0].bytes, EncodeStoreReply(kStoreOk, "v"));
+  out = {};
+  core.Feed(3, EncodeStoreRequest(kStoreAdd, "k", "1"), &out);
+  ASSERT_EQ(out.replies.size(), 1u);
+  EXPECT_EQ(out.replies[0].bytes[0], kStoreError);
+  core.Sent(3, out.replies[0].bytes.size(), &out);
+  out = {};
+  core.Feed(3, EncodeStoreRequest(kStoreAdd, "n", "9223372036854775807"), &out);
+  core.Sent(3, out.replies[0].bytes.size(), &out);
+  core.Feed(3, EncodeStoreRequest(kStoreAdd, "n", "1"), &out);
+  ASSERT_EQ(out.replies.size(), 2u);
+  EXPECT_EQ(out.replies[1].bytes, EncodeStoreReply(kStoreError, "add: the sum overflows"));
+  core.Feed(4, std::string("\x05", 1), &out);
+  ASSERT_EQ(out.dropped.size(), 1u);
+  EXPECT_EQ(out.dropped[0].client, 4);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/auth.h"
+
 namespace ringmaster::comm {
 namespace {
 
@@ -58,11 +60,16 @@ StatusOr<Group> JoinFromEnvironment(Options options) {
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
   }
 
+  // The job's secret: only its ranks may use the store or pose as a rank.
+  options.secret = JobSecretFromEnvironment();
+
   Group g;
   if (rank == 0) {
-    RM_ASSIGN_OR_RETURN(g.server, TcpStoreServer::Start(host, port));
+    TcpStoreServerOptions so;
+    so.secret = options.secret;
+    RM_ASSIGN_OR_RETURN(g.server, TcpStoreServer::Start(host, port, so));
   }
-  RM_ASSIGN_OR_RETURN(g.store, TcpStore::Connect(host, port, options.timeout));
+  RM_ASSIGN_OR_RETURN(g.store, TcpStore::Connect(host, port, options.timeout, options.secret));
   RM_ASSIGN_OR_RETURN(g.context, Context::Create(g.store.get(), rank, size, options));
   g.options = options;
   return g;

@@ -1,7 +1,8 @@
 // Joining a ringcomm group from inside a Ringmaster task. The platform sets
 // RINGMASTER_STORE (host:port of rank 0's rendezvous store), RANK,
-// WORLD_SIZE, RINGMASTER_GENERATION (the gang's start count) and
-// RINGMASTER_ADDR (this task's node address); rank 0 serves the store on
+// WORLD_SIZE, RINGMASTER_GENERATION (the gang's start count),
+// RINGMASTER_ADDR (this task's node address) and RINGMASTER_JOB_SECRET
+// (which the store and the ranks' hellos check); rank 0 serves the store on
 // its own port, every rank connects, and the Context forms under that
 // generation, so a restarted gang never meets a stale one. JoinSubgroup
 // forms a group of some of those ranks (e.g. the replicas of one pipeline

@@ -19,6 +19,7 @@ struct Options {
   std::string address = "127.0.0.1";  // where other ranks reach this one over TCP
   std::string hostname;               // "" = gethostname(); equal names may share memory
   int generation = 0;                 // keys live under "gen/<g>/" in the store
+  std::string secret;                 // the job's (auth.h): ranks prove it in their hellos; "" = open
   size_t chunk_bytes = 256 << 10;     // pipeline granularity of ring algorithms
   int streams = 1;                    // TCP connections per peer; large messages are striped
   size_t small_bytes = 256 << 10;     // auto all-reduce: recursive doubling below this (measured crossover 512K-1M)

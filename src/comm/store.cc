@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/auth.h"
 #include "comm/store_protocol.h"
 #include "common/files.h"
 
@@ -164,7 +165,8 @@ StatusOr<int64_t> FileStore::Add(const std::string& key, int64_t delta, std::chr
 
 // ----------------------------------------------------------- TcpStoreServer
 
-StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port) {
+StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port,
+                                                                 TcpStoreServerOptions options) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -183,6 +185,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::strin
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<TcpStoreServer> s(new TcpStoreServer());
+  s->options_ = std::move(options);
   s->listen_fd_ = fd;
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   s->port_ = ntohs(addr.sin_port);
@@ -191,6 +194,10 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::strin
 }
 
 TcpStoreServer::~TcpStoreServer() { Stop(); }
+
+TcpStoreStats TcpStoreServer::stats() const {
+  return {queued_bytes_.load(), peak_queued_bytes_.load(), budget_drops_.load(), refused_.load()};
+}
 
 void TcpStoreServer::Stop() {
   if (!thread_.joinable()) return;
@@ -203,74 +210,136 @@ void TcpStoreServer::Stop() {
 
 void TcpStoreServer::Run() {
   struct Client {
-    int fd;
+    std::string peer;  // "address:port", for log lines
+    Clock::time_point accepted;
     std::string out;  // replies not yet sent
     size_t sent = 0;
   };
   std::map<int, Client> clients;  // by fd
-  StoreCore core;
-  auto drop = [&](int fd) {
+  StoreCore core(options_.secret, options_.reply_budget);
+  StoreCore::Output out;
+  // Drops are logged, at most one line a second, so a stranger's many tries
+  // cannot flood the task's log.
+  Clock::time_point last_log{};
+  size_t unlogged = 0;
+  auto note = [&](const Client& c, const std::string& reason) {
+    const auto now = Clock::now();
+    if (now - last_log < std::chrono::seconds(1)) {
+      ++unlogged;
+      return;
+    }
+    last_log = now;
+    fmt::print(stderr, "ringcomm store: closed the connection from {}: {}{}\n", c.peer, reason,
+               unlogged ? fmt::format(" ({} more closed since the last line)", unlogged) : "");
+    unlogged = 0;
+  };
+  auto close_client = [&](int fd, const std::string& reason) {
+    auto it = clients.find(fd);
+    if (it == clients.end()) return;
+    if (!reason.empty()) note(it->second, reason);
     core.Drop(fd);
     close(fd);
-    clients.erase(fd);
+    clients.erase(it);
   };
-  while (true) {
-    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    for (auto& [fd, c] : clients) fds.push_back({fd, static_cast<short>(POLLIN | (c.out.size() > c.sent ? POLLOUT : 0)), 0});
-    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents) break;
-    if (fds[0].revents & POLLIN) {
-      int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (c >= 0 && clients.size() >= kMaxClients) {
-        close(c);  // full: turn it away rather than run out of descriptors
-      } else if (c >= 0) {
-        int one = 1;
-        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        clients[c] = Client{c, "", 0};
-      }
-    }
-    std::vector<StoreCore::Reply> replies;
-    std::vector<int> gone;
-    for (size_t i = 2; i < fds.size(); ++i) {
-      const int fd = fds[i].fd;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        char buf[65536];
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        std::string error;
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          gone.push_back(fd);
-        } else if (n > 0 && !core.Feed(fd, std::string_view(buf, static_cast<size_t>(n)), &replies, &error)) {
-          gone.push_back(fd);  // a malformed request: nothing else it sends can be trusted
-        }
-      }
-    }
-    for (auto& r : replies) {
+  auto refuse = [&](int fd, const std::string& reason) {
+    ++refused_;
+    close_client(fd, reason);
+  };
+  // Applies what the core decided: replies to queue, clients it dropped.
+  auto apply = [&] {
+    for (auto& r : out.replies) {
       auto it = clients.find(r.client);
       if (it != clients.end()) it->second.out += r.bytes;
+    }
+    for (auto& d : out.dropped) {
+      if (!d.authenticated) ++refused_;
+      auto it = clients.find(d.client);
+      if (it == clients.end()) continue;
+      note(it->second, d.reason);
+      close(d.client);
+      clients.erase(it);
+    }
+    out = {};
+    queued_bytes_ = core.queued_bytes();
+    peak_queued_bytes_ = std::max(peak_queued_bytes_.load(), core.queued_bytes());
+    budget_drops_ = core.budget_drops();
+  };
+  const bool open = options_.secret.empty();
+  while (true) {
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    size_t unauthenticated = 0;
+    for (auto& [fd, c] : clients) {
+      const bool writing = c.out.size() > c.sent;
+      fds.push_back({fd, static_cast<short>((core.wants_input(fd) ? POLLIN : 0) | (writing ? POLLOUT : 0)), 0});
+      unauthenticated += !open && !core.authenticated(fd);
+    }
+    // Strangers' deadlines are checked at least every 100 ms.
+    if (poll(fds.data(), fds.size(), unauthenticated ? 100 : -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents) break;
+    for (size_t i = 2; i < fds.size(); ++i) {
+      const int fd = fds[i].fd;
+      if (!clients.count(fd) || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (!open && !core.authenticated(fd)) ++refused_;
+        close_client(fd, "");
+      } else if (n > 0) {
+        core.Feed(fd, std::string_view(buf, static_cast<size_t>(n)), &out);
+        apply();
+      }
     }
     for (auto& [fd, c] : clients) {
       while (c.sent < c.out.size()) {
         ssize_t n = send(fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
           c.sent += static_cast<size_t>(n);
+          core.Sent(fd, static_cast<size_t>(n), &out);
           continue;
         }
-        if (n < 0 && errno != EAGAIN && errno != EINTR) gone.push_back(fd);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) out.dropped.push_back({fd, "", core.authenticated(fd)});
         break;
       }
       if (c.sent == c.out.size()) {
         c.out.clear();
         c.sent = 0;
-      } else if (c.out.size() - c.sent > kMaxPendingReply) {
-        gone.push_back(fd);  // it does not read its replies
       } else if (c.sent > (1 << 20)) {
         c.out.erase(0, c.sent);
         c.sent = 0;
       }
     }
-    std::sort(gone.begin(), gone.end());
-    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
-    for (int fd : gone) drop(fd);
+    for (auto& d : out.dropped) core.Drop(d.client);  // a send failed: the core may still hold it
+    apply();
+    const auto now = Clock::now();
+    std::vector<int> late;
+    for (const auto& [fd, c] : clients) {
+      if (!open && !core.authenticated(fd) && now - c.accepted >= options_.auth_timeout) late.push_back(fd);
+    }
+    for (int fd : late) refuse(fd, "did not prove the job's secret in time");
+    if (fds[0].revents & POLLIN) {
+      sockaddr_in peer{};
+      socklen_t len = sizeof peer;
+      int c = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c >= 0 && clients.size() >= kMaxClients) {
+        close(c);  // full: turn it away rather than run out of descriptors
+      } else if (c >= 0) {
+        if (!open && unauthenticated >= kMaxUnauthenticated) {
+          // Strangers may not crowd out a rank: the oldest of them goes.
+          int oldest = -1;
+          for (const auto& [fd, cl] : clients) {
+            if (!core.authenticated(fd) && (oldest < 0 || cl.accepted < clients.at(oldest).accepted)) oldest = fd;
+          }
+          if (oldest >= 0) refuse(oldest, "too many connections have not proven the job's secret");
+        }
+        int one = 1;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+        clients[c] = Client{fmt::format("{}:{}", ip, ntohs(peer.sin_port)), now, "", 0};
+        core.Accept(c, NewNonce(), &out);
+        apply();
+      }
+    }
   }
   for (auto& [fd, c] : clients) close(fd);
 }
@@ -278,23 +347,61 @@ void TcpStoreServer::Run() {
 // ----------------------------------------------------------------- TcpStore
 
 StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, int port,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout, std::string secret) {
   auto deadline = Clock::now() + timeout;
-  std::string where = fmt::format("{}:{}", host, port);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     return InvalidArgument("store: \"" + host + "\" is not an IPv4 address");
   }
+  std::unique_ptr<TcpStore> store(new TcpStore(-1, host, port, std::move(secret)));
   std::string last = "timed out";
   while (Clock::now() < deadline) {
-    auto fd = ConnectOnce(addr, deadline);
-    if (fd.ok()) return std::unique_ptr<TcpStore>(new TcpStore(*fd, host, port));
+    auto fd = store->Open(deadline);
+    if (fd.ok()) {
+      store->fd_ = *fd;
+      return store;
+    }
+    // A store that refused the proof, or could not give its own, will not change its mind.
+    if (fd.status().code() == StatusCode::kUnauthenticated) return fd.status();
     last = fd.status().message();
     std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(MsLeft(deadline), 0, 20)));
   }
-  return DeadlineExceeded(fmt::format("store: cannot reach {} in {} ms: {}", where, timeout.count(), last));
+  return DeadlineExceeded(fmt::format("store: cannot reach {}:{} in {} ms: {}", host, port, timeout.count(), last));
+}
+
+StatusOr<int> TcpStore::Open(Clock::time_point deadline) const {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+  RM_ASSIGN_OR_RETURN(int fd, ConnectOnce(addr, deadline));
+  if (secret_.empty()) return fd;
+  const std::string what = fmt::format("store {}:{}", host_, port_);
+  auto fail = [&](Status st) {
+    close(fd);
+    return st;
+  };
+  std::string challenge(kStoreChallengeBytes, '\0');
+  if (Status st = ReadFull(fd, challenge.data(), challenge.size(), deadline, what); !st.ok()) {
+    return fail(st.code() == StatusCode::kDeadlineExceeded
+                    ? Unauthenticated(what + ": sent no authentication challenge: a store without the job's secret?")
+                    : st);
+  }
+  if (std::string_view(challenge).substr(0, 4) != kStoreChallengeMagic) {
+    return fail(Unauthenticated(what + ": sent no authentication challenge: not a ringcomm store of this job"));
+  }
+  const std::string nonce = NewNonce();
+  if (Status st = WriteFull(fd, EncodeStoreAuth(secret_, challenge, nonce), deadline, what); !st.ok()) return fail(st);
+  std::string proof(kStoreProofBytes, '\0');
+  if (Status st = ReadFull(fd, proof.data(), proof.size(), deadline, what); !st.ok()) {
+    return fail(Unauthenticated(fmt::format(
+        "{}: refused this process's proof of the job's secret (is RINGMASTER_JOB_SECRET this job's?): {}", what,
+        st.message())));
+  }
+  if (!CheckStoreServerProof(secret_, challenge, nonce, proof)) {
+    return fail(Unauthenticated(what + ": could not prove it holds the job's secret: not this job's store"));
+  }
+  return fd;
 }
 
 TcpStore::~TcpStore() {
@@ -310,11 +417,7 @@ StatusOr<std::string> TcpStore::Call(uint8_t op, const std::string& key, const s
     return InvalidArgument(fmt::format("{}: key or value too large", what));
   }
   if (fd_ < 0) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
-    auto fd = ConnectOnce(addr, deadline);
+    auto fd = Open(deadline);
     if (!fd.ok()) return Unavailable(fmt::format("{}: cannot reconnect: {}", what, fd.status().message()));
     fd_ = *fd;
   }
@@ -332,6 +435,10 @@ StatusOr<std::string> TcpStore::Call(uint8_t op, const std::string& key, const s
   uint64_t n;
   if (Status st = ReadFull(fd_, &status, 1, deadline, what); !st.ok()) return fail(st);
   if (Status st = ReadFull(fd_, &n, 8, deadline, what); !st.ok()) return fail(st);
+  if (status == static_cast<uint8_t>(kStoreChallengeMagic[0]) && secret_.empty()) {
+    return fail(Unauthenticated(
+        fmt::format("{}: the store asks for the job's secret, and RINGMASTER_JOB_SECRET is not set here", what)));
+  }
   if (n > kMaxStoreValueBytes || (status != kStoreOk && status != kStoreError)) {
     return fail(Unavailable(fmt::format("{}: malformed reply (status {}, {} bytes): not a ringcomm store?", what, status, n)));
   }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/auth.h"
+
 namespace ringmaster::comm {
 namespace {
 
@@ -73,73 +75,181 @@ StoreParse ParseStoreRequest(std::string_view buf, StoreRequest* req, size_t* co
   return StoreParse::kOk;
 }
 
-bool StoreCore::Feed(int client, std::string_view bytes, std::vector<Reply>* replies, std::string* error) {
-  std::string& in = input_[client];
-  in.append(bytes);
-  size_t at = 0;
-  while (true) {
+StoreCore::StoreCore(std::string secret, size_t reply_budget)
+    : secret_(std::move(secret)), reply_budget_(reply_budget) {}
+
+void StoreCore::Accept(int client, std::string server_nonce, Output* out) {
+  Client& c = clients_[client];
+  c = Client{};
+  c.authenticated = secret_.empty();
+  c.nonce = std::move(server_nonce);
+  if (!c.authenticated) Queue(client, std::string(kStoreChallengeMagic) + c.nonce, out);
+}
+
+bool StoreCore::authenticated(int client) const {
+  auto it = clients_.find(client);
+  return it != clients_.end() ? it->second.authenticated : secret_.empty();
+}
+
+bool StoreCore::wants_input(int client) const {
+  auto it = clients_.find(client);
+  return it == clients_.end() || it->second.queued == 0;
+}
+
+void StoreCore::Feed(int client, std::string_view bytes, Output* out) {
+  auto [it, fresh] = clients_.try_emplace(client);
+  if (fresh) it->second.authenticated = secret_.empty();
+  Client& c = it->second;
+  c.input.append(bytes);
+  // A client that asks for more than the whole budget without reading
+  // (pipelined gets of a large key) will never read it: it goes now.
+  if (c.authenticated) {
+    size_t owed = c.queued, at = 0;
     StoreRequest req;
     size_t consumed = 0;
-    StoreParse p = ParseStoreRequest(std::string_view(in).substr(at), &req, &consumed, error);
-    if (p == StoreParse::kNeedMore) break;
-    if (p == StoreParse::kBad) {
-      Drop(client);
-      return false;
+    std::string error;
+    while (owed <= reply_budget_ &&
+           ParseStoreRequest(std::string_view(c.input).substr(at), &req, &consumed, &error) == StoreParse::kOk) {
+      owed += ReplySize(req);
+      at += consumed;
     }
-    at += consumed;
-    Serve(client, req, replies);
+    if (owed > reply_budget_) {
+      ++budget_drops_;
+      DropWithReason(client, fmt::format("asked for {}+ bytes of replies without reading them", owed), out);
+      return;
+    }
   }
-  in.erase(0, at);
+  Pump(client, out);
+}
+
+void StoreCore::Sent(int client, size_t n, Output* out) {
+  auto it = clients_.find(client);
+  if (it == clients_.end()) return;
+  n = std::min(n, it->second.queued);
+  it->second.queued -= n;
+  queued_bytes_ -= n;
+  if (n == 0) return;
+  // Room came free: every client whose request waited for it may go on.
+  std::vector<int> ready;
+  for (const auto& [id, c] : clients_) {
+    if (c.queued == 0 && !c.input.empty()) ready.push_back(id);
+  }
+  for (int id : ready) {
+    if (clients_.count(id)) Pump(id, out);
+  }
+}
+
+bool StoreCore::Authenticate(int client, Client& c, Output* out) {
+  const size_t n = std::min(c.input.size(), kStoreAuthMagic.size());
+  if (c.input.compare(0, n, kStoreAuthMagic.substr(0, n)) != 0) {
+    DropWithReason(client, "sent a request before proving the job's secret", out);
+    return false;
+  }
+  if (c.input.size() < kStoreAuthBytes) return false;
+  const std::string_view msg(c.input.data(), kStoreAuthBytes);
+  const std::string_view client_nonce = msg.substr(4, kNonceBytes), proof = msg.substr(4 + kNonceBytes, kProofBytes);
+  const std::string transcript = c.nonce + std::string(client_nonce);
+  if (c.nonce.size() != kNonceBytes || !CheckProof(secret_, ProofRole::kStoreClient, transcript, proof)) {
+    DropWithReason(client, "failed to prove the job's secret", out);
+    return false;
+  }
+  c.authenticated = true;
+  c.input.erase(0, kStoreAuthBytes);
+  Queue(client, std::string(kStoreProofMagic) + MakeProof(secret_, ProofRole::kStoreServer, transcript), out);
   return true;
 }
 
-void StoreCore::Serve(int client, const StoreRequest& req, std::vector<Reply>* replies) {
+void StoreCore::Pump(int client, Output* out) {
+  if (!clients_[client].authenticated && !Authenticate(client, clients_[client], out)) return;
+  // One request at a time per client: the next waits until its reply left,
+  // so a client that does not read holds at most one reply here.
+  while (true) {
+    auto it = clients_.find(client);
+    if (it == clients_.end()) return;  // dropped while serving (its own set woke its own get)
+    Client& c = it->second;
+    if (c.queued > 0) return;
+    StoreRequest req;
+    size_t consumed = 0;
+    std::string error;
+    StoreParse p = ParseStoreRequest(c.input, &req, &consumed, &error);
+    if (p == StoreParse::kNeedMore) return;
+    if (p == StoreParse::kBad) {
+      DropWithReason(client, error, out);
+      return;  // a malformed request: nothing else it sends can be trusted
+    }
+    // No room among the queued replies: it waits, unread, for a Sent.
+    if (queued_bytes_ > 0 && queued_bytes_ + ReplySize(req) > reply_budget_) return;
+    c.input.erase(0, consumed);
+    Serve(client, req, out);
+  }
+}
+
+size_t StoreCore::ReplySize(const StoreRequest& req) const {
+  constexpr size_t kSmall = 9 + 128;  // a status and a short error or number
+  if (req.op != kStoreGet) return kSmall;
+  auto it = data_.find(req.key);
+  return it == data_.end() ? 0 : 9 + it->second.size();
+}
+
+void StoreCore::Queue(int client, std::string bytes, Output* out) {
+  clients_[client].queued += bytes.size();
+  queued_bytes_ += bytes.size();
+  out->replies.push_back({client, std::move(bytes)});
+}
+
+void StoreCore::DropWithReason(int client, std::string reason, Output* out) {
+  const bool was_authenticated = authenticated(client);
+  Drop(client);
+  out->dropped.push_back({client, std::move(reason), was_authenticated});
+}
+
+void StoreCore::Serve(int client, const StoreRequest& req, Output* out) {
   switch (req.op) {
     case kStoreSet: {
-      Store(req.key, req.value, replies);
+      Store(req.key, req.value, out);
       // A full store answers with an error, and the key is unchanged.
       if (data_.count(req.key) && data_[req.key] == req.value) {
-        replies->push_back({client, EncodeStoreReply(kStoreOk, "")});
+        Queue(client, EncodeStoreReply(kStoreOk, ""), out);
       } else {
-        replies->push_back({client, EncodeStoreReply(kStoreError, fmt::format("store is full ({} bytes)", kMaxStoreBytes))});
+        Queue(client, EncodeStoreReply(kStoreError, fmt::format("store is full ({} bytes)", kMaxStoreBytes)), out);
       }
       return;
     }
     case kStoreGet: {
       auto it = data_.find(req.key);
-      if (it != data_.end()) replies->push_back({client, EncodeStoreReply(kStoreOk, it->second)});
+      if (it != data_.end()) Queue(client, EncodeStoreReply(kStoreOk, it->second), out);
       else waiting_[req.key].push_back(client);
       return;
     }
     case kStoreAdd: {
       int64_t delta = 0, cur = 0;
       if (!ParseInt(req.value, &delta)) {
-        replies->push_back({client, EncodeStoreReply(kStoreError, "add: the increment is not an integer")});
+        Queue(client, EncodeStoreReply(kStoreError, "add: the increment is not an integer"), out);
         return;
       }
       auto it = data_.find(req.key);
       if (it != data_.end() && !ParseInt(it->second, &cur)) {
-        replies->push_back({client, EncodeStoreReply(kStoreError, "add: the key holds something that is not an integer")});
+        Queue(client, EncodeStoreReply(kStoreError, "add: the key holds something that is not an integer"), out);
         return;
       }
       if ((delta > 0 && cur > std::numeric_limits<int64_t>::max() - delta) ||
           (delta < 0 && cur < std::numeric_limits<int64_t>::min() - delta)) {
-        replies->push_back({client, EncodeStoreReply(kStoreError, "add: the sum overflows")});
+        Queue(client, EncodeStoreReply(kStoreError, "add: the sum overflows"), out);
         return;
       }
       std::string v = std::to_string(cur + delta);
-      Store(req.key, v, replies);
+      Store(req.key, v, out);
       if (data_.count(req.key) && data_[req.key] == v) {
-        replies->push_back({client, EncodeStoreReply(kStoreOk, v)});
+        Queue(client, EncodeStoreReply(kStoreOk, v), out);
       } else {
-        replies->push_back({client, EncodeStoreReply(kStoreError, fmt::format("store is full ({} bytes)", kMaxStoreBytes))});
+        Queue(client, EncodeStoreReply(kStoreError, fmt::format("store is full ({} bytes)", kMaxStoreBytes)), out);
       }
       return;
     }
   }
 }
 
-void StoreCore::Store(const std::string& key, std::string value, std::vector<Reply>* replies) {
+void StoreCore::Store(const std::string& key, std::string value, Output* out) {
   auto it = data_.find(key);
   size_t old = it == data_.end() ? 0 : key.size() + it->second.size();
   size_t now = data_bytes_ - old + key.size() + value.size();
@@ -147,18 +257,47 @@ void StoreCore::Store(const std::string& key, std::string value, std::vector<Rep
   data_bytes_ = now;
   auto w = waiting_.find(key);
   if (w != waiting_.end()) {
-    for (int c : w->second) replies->push_back({c, EncodeStoreReply(kStoreOk, value)});
+    const std::vector<int> waiters = std::move(w->second);
     waiting_.erase(w);
+    for (int c : waiters) {
+      if (queued_bytes_ + 9 + value.size() > reply_budget_) {
+        // Replies already fill the budget: others stopped reading theirs.
+        ++budget_drops_;
+        DropWithReason(c, fmt::format("its reply would exceed the {} bytes queued for all clients", reply_budget_), out);
+      } else {
+        Queue(c, EncodeStoreReply(kStoreOk, value), out);
+      }
+    }
   }
   data_[key] = std::move(value);
 }
 
 void StoreCore::Drop(int client) {
-  input_.erase(client);
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    std::erase(it->second, client);
-    it = it->second.empty() ? waiting_.erase(it) : std::next(it);
+  auto it = clients_.find(client);
+  if (it != clients_.end()) {
+    queued_bytes_ -= it->second.queued;
+    clients_.erase(it);
   }
+  for (auto w = waiting_.begin(); w != waiting_.end();) {
+    std::erase(w->second, client);
+    w = w->second.empty() ? waiting_.erase(w) : std::next(w);
+  }
+}
+
+std::string EncodeStoreAuth(std::string_view secret, std::string_view challenge, std::string_view client_nonce) {
+  const std::string transcript = std::string(challenge.substr(4)) + std::string(client_nonce);
+  return std::string(kStoreAuthMagic) + std::string(client_nonce) +
+         MakeProof(secret, ProofRole::kStoreClient, transcript);
+}
+
+bool CheckStoreServerProof(std::string_view secret, std::string_view challenge, std::string_view client_nonce,
+                           std::string_view proof) {
+  if (challenge.size() != kStoreChallengeBytes || proof.size() != kStoreProofBytes ||
+      proof.substr(0, 4) != kStoreProofMagic) {
+    return false;
+  }
+  const std::string transcript = std::string(challenge.substr(4)) + std::string(client_nonce);
+  return CheckProof(secret, ProofRole::kStoreServer, transcript, proof.substr(4));
 }
 
 }  // namespace ringmaster::comm

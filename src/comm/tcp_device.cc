@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/auth.h"
 #include "comm/tcp_pair.h"
 #include "comm/wire.h"
 
@@ -72,6 +73,48 @@ bool SendAll(int fd, const void* buf, size_t n, SteadyClock::time_point deadline
   return true;
 }
 
+bool RecvAll(int fd, void* buf, size_t n, SteadyClock::time_point deadline) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+    if (SteadyClock::now() >= deadline) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    poll(&pfd, 1, std::max(MsUntil(deadline), 1));
+  }
+  return true;
+}
+
+// The dialer's side of a hello: the hello, and with a secret the proofs
+// both ways, so neither side takes a stranger for a rank.
+Status SayHello(int fd, const Hello& hello, const TcpMeshOptions& o, const std::string& who, const std::string& where) {
+  std::string msg(reinterpret_cast<const char*>(&hello), sizeof hello);
+  const std::string dialer_nonce = o.secret.empty() ? "" : NewNonce();
+  msg += dialer_nonce;
+  if (!SendAll(fd, msg.data(), msg.size(), o.deadline)) {
+    return Unavailable(fmt::format("connect: {} hung up during the handshake", who));
+  }
+  if (o.secret.empty()) return Status::Ok();
+  std::string answer(kNonceBytes + kProofBytes, '\0');
+  if (!RecvAll(fd, answer.data(), answer.size(), o.deadline)) {
+    return Unavailable(fmt::format("connect: {} did not answer the hello (does it hold this job's secret?)", who));
+  }
+  const std::string transcript = HelloTranscript(hello, dialer_nonce, std::string_view(answer).substr(0, kNonceBytes));
+  if (!CheckProof(o.secret, ProofRole::kHelloAcceptor, transcript, std::string_view(answer).substr(kNonceBytes))) {
+    return Unauthenticated(fmt::format("connect: the process at {} did not prove the job's secret: it is not {}", where, who));
+  }
+  const std::string proof = MakeProof(o.secret, ProofRole::kHelloDialer, transcript);
+  if (!SendAll(fd, proof.data(), proof.size(), o.deadline)) {
+    return Unavailable(fmt::format("connect: {} hung up during the handshake", who));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TcpListener> TcpListener::Listen(const std::string& address) {
@@ -121,24 +164,47 @@ Status TcpConnectMesh(TcpListener& listener, const TcpMeshOptions& o, const std:
                                             peers[p].port, fd.status().message()));
       }
       Hello hello{kHelloMagic, o.rank, ch, o.generation};
-      if (!SendAll(*fd, &hello, sizeof hello, o.deadline)) {
+      const std::string where = fmt::format("{}:{}", peers[p].addr, peers[p].port);
+      if (Status st = SayHello(*fd, hello, o, describe(p), where); !st.ok()) {
         close(*fd);
-        return Unavailable(fmt::format("connect: {} hung up during the handshake", describe(p)));
+        return st;
       }
       place(p, ch, *fd);
     }
   }
-  // Accept the higher ranks. Every accepted socket must say its hello in time.
+  // Accept the higher ranks. Every accepted socket must say its hello (and,
+  // with a secret, answer the challenge) in time.
   struct Pending {
     int fd;
+    std::string in;          // bytes of the current step
+    std::string transcript;  // set once the hello arrived and was answered
     Hello hello;
-    size_t got;
     SteadyClock::time_point until;
   };
+  const size_t hello_bytes = sizeof(Hello) + (o.secret.empty() ? 0 : kNonceBytes);
   std::vector<Pending> pending;
   auto drop = [&](size_t i) {
     close(pending[i].fd);
     pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  // A complete step from pending[i]: false when it is not one of ours.
+  auto step = [&](Pending& p) -> bool {
+    if (p.transcript.empty()) {
+      std::memcpy(&p.hello, p.in.data(), sizeof(Hello));
+      // Not one of ours, a stale generation, or a slot already taken.
+      if (!CheckHello(p.hello, o.rank, o.size, o.streams, o.generation).ok() || !use_tcp[p.hello.rank]) return false;
+      const int ch = p.hello.channel;
+      const auto& slot = ch == kP2pChannel ? links->p2p[p.hello.rank] : links->collective[p.hello.rank][ch];
+      if (slot) return false;
+      if (o.secret.empty()) return true;
+      const std::string acceptor_nonce = NewNonce();
+      p.transcript = HelloTranscript(p.hello, std::string_view(p.in).substr(sizeof(Hello)), acceptor_nonce);
+      const std::string answer = acceptor_nonce + MakeProof(o.secret, ProofRole::kHelloAcceptor, p.transcript);
+      p.in.clear();
+      // 64 bytes into an empty socket: all or nothing.
+      return send(p.fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(answer.size());
+    }
+    return CheckProof(o.secret, ProofRole::kHelloDialer, p.transcript, p.in);
   };
   Status result = Status::Ok();
   while (expect > 0) {
@@ -159,17 +225,23 @@ Status TcpConnectMesh(TcpListener& listener, const TcpMeshOptions& o, const std:
     for (size_t i = pending.size(); i-- > 0;) {
       if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Pending& p = pending[i];
-      ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
+      const size_t need = (p.transcript.empty() ? hello_bytes : kProofBytes) - p.in.size();
+      char buf[sizeof(Hello) + kNonceBytes];
+      ssize_t n = recv(p.fd, buf, std::min(need, sizeof buf), MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         drop(i);
         continue;
       }
       if (n < 0) continue;
-      p.got += static_cast<size_t>(n);
-      if (p.got < sizeof(Hello)) continue;
-      // Not one of ours, a stale generation, or a second connection for one slot: close it and carry on.
-      if (!CheckHello(p.hello, o.rank, o.size, o.streams, o.generation).ok() || !use_tcp[p.hello.rank] ||
-          !place(p.hello.rank, p.hello.channel, p.fd)) {
+      p.in.append(buf, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < need) continue;
+      const bool answered = !p.transcript.empty();
+      if (!step(p)) {
+        drop(i);
+        continue;
+      }
+      if (!answered && !o.secret.empty()) continue;  // the challenge is out: its proof is next
+      if (!place(p.hello.rank, p.hello.channel, p.fd)) {
         drop(i);
         continue;
       }
@@ -178,13 +250,13 @@ Status TcpConnectMesh(TcpListener& listener, const TcpMeshOptions& o, const std:
     }
     now = SteadyClock::now();
     for (size_t i = pending.size(); i-- > 0;) {
-      if (now >= pending[i].until) drop(i);  // silent: it never said who it is
+      if (now >= pending[i].until) drop(i);  // silent: it never proved who it is
     }
     if (fds[0].revents & POLLIN) {
       int fd = accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
         if (pending.size() >= o.max_pending_hellos) drop(0);
-        pending.push_back({fd, Hello{}, 0, now + o.hello_timeout});
+        pending.push_back({fd, "", "", Hello{}, now + o.hello_timeout});
       }
     }
   }

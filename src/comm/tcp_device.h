@@ -3,10 +3,10 @@
 // collective connections and one point-to-point connection; the higher rank
 // dials and says a Hello (wire.h) first.
 //
-// The listener is reachable by every process on the host, so it trusts no
-// one: an accepted connection must say a valid hello within `hello_timeout`,
-// and silent, malformed, stale (another generation) or duplicate connections
-// are closed while setup carries on. The listener closes when setup ends.
+// The listener is reachable by other processes, so it trusts no one: an
+// accepted connection must say a valid hello (and, with the job's secret,
+// prove it: wire.h) within `hello_timeout`; silent, malformed, unproven,
+// stale or duplicate connections are closed while setup carries on.
 // Not thread-safe (setup runs on one thread).
 #pragma once
 
@@ -40,6 +40,7 @@ struct TcpMeshOptions {
   std::chrono::steady_clock::time_point deadline;
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_pending_hellos = 64;  // connections still to say hello; the oldest is dropped beyond this
+  std::string secret = "";         // the job's (auth.h); "" = hellos without proof
 };
 
 // Connects every peer p with use_tcp[p]: dials the lower ranks, accepts the

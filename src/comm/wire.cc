@@ -18,6 +18,13 @@ Status CheckHello(const Hello& h, int rank, int size, int streams, int generatio
   return Status::Ok();
 }
 
+std::string HelloTranscript(const Hello& h, std::string_view dialer_nonce, std::string_view acceptor_nonce) {
+  std::string t(reinterpret_cast<const char*>(&h), sizeof h);
+  t.append(dialer_nonce);
+  t.append(acceptor_nonce);
+  return t;
+}
+
 FrameCheck CheckFrame(const FrameHeader& got, const FrameHeader& want) {
   if (got.magic == kByeMagic) return FrameCheck::kBye;
   if (got.magic == kFailMagic) return FrameCheck::kFail;

@@ -2,7 +2,9 @@
 // trusts its length. Pure functions, no I/O: the engines call them and the
 // fuzz target comm_frame feeds them arbitrary bytes.
 //
-//   TCP hello      sent once by the dialling rank on each new connection
+//   TCP hello      sent once by the dialling rank on each new connection;
+//                  with the job's secret followed by its nonce, answered by
+//                  the acceptor's nonce and proof, then the dialer's proof
 //   collective     FrameHeader + payload, in order per (peer, stream): the
 //                  receiver knows what is due, so the header only confirms it
 //   point to point P2pHeader (+ payload), per peer on its own channel, matched
@@ -15,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -35,6 +38,10 @@ static_assert(sizeof(Hello) == 16);
 // Ok, or why a connection that sent `h` is not one of this group's: an
 // accepting rank `rank` of `size` takes connections from higher ranks only.
 Status CheckHello(const Hello& h, int rank, int size, int streams, int generation);
+
+// What both proofs of a hello cover (auth.h: kHelloDialer, kHelloAcceptor):
+// the hello itself, so a proof is good for one rank, channel and generation.
+std::string HelloTranscript(const Hello& h, std::string_view dialer_nonce, std::string_view acceptor_nonce);
 
 // ---- collective frames
 constexpr uint32_t kFrameMagic = 0x52434d31;  // "RCM1"

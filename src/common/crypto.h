@@ -33,6 +33,9 @@ class Sha256 {
 std::string Sha256Hex(std::string_view data);
 // Raw 32-byte HMAC-SHA256.
 std::string HmacSha256(std::string_view key, std::string_view data);
+// Equal contents, compared in time that depends only on the sizes: for MACs
+// and proofs a caller sent, so timing reveals nothing of the right one.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // Lowercase hex of raw bytes.
 std::string HexEncode(std::string_view bytes);
 // A lowercase 64-character hex string.

@@ -12,13 +12,6 @@ namespace {
 
 std::string Payload(const TunnelTicket& t) { return fmt::format("v1.{}.{}.{}", t.task_id, t.attempt, t.expires_ms); }
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 bool ParseInt(std::string_view s, int64_t* out) {
   if (s.empty() || s.size() > 19) return false;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);

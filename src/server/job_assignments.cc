@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "common/crypto.h"
 #include "common/strings.h"
 #include "server/job_service.h"
 #include "server/lab_proxy.h"
@@ -163,6 +164,11 @@ StatusOr<std::map<std::string, std::string>> JobService::TaskEnvironment(const J
   int generation = 0;
   for (const Task& t : gang) generation = std::max(generation, t.attempt);
   set("RINGMASTER_GENERATION", std::to_string(generation));
+  // What ringcomm's store and hellos check, so only this gang's tasks join:
+  // one per job and generation, derived (never stored), in the tasks'
+  // environment and nowhere else (not in the jobs API, logs or argv).
+  set("RINGMASTER_JOB_SECRET",
+      HexEncode(HmacSha256(options_.job_secret_key, fmt::format("ringmaster-job-secret/{}/{}", job.id, generation))));
   // Where it runs among the gang: its node's place and how many of the
   // gang's tasks share that node (and its CPUs), itself included.
   set("RINGMASTER_NODE_RANK", std::to_string(node_rank));

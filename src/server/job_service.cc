@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/crypto.h"
 #include "common/strings.h"
 #include "scheduler/scheduler.h"
 #include "server/control/state_machine.h"
@@ -49,13 +50,18 @@ std::string ExitReason(const TaskReport& r) {
   return fmt::format("exit code {}{}", r.exit_code, more);
 }
 
+JobServiceOptions WithJobSecretKey(JobServiceOptions o) {
+  if (o.job_secret_key.empty()) o.job_secret_key = RandomHex(32);
+  return o;
+}
+
 }  // namespace
 
 JobService::JobService(store::MetaStore* store, Clock* clock, JobServiceOptions options)
     : store_(store),
       clock_(clock),
       started_steady_ms_(clock->SteadyMs()),
-      options_(options),
+      options_(WithJobSecretKey(options)),
       scheduler_(std::move(scheduler::Scheduler::Create(options.scheduler).value())),
       // Versions start from the clock so that an agent's index from before a
       // server restart never matches: it gets a fresh list at once.

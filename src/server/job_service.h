@@ -97,6 +97,10 @@ struct JobServiceOptions {
   // On "slurm": called (under the service's lock: it must only queue work)
   // when a gang was handed over or one handed over is to stop.
   std::function<void()> on_external_work;
+  // The key each job's RINGMASTER_JOB_SECRET derives from (32 bytes, kept
+  // secret; the server derives it from its secrets key). "" = a random key
+  // for this process's life.
+  std::string job_secret_key;
 };
 
 // A gang handed to a cluster manager (backend "slurm"), one attempt of it.

@@ -1,5 +1,8 @@
 // GET /api/v1/jobs over HTTP: filters, paging, who may list whose jobs, bad
 // parameters named, and pending jobs' places in the scheduler's queue.
+#include <filesystem>
+#include <fstream>
+
 #include "server/server_test_fixture.h"
 
 namespace ringmaster::server {
@@ -159,6 +162,40 @@ TEST_F(JobsApiTest, PriorityAndTheHostNetworkArePrivilegesAnAdminGrants) {
   ASSERT_EQ(Call("PATCH", "/api/v1/users/bob", admin_, R"({"host_network": false})")->status, 200);
   EXPECT_EQ(user("bob")["max_priority"], 10);
   EXPECT_EQ(submit("command: sleep 1\nnetwork: host\n")->status, 403);
+}
+
+// RINGMASTER_JOB_SECRET reaches the tasks through their agent's assignments
+// and nowhere else: not the job, its tasks, timeline or listing, nor a file
+// the server writes (its log, database, access log).
+TEST_F(JobsApiTest, TheJobSecretIsInTheAssignmentsOnly) {
+  const std::string bob = MakeUser("bob");
+  std::string agent;
+  const int64_t node = RegisterAgent("n1", &agent);
+  const int64_t id = SubmitAs(bob, "command: sleep 1\nkind: distributed\nreplicas: 2\nresources: {cpu: 1}\n");
+  PlacedTask(bob, id);
+  auto a = Call("GET", fmt::format("/api/v1/agent/nodes/{}/assignments?index=0", node), agent);
+  ASSERT_EQ(a->status, 200) << a->body;
+  std::string secret;
+  const json assigned = json::parse(a->body);
+  for (const auto& t : assigned.at("tasks")) {
+    if (t.at("job_id").get<int64_t>() == id) secret = t.at("env").value("RINGMASTER_JOB_SECRET", std::string());
+  }
+  ASSERT_EQ(secret.size(), 64u) << a->body;
+  for (const std::string& path : {fmt::format("/api/v1/jobs/{}", id), fmt::format("/api/v1/jobs/{}/timeline", id),
+                                  std::string("/api/v1/jobs?user=bob")}) {
+    for (const std::string& token : {bob, admin_}) {
+      auto r = Call("GET", path, token);
+      EXPECT_EQ(r->status, 200) << path;
+      EXPECT_EQ(r->body.find(secret), std::string::npos) << path << " shows the job's secret";
+    }
+  }
+  server_.reset();  // its files are complete
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (!f.is_regular_file()) continue;
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find(secret), std::string::npos) << f.path() << " holds the job's secret";
+  }
 }
 
 }  // namespace

@@ -186,6 +186,8 @@ Status Server::Start() {
   AuthOptions auth;
   auth.session_ttl_ms = options_.session_ttl_ms;
   auth.csrf_key = box->DeriveKey("csrf");
+  // Every job's RINGMASTER_JOB_SECRET derives from it: the same after a restart or a failover.
+  options_.jobs.job_secret_key = box->DeriveKey("job-secret");
   auth_ = std::make_unique<Auth>(store_.get(), clock_, auth);
 
   http::ServerOptions h;

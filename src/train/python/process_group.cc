@@ -38,6 +38,7 @@
 #include <optional>
 #include <thread>
 
+#include "comm/auth.h"
 #include "comm/context.h"
 #include "comm/store.h"
 
@@ -265,6 +266,9 @@ class ProcessGroupRingmaster final : public c10d::ProcessGroup {
     o.timeout = timeout;
     o.transport = TransportFromEnv();
     if (const char* addr = std::getenv("RINGMASTER_ADDR"); addr && *addr) o.address = addr;
+    // The ranks' hellos prove the job's secret: a stranger who reads torch's
+    // store cannot pose as a rank.
+    o.secret = comm::JobSecretFromEnvironment();
     auto ctx = comm::Context::Create(&store_, rank, size, o);
     Throw(ctx.status());
     context_ = std::move(*ctx);
