@@ -8,6 +8,11 @@
 #     addresses of the jobs' namespaces: it connects to none of them.
 #  2. bob's task binding every free port of the node's range does not stop
 #     alice's next distributed job.
+#  3. given the address anyway (the test enters alice's own job namespace as
+#     root, where her store is reachable), a stranger that does not know the
+#     job's secret gets the store's challenge and nothing else: its set of
+#     rank 1's record and its get are answered by a closed connection, and her
+#     real rank 1, held back until then, joins and the job trains.
 source "$(dirname "$0")/lib.sh"
 BENCH=$(stage_tool "${RINGCOMM_BENCH:?set RINGCOMM_BENCH}")
 LO=32540 HI=32559
@@ -100,4 +105,51 @@ ALICE2=$(alice_job alice-after-squat)
 as_alice wait "$ALICE2" --timeout 120 > /dev/null || { as_alice logs "$ALICE2" | tail; fail "bob holding every port of the range stopped alice's job $ALICE2"; }
 as_bob cancel "$BOB_SQUAT" > /dev/null
 pass "bob's task held $HELD ports of the range and alice's next distributed job still ran"
+
+# ---- 3. a stranger given the store's address is refused before any key
+cat > "$TOOLS/stranger.py" <<'PY'
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+def request(op, key, value=b""):
+    return struct.pack(">BI", op, len(key)) + key + struct.pack(">Q", len(value)) + value
+for name, req in (("set", request(1, b"gen/1/rank/1", b"127.0.0.1:1")), ("get", request(2, b"gen/1/rank/0"))):
+    s = socket.create_connection((host, int(port)), timeout=5)
+    hello = b""
+    while len(hello) < 36:
+        chunk = s.recv(36 - len(hello))
+        if not chunk:
+            break
+        hello += chunk
+    if not hello.startswith(b"RMSC"):
+        print("NO-CHALLENGE", name, hello[:8]); sys.exit(1)
+    s.sendall(req)
+    try:
+        rest = s.recv(64)
+    except (ConnectionResetError, socket.timeout) as e:
+        rest = b""
+    print("ANSWERED" if rest else "CLOSED", name, rest[:16])
+PY
+cat > "$TOOLS/alice-late.sh" <<'SH'
+if [ "$RANK" = 1 ]; then sleep 20; else echo "STORE $RINGMASTER_STORE"; fi
+exec "$1" --from-env --sizes 64K:1M --iters 200 --transport tcp --check --timeout 60
+SH
+chmod 0755 "$TOOLS/stranger.py" "$TOOLS/alice-late.sh"
+ALICE3=$(jq -n --arg b "$BENCH" --arg s "$TOOLS/alice-late.sh" \
+  '{name: "alice-late", kind: "distributed", replicas: 2, resources: {cpu: 1, memory: "256Mi"}, command: ["sh", $s, $b]}' |
+  as_alice submit -)
+STORE=""
+for _ in $(seq 1 200); do
+  STORE=$(as_alice logs "$ALICE3" 2>/dev/null | sed -n 's/^\[0\] STORE //p' | head -1)
+  [ -n "$STORE" ] && break
+  sleep 0.1
+done
+[ -n "$STORE" ] || fail "alice's job $ALICE3 did not print its store's address"
+sleep 2  # rank 0's store is up; rank 1 waits out its 20 s
+NS=$(find "$DATA" -path "*/netns/rmj-$ALICE3-*" 2>/dev/null | head -1)
+[ -n "$NS" ] || fail "alice's job $ALICE3 has no network namespace under $DATA"
+OUT=$(nsenter --net="$NS" python3 "$TOOLS/stranger.py" "$STORE") || fail "the stranger did not reach alice's store: $OUT"
+[ "$(grep -c '^CLOSED' <<<"$OUT")" = 2 ] || fail "alice's store answered a stranger's key operation: $OUT"
+as_alice wait "$ALICE3" --timeout 120 > /dev/null || { as_alice logs "$ALICE3" | tail; fail "alice's job $ALICE3 did not survive the stranger"; }
+grep -Eq '^\[0\] RESULT ringcomm [a-z-]+/tcp 2 1048576 ' <<<"$(as_alice logs "$ALICE3")" || fail "alice's job $ALICE3 ran no all-reduce"
+pass "a stranger given alice's store address ($STORE) got its challenge and no answer to a set or a get; her job trained"
 echo "tenant_net_test: all passed"
