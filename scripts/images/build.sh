@@ -55,11 +55,13 @@ case $NAME in
     ENV=("PATH=$DEFAULT_PATH" LANG=C.UTF-8)
     CMD=(python3) ;;
   torch)
-    # libfmt9: ringmaster-train's only library that python3-torch (libtorch1.13) does not bring.
+    # libfmt9, libargon2-1: ringmaster-train's libraries that python3-torch
+    # (libtorch1.13) does not bring (argon2 comes with the common crypto that
+    # ringcomm's job-secret proofs use).
     # libopenblas0-openmp: libtorch's BLAS. Without it (no recommends) the
     # image's libblas.so.3 is the reference BLAS: a matmul 20x slower, and
     # LeNet-5 trained at half the host's speed (bench/containers_overhead).
-    PACKAGES=(python3 python3-torch python3-numpy libfmt9 libopenblas0-openmp ca-certificates)
+    PACKAGES=(python3 python3-torch python3-numpy libfmt9 libargon2-1 libopenblas0-openmp ca-certificates)
     ENV=("PATH=/opt/ringmaster/bin:$DEFAULT_PATH" LANG=C.UTF-8 PYTHONPATH=/opt/ringmaster/python)
     CMD=(python3) ;;
   tfjs)

@@ -119,7 +119,12 @@ std::optional<TaskExit> Agent::PrepareNetwork(const std::string& key, const prot
     job_network_error_ = st.message();
     return TaskExit{-1, 0, "this node's task network is not up: " + job_network_error_};
   }
-  auto path = job_network_->Join(a.job_id, a.attempt, key, port, a.peers);
+  // One namespace per generation of the gang (RINGMASTER_GENERATION, its
+  // highest attempt), not per task attempt: a worker an elastic job grows by
+  // starts at attempt 1 beside ranks on their second, and must meet them.
+  int generation = a.attempt;
+  if (auto g = a.env.find("RINGMASTER_GENERATION"); g != a.env.end()) generation = std::atoi(g->second.c_str());
+  auto path = job_network_->Join(a.job_id, generation, key, port, a.peers);
   if (!path.ok()) return TaskExit{-1, 0, "joining the job's network on this node: " + path.status().message()};
   launch->network = "job";
   launch->netns = *path;

@@ -195,6 +195,11 @@ int RunSlurmStep(const StepFlags& flags) {
 
   // The ordinary agent's defaults (task users, executor, registries), then the step's.
   NodeFlags node;
+  // Each rank's wrapper is an agent of its own, so a namespace per wrapper
+  // would split the ranks that Slurm put on one host; the network between
+  // a Slurm job's tasks is the site's Slurm's to police (the job's secret
+  // still guards ringcomm's rendezvous).
+  node.task_network = "host";
   node.sandbox_root = flags.sandbox_root;
   if (!flags.gpu_devices.empty()) node.gpu_devices = flags.gpu_devices;
   AgentSetup setup = MakeAgentOptions(node, flags.server, "", "");

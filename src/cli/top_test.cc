@@ -265,7 +265,8 @@ TEST(Render, NamesAreSanitizedAndCutOnCharacters) {
     EXPECT_TRUE(ValidUtf8(l)) << l;
     EXPECT_LE(Columns(l), 80) << l;
   }
-  EXPECT_NE(LineWith(lines, "x?[2J?y").find("bob?"), std::string::npos) << Joined(lines);
+  // Escaped, not dropped: what was sent stays readable (EscapeControl).
+  EXPECT_NE(LineWith(lines, "x\\x1b[2J\\x07y").find("bob\\u009b"), std::string::npos) << Joined(lines);
   EXPECT_NE(LineWith(lines, "\xc3\xa9\xc3\xa9...").size(), 0u) << Joined(lines);
 }
 

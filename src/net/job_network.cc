@@ -113,6 +113,10 @@ Status JobNetwork::Setup() {
     RM_RETURN_IF_ERROR(run_({"mount", "--bind", o_.state_dir, o_.state_dir}).status());
   }
   RM_RETURN_IF_ERROR(run_({"mount", "--make-private", o_.state_dir}).status());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    mounted_ = true;
+  }
   std::vector<std::string> names;
   if (DIR* d = opendir(o_.state_dir.c_str())) {
     while (dirent* e = readdir(d)) {
@@ -303,6 +307,12 @@ void JobNetwork::Remove(const std::string& name, Namespace& ns) {
   (void)run_({"ip", "link", "del", VethName(ns.path)});
   if (ns.address != 0) Unclaim("addr", ns.address, ns.path);
   if (ns.block >= 0) Unclaim("ports", BlockPorts(ns.block).first, ns.path);
+}
+
+JobNetwork::~JobNetwork() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!nets_.empty() || !mounted_) return;
+  (void)run_({"umount", o_.state_dir});
 }
 
 void JobNetwork::Leave(const std::string& key) {

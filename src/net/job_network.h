@@ -40,6 +40,10 @@ struct JobNetworkOptions {
 class JobNetwork {
  public:
   explicit JobNetwork(JobNetworkOptions options, ToolRunner run = DefaultToolRunner());
+  // With no namespace left (every task ended), the state dir's private mount
+  // goes too, so the agent's data dir can be removed; tasks that outlive the
+  // agent keep theirs for the next one to adopt.
+  ~JobNetwork();
   const JobNetworkOptions& options() const { return o_; }
 
   // The bridge, the host's NAT table and forwarding; idempotent. The
@@ -90,6 +94,7 @@ class JobNetwork {
   std::mutex mu_;
   std::map<std::string, Namespace> nets_;  // GUARDED_BY(mu_), by name
   std::map<std::string, std::string> owner_;  // GUARDED_BY(mu_): task key -> namespace name
+  bool mounted_ = false;                     // GUARDED_BY(mu_): Setup made the state dir's private mount
 };
 
 }  // namespace ringmaster::net

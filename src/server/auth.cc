@@ -153,12 +153,19 @@ Status LoginLimiter::Check(const std::string& user, const std::string& address_i
     return ResourceExhausted(fmt::format("too many failed logins from {}: try again in {}", address,
                                          FormatDuration(std::max<int64_t>(wait, 1000))));
   }
-  auto u = users_.find(user);
+  auto u = users_.find(NameKeyLocked(user, address));
   if (u != users_.end() && u->second.locked_until_ms > now) {
     return ResourceExhausted(fmt::format("too many failed logins for user \"{}\": try again in {}", user,
                                          FormatDuration(std::max<int64_t>(u->second.locked_until_ms - now, 1000))));
   }
   return Status::Ok();
+}
+
+// A name's failures count apart at each address it has logged in from, so a
+// stranger guessing it elsewhere locks the name there, not at its owner's own
+// address (where the owner's own failures still lock it).
+std::string LoginLimiter::NameKeyLocked(const std::string& user, const std::string& address) const {
+  return known_.contains({address, user}) ? user + '\n' + address : user;
 }
 
 bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
@@ -167,7 +174,7 @@ bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
   auto& failures = addresses_[AddressKey(address)];
   failures.push_back(now);
   bool locked = static_cast<int>(failures.size()) == limits_.address_failures;
-  UserState& u = users_[user];
+  UserState& u = users_[NameKeyLocked(user, AddressKey(address))];
   u.last_ms = now;
   if (++u.failures >= limits_.user_failures) {
     const int extra = std::min(u.failures - limits_.user_failures, 20);
@@ -179,6 +186,7 @@ bool LoginLimiter::Failed(const std::string& user, const std::string& address) {
 
 void LoginLimiter::Succeeded(const std::string& user, const std::string& address) {
   std::lock_guard<std::mutex> l(mu_);
+  users_.erase(NameKeyLocked(user, AddressKey(address)));
   users_.erase(user);
   known_[{AddressKey(address), user}] = clock_->NowMs();
 }

@@ -105,11 +105,12 @@ class LoginLimiter {
   };
   void PruneLocked(int64_t now);
   static std::string AddressKey(const std::string& address);
+  std::string NameKeyLocked(const std::string& user, const std::string& address) const;  // REQUIRES(mu_)
 
   Clock* const clock_;
   const LoginLimits limits_;
   std::mutex mu_;
-  std::map<std::string, UserState> users_;                // GUARDED_BY(mu_)
+  std::map<std::string, UserState> users_;                // GUARDED_BY(mu_): name (or name at a known address)
   std::map<std::string, std::deque<int64_t>> addresses_;  // GUARDED_BY(mu_): failure times
   std::map<std::pair<std::string, std::string>, int64_t> known_;  // GUARDED_BY(mu_): (address, name) -> last login
 };

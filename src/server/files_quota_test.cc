@@ -207,5 +207,33 @@ TEST_F(FilesQuotaTest, AnEndedJobsLogsAreKeptOnceAndChargedOnce) {
   EXPECT_EQ(Usage(frank)["bytes"], charge);
 }
 
+// Archived logs count against the quota and stay within it: a log bigger than
+// the room left keeps its tail behind a marker, however many jobs there are.
+TEST_F(FilesQuotaTest, ArchivedLogsKeepTheirTailWithinTheOwnersQuota) {
+  const std::string gina = MakeUser("gina");
+  ASSERT_EQ(Put("/api/v1/users/gina/quota", admin_, R"({"file_bytes": 65536})", "application/json")->status, 200);
+  std::string agent;
+  RegisterAgent("n1", &agent);
+  const int64_t id = SubmitAs(gina, "command: x\nresources: {cpu: 1}\n");
+  const json t = PlacedTask(gina, id);
+  const std::string task = fmt::format("/api/v1/agent/tasks/{}", t["id"].get<int64_t>());
+  ASSERT_EQ(Call("POST", task + "/status", agent, json{{"attempt", 1}, {"state", "running"}}.dump())->status, 200);
+  std::string lines;
+  for (int i = 0; i < 20000; ++i) lines += fmt::format("line {:06}\n", i);  // 240,000 bytes
+  ASSERT_EQ(Call("POST", task + "/logs?attempt=1&offset=0", agent, lines, "application/octet-stream")->status, 200);
+  ASSERT_EQ(Call("POST", task + "/status", agent, json{{"attempt", 1}, {"state", "exited"}, {"exit_code", 0}}.dump())->status, 200);
+  const auto server_copy = dir_ / "logs" / std::to_string(id);
+  for (int i = 0; i < 100 && std::filesystem::exists(server_copy); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(std::filesystem::exists(server_copy));
+  EXPECT_LE(Usage(gina)["bytes"].get<int64_t>(), 65536);
+  auto logs = Call("GET", fmt::format("/api/v1/jobs/{}/logs", id), gina);
+  ASSERT_EQ(logs->status, 200);
+  EXPECT_NE(logs->body.find("file quota is full"), std::string::npos) << logs->body.substr(0, 300);
+  EXPECT_NE(logs->body.find("[0] line 019999\n"), std::string::npos);  // the tail is kept
+  EXPECT_EQ(logs->body.find("[0] line 000000\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringmaster::server

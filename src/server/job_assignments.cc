@@ -32,28 +32,50 @@ std::vector<int> GpuIndices(const std::string& text) {
 // Where the gang's other tasks come from, as `task`'s filter sees them: a
 // container's overlay address, else the address of its node (what leaves a
 // job's namespace there is masqueraded as the node). Tasks on `task`'s node
-// share its namespace and are no peers.
-StatusOr<std::vector<std::string>> Peers(store::MetaStore* store, const Task& task, const std::vector<Task>& gang) {
+// share its namespace and are no peers. `shared_address`: another node of the
+// gang off the overlay has this node's address, or a loopback one (several
+// agents on one host, as tests and one-machine trials run them), so a
+// namespace per node could not reach the others: the task keeps the host's
+// network.
+struct GangPeers {
+  std::vector<std::string> addresses;
+  bool shared_address = false;
+};
+StatusOr<GangPeers> Peers(store::MetaStore* store, const Task& task, const std::vector<Task>& gang) {
   std::set<std::string> out;
+  GangPeers p;
+  std::string own;
   for (const Task& t : gang) {
     if (t.id == task.id || t.node_id == 0) continue;
     if (!t.overlay_ip.empty()) {
       out.insert(t.overlay_ip);
     } else if (t.node_id != task.node_id) {
       RM_ASSIGN_OR_RETURN(store::Node n, store->GetNode(t.node_id));
+      if (own.empty() && task.node_id != 0) {
+        RM_ASSIGN_OR_RETURN(store::Node mine, store->GetNode(task.node_id));
+        own = mine.address.empty() ? "-" : mine.address;
+      }
       if (!n.address.empty()) out.insert(n.address);
+      // A loopback address is every namespace's own: one of those cannot
+      // reach another node's namespace either.
+      const bool loopback = n.address.rfind("127.", 0) == 0 || n.address == "::1" || n.address == "localhost";
+      if (task.overlay_ip.empty() && (n.address.empty() || n.address == own || own == "-" || loopback)) {
+        p.shared_address = true;
+      }
     }
   }
-  return std::vector<std::string>(out.begin(), out.end());
+  p.addresses.assign(out.begin(), out.end());
+  return p;
 }
 
 // A task's network (protocol::Assignment::network): the overlay where it has
 // an address; `network: host` (a privilege checked at submit) and `none` as
-// asked; else its job's own namespace on the node.
-std::string TaskNetwork(const protocol::JobSpec& spec, const Task& t) {
+// asked; else its job's own namespace on the node, unless the gang's nodes
+// share an address (Peers).
+std::string TaskNetwork(const protocol::JobSpec& spec, const Task& t, bool shared_address) {
   if (!t.overlay_ip.empty()) return "overlay";
   if (spec.network == "none" || spec.network == "host") return spec.network;
-  return "job";
+  return shared_address ? "host" : "job";
 }
 
 }  // namespace
@@ -99,9 +121,9 @@ StatusOr<nlohmann::json> JobService::Assignments(int64_t node_id) {
                      {"working_dir", spec.working_dir},
                      {"image", spec.image},
                      {"executor", spec.executor},
-                     {"network", TaskNetwork(spec, t)},
+                     {"network", TaskNetwork(spec, t, peers.shared_address)},
                      {"overlay_address", t.overlay_ip},
-                     {"peers", peers},
+                     {"peers", peers.addresses},
                      {"limits", {{"cpu_milli", spec.cpu_milli}, {"memory_bytes", spec.memory_bytes}, {"pids", spec.pids},
                                  {"io_read_bps", spec.io.read_bps}, {"io_write_bps", spec.io.write_bps},
                                  {"io_read_iops", spec.io.read_iops}, {"io_write_iops", spec.io.write_iops},

@@ -168,9 +168,25 @@ Status LogArchiver::ArchiveFile(const store::Job& job, const std::string& path, 
   if (auto head = api_->files->Head(key); head.ok() && head->size == static_cast<uint64_t>(st.st_size)) {
     return Status::Ok();  // archived before
   }
-  RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
-  std::string buf(256 << 10, '\0');
+  // What the owner's quota has room for (what this key holds already counts
+  // as room): past it the log keeps its tail, behind a marker line, so a
+  // user's logs cannot outgrow their quota however many jobs they run.
   uint64_t done = 0;
+  std::string marker;
+  RM_ASSIGN_OR_RETURN(store::User owner, api_->store->GetUser(job.user_id));
+  if (const int64_t quota = Quota(*api_, owner); quota > 0) {
+    int64_t room = quota - owner.file_bytes;
+    if (auto head = api_->files->Head(key); head.ok()) room += Charge(*api_, key, head->size);
+    const int64_t fits = std::max<int64_t>(0, room - Charge(*api_, key, 0) - 128);
+    if (st.st_size > fits) {
+      done = static_cast<uint64_t>(st.st_size - fits);
+      marker = fmt::format("[ringmaster: the first {} bytes of this log are not kept: {}'s file quota is full]\n",
+                           done, owner.name);
+    }
+  }
+  RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
+  if (!marker.empty()) RM_RETURN_IF_ERROR(writer->Write(marker));
+  std::string buf(256 << 10, '\0');
   while (done < static_cast<uint64_t>(st.st_size)) {
     const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;

@@ -219,6 +219,21 @@ TEST_F(SessionTest, LoginLimitsLockTheGuessedNameNotTheAddressesKnownNames) {
   EXPECT_EQ(login("alice", "correct horse", "10.1.2.3"), 429);  // still locked from anywhere
 }
 
+// A stranger guessing a name from elsewhere locks the name there, not at the
+// addresses its owner logs in from; guesses at the owner's address lock it there.
+TEST_F(SessionTest, AStrangersGuessesDoNotLockANameOutOfItsOwnersAddress) {
+  auto login = [&](const std::string& password, const std::string& from) {
+    return Call("POST", "/api/v1/session", {}, json{{"user", "alice"}, {"password", password}}.dump(), from).status;
+  };
+  EXPECT_EQ(login("correct horse", "127.0.0.1"), 201);
+  for (int i = 0; i < 6; ++i) EXPECT_NE(login("nope", "10.9.9.9"), 201);
+  EXPECT_EQ(login("correct horse", "10.9.9.9"), 429);   // locked where it was guessed
+  EXPECT_EQ(login("correct horse", "10.7.7.7"), 429);   // and wherever alice is not known
+  EXPECT_EQ(login("correct horse", "127.0.0.1"), 201);  // not at her own address
+  for (int i = 0; i < 6; ++i) EXPECT_NE(login("nope", "127.0.0.1"), 201);
+  EXPECT_EQ(login("correct horse", "127.0.0.1"), 429);  // guesses there count there
+}
+
 // Responses that carry a credential are never cached.
 TEST_F(SessionTest, ResponsesCarryingTokensAreNotCached) {
   http::Response made = Call("POST", "/api/v1/tokens", {{"authorization", "Bearer " + admin_}}, R"({"name":"ci"})");

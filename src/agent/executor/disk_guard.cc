@@ -76,6 +76,7 @@ class Walk {
       if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
       if (left_ == 0) {
         use_.complete = false;
+        use_.too_many = true;
         break;
       }
       --left_;
@@ -140,8 +141,15 @@ void DiskGuard::CheckAll() {
   // (the executor's Start and Release) must not wait for it.
   for (const auto& [key, w] : now) {
     int64_t used = 0;
-    for (const std::string& dir : w.dirs) used += MeasureTree(dir, max_entries_).bytes;
-    if (used <= w.limit) continue;
+    for (const std::string& dir : w.dirs) {
+      const DiskUse use = MeasureTree(dir, max_entries_);
+      if (use.too_many) {
+        used = -1;
+        break;
+      }
+      used += use.bytes;
+    }
+    if (used >= 0 && used <= w.limit) continue;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = watched_.find(key);

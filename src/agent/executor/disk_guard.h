@@ -19,6 +19,7 @@ namespace ringmaster::agent {
 struct DiskUse {
   int64_t bytes = 0;      // allocated (st_blocks): a sparse file counts what it holds
   bool complete = true;   // false: the walk stopped at its entry budget, or the tree moved under it
+  bool too_many = false;  // the walk stopped at its entry budget: the tree holds more entries than it reads
 };
 
 // Bytes allocated under `dir` (not followed when a symlink), itself included.
@@ -31,6 +32,9 @@ DiskUse MeasureTree(const std::string& dir, size_t max_entries);
 class DiskGuard {
  public:
   // key, bytes used, limit: called once per watched task, from the guard's thread.
+  // `used` is -1 when the task's tree holds more entries than one pass reads
+  // (max_entries): a tree too big to measure is over any limit, or a task
+  // could hide its bytes behind a million empty files.
   using OnOver = std::function<void(const std::string& key, int64_t used, int64_t limit)>;
   // `interval` 0: no thread (tests call CheckAll).
   DiskGuard(std::chrono::milliseconds interval, OnOver on_over, size_t max_entries = 1'000'000);

@@ -110,5 +110,18 @@ TEST_F(DiskGuardTest, DirsAreSummedAgainstOneLimit) {
   EXPECT_EQ(calls, 1);
 }
 
+// A million empty files in front of the big ones would leave the bytes behind
+// them unread: a tree the pass cannot finish is over the limit.
+TEST_F(DiskGuardTest, ATreeTooBigToMeasureIsOverTheLimit) {
+  for (int i = 0; i < 50; ++i) Write(dir_ / "box" / ("f" + std::to_string(i)), 0);
+  std::vector<int64_t> used;
+  DiskGuard guard(
+      std::chrono::milliseconds(0), [&](const std::string&, int64_t u, int64_t) { used.push_back(u); }, 20);
+  guard.Watch("t", 1 << 30, {(dir_ / "box").string()});
+  guard.CheckAll();
+  EXPECT_EQ(used, std::vector<int64_t>{-1});
+  EXPECT_TRUE(MeasureTree((dir_ / "box").string(), 20).too_many);
+}
+
 }  // namespace
 }  // namespace ringmaster::agent

@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -465,7 +466,14 @@ Status ProcessExecutor::Start(const TaskLaunch& launch) {
     if (launch.runtime == "process") spec.cgroup_procs = cgroups_->ProcsFiles(launch.key);
   }
   if (launch.runtime == "process" && launch.network == "job") spec.netns = launch.netns;
-  const int64_t disk = launch.disk_bytes > 0 ? launch.disk_bytes : options_.default_task_disk;
+  if (launch.runtime == "process" && launch.network == "none") spec.own_netns = true;
+  // A limit past what the sandbox's file system holds would cap nothing (and
+  // no scratch image could be made that size): no task may ask for more than
+  // 90% of it.
+  int64_t disk = launch.disk_bytes > 0 ? launch.disk_bytes : options_.default_task_disk;
+  if (struct statvfs fs {}; disk > 0 && statvfs(sandbox_dir_.c_str(), &fs) == 0) {
+    disk = std::min<int64_t>(disk, static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize) / 10 * 9);
+  }
   std::vector<std::string> disk_dirs = {sandbox};
   if (launch.runtime != "process") {
     // Written first, so Release finds the container whatever happens next.

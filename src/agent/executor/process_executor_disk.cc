@@ -34,7 +34,9 @@ void ProcessExecutor::RewatchDisk(const std::string& key) {
 }
 
 void ProcessExecutor::StopForDisk(const std::string& key, int64_t used, int64_t limit) {
-  const std::string why = fmt::format("used {} of its {} disk limit", FormatBytes(used), FormatBytes(limit));
+  const std::string why =
+      used < 0 ? fmt::format("holds more files than its {} disk limit lets the agent measure", FormatBytes(limit))
+               : fmt::format("used {} of its {} disk limit", FormatBytes(used), FormatBytes(limit));
   spdlog::warn("agent: task {} {}: stopping it", key, why);
   // Before the stop: the exit the task's end writes is read with it.
   if (Status st = WriteFileAtomic(TaskDir(key) + "/" + kDiskStopFile, why, 0600); !st.ok()) {

@@ -6,7 +6,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,6 +234,40 @@ TEST_F(ProcessExecutorTest, ATaskCannotMakeUserNamespacesNorUseIoUring) {
   EXPECT_EQ(e.exit_code, 0) << log;
   EXPECT_NE(log.find("io_uring_setup -1 Operation not permitted\n"), std::string::npos) << log;
   EXPECT_NE(log.find("thread ran\nfork 0\n"), std::string::npos) << log;
+}
+
+// `network: none` on the process executor is a network of the task's own with
+// only its loopback: not the host's, where it would reach the node's services
+// and other jobs without the host-network grant.
+TEST_F(ProcessExecutorTest, ANetworkNoneTaskHasItsOwnLoopbackOnly) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root for a network namespace";
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no python3";
+  const int host = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(host, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(host, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(listen(host, 4), 0);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(getsockname(host, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const std::string port = std::to_string(ntohs(sa.sin_port));
+  const std::string script =
+      "import socket\n"
+      "try:\n"
+      "    socket.create_connection(('127.0.0.1', " + port + "), timeout=2); print('reached the host')\n"
+      "except OSError as e:\n"
+      "    print('refused', e.errno)\n"
+      "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+      "c = socket.create_connection(s.getsockname(), timeout=2); print('own loopback up')\n";
+  TaskLaunch none = Launch("7.9", {"/usr/bin/python3", "-c", script});
+  none.network = "none";
+  TaskExit e;
+  const std::string log = Run(none, &e);
+  close(host);
+  EXPECT_EQ(e.exit_code, 0) << log;
+  EXPECT_EQ(log.find("reached the host"), std::string::npos) << log;
+  EXPECT_NE(log.find("own loopback up"), std::string::npos) << log;
 }
 
 TEST_F(ProcessExecutorTest, ATaskCannotReadTheAgentsFilesNorAnotherUsersEnvironment) {

@@ -3,12 +3,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -167,6 +170,22 @@ void KillAndReapDescendants() {
 
 // In the task's child, still root: becomes the task's user for good. Returns
 // what went wrong, or "".
+// Brings up "lo" in the shim's (new) network namespace.
+std::string LoopbackUp() {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fmt::format("socket: {}", std::strerror(errno));
+  ifreq req{};
+  std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+  int rc = ioctl(fd, SIOCGIFFLAGS, &req);
+  if (rc == 0) {
+    req.ifr_flags |= IFF_UP;
+    rc = ioctl(fd, SIOCSIFFLAGS, &req);
+  }
+  const int err = errno;
+  close(fd);
+  return rc == 0 ? std::string() : fmt::format("cannot bring up the task's loopback: {}", std::strerror(err));
+}
+
 std::string DropPrivileges(const ShimSpec& spec) {
   const TaskIdentity& who = spec.identity;
   if (!who.switch_user) {
@@ -249,6 +268,11 @@ std::string BecomeTask(const ShimSpec& spec, std::vector<char*>& argv, std::vect
     }
     close(fd);
   }
+  if (spec.own_netns && geteuid() == 0) {  // a non-root agent isolates nothing (it warns at start)
+    // `network: none`: nothing but a loopback of its own, brought up.
+    if (unshare(CLONE_NEWNET) != 0) return fmt::format("cannot make the task's empty network: {}", std::strerror(errno));
+    if (std::string e = LoopbackUp(); !e.empty()) return e;
+  }
   if (std::string e = DropPrivileges(spec); !e.empty()) return e;
   // No setuid binary or file capability can give the task back what it dropped.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fmt::format("PR_SET_NO_NEW_PRIVS: {}", std::strerror(errno));
@@ -297,7 +321,8 @@ nlohmann::json ShimSpec::ToJson() const {
           {"cgroup_cpu_dir", cgroup_cpu_dir},
           {"cgroup_version", cgroup_version},
           {"memory_limit", memory_limit},
-          {"netns", netns}};
+          {"netns", netns},
+          {"own_netns", own_netns}};
 }
 
 ShimSpec ShimSpec::FromJson(const nlohmann::json& j) {
@@ -312,6 +337,7 @@ ShimSpec ShimSpec::FromJson(const nlohmann::json& j) {
   s.cgroup_version = j.value("cgroup_version", 1);  // a spec of an agent that knew only v1
   s.memory_limit = j.value("memory_limit", int64_t{0});
   s.netns = j.value("netns", "");
+  s.own_netns = j.value("own_netns", false);
   s.argv = j.at("argv").get<std::vector<std::string>>();
   s.env = j.at("env").get<std::map<std::string, std::string>>();
   s.working_dir = j.at("working_dir").get<std::string>();

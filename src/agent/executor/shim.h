@@ -55,6 +55,9 @@ struct ShimSpec {
   // The job's network namespace (a path) the task enters while still root;
   // "" = the shim's own (the process runtime; a container's is its runtime's).
   std::string netns;
+  // `network: none` for the process runtime: a new, empty namespace (its
+  // loopback only), made while still root.
+  bool own_netns = false;
 
   nlohmann::json ToJson() const;
   // Throws nlohmann::json::exception on a malformed spec.
