@@ -49,9 +49,15 @@ std::string ReadAt(const std::string& path, int64_t offset, size_t n) {
   return buf;
 }
 
-// A log file's bytes: from the server's disk, or from its archived copy.
+// A log file's bytes: from the server's disk, or from its archived copy;
+// also when the archiver moved it between the listing and this read (it
+// deletes the server's copy once archived), so a reader right after a job's
+// end never finds nothing.
 std::string ReadLog(Api& api, const LogFile& f, int64_t offset, size_t n) {
-  if (f.key.empty()) return ReadAt(f.path, offset, n);
+  if (!f.path.empty()) {
+    std::string got = ReadAt(f.path, offset, n);
+    if (!got.empty() || f.key.empty() || ::access(f.path.c_str(), F_OK) == 0) return got;
+  }
   auto reader = api.files->Open(f.key, {static_cast<uint64_t>(offset), n});
   if (!reader.ok()) return "";  // gone, or nothing past `offset`
   std::string buf(n, '\0');
@@ -94,7 +100,10 @@ std::vector<LogFile> ArchivedLogs(Api& api, int64_t job_id) {
 std::vector<LogFile> RankFiles(Api& api, LogStore* store, int64_t job_id, int rank) {
   std::vector<LogFile> out;
   std::vector<LogFile> all = store->List(job_id);
-  if (all.empty() && store == api.logs) all = ArchivedLogs(api, job_id);
+  if (store == api.logs) {
+    for (LogFile& f : all) f.key = fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, f.rank, f.attempt);
+    if (all.empty()) all = ArchivedLogs(api, job_id);
+  }
   for (LogFile& f : all) {
     if (rank < 0 || f.rank == rank) out.push_back(std::move(f));
   }

@@ -25,7 +25,7 @@ struct LogFile {
   int rank = 0;
   int attempt = 0;
   std::string path;
-  std::string key;  // when set (and path empty): the archived copy in the files store
+  std::string key;  // the archived copy in the files store: the one copy when path is empty, else where it goes
 };
 
 class LogStore {
