@@ -43,6 +43,20 @@ std::string JoinAndReduce(int port, int rank, const Options& o, float* sum) {
   return (*ctx)->AllReduce(sum, sum, 1, DataType::kFloat32, ReduceOp::kSum).ToString();
 }
 
+// Ranks 0 and 1 join through the store at `port` and all-reduce 1 + 2.
+void ExpectTwoRanksReduce(int port, const Options& o) {
+  std::string out[2];
+  float sum[2] = {0, 0};
+  std::thread r0([&] { out[0] = JoinAndReduce(port, 0, o, &sum[0]); });
+  std::thread r1([&] { out[1] = JoinAndReduce(port, 1, o, &sum[1]); });
+  r0.join();
+  r1.join();
+  EXPECT_EQ(out[0], "Ok");
+  EXPECT_EQ(out[1], "Ok");
+  EXPECT_EQ(sum[0], 3.0f);
+  EXPECT_EQ(sum[1], 3.0f);
+}
+
 TEST(StoreAuth, AStrangerCannotWriteARanksRecordBeforeTheRealRank) {
   TcpStoreServerOptions so;
   so.secret = kSecret;
@@ -68,16 +82,7 @@ TEST(StoreAuth, AStrangerCannotWriteARanksRecordBeforeTheRealRank) {
   // The real ranks form generation 1 and reduce.
   Options o = GroupOptions(kSecret);
   o.generation = 1;
-  std::string out[2];
-  float sum[2] = {0, 0};
-  std::thread r0([&] { out[0] = JoinAndReduce(server->port(), 0, o, &sum[0]); });
-  std::thread r1([&] { out[1] = JoinAndReduce(server->port(), 1, o, &sum[1]); });
-  r0.join();
-  r1.join();
-  EXPECT_EQ(out[0], "Ok");
-  EXPECT_EQ(out[1], "Ok");
-  EXPECT_EQ(sum[0], 3.0f);
-  EXPECT_EQ(sum[1], 3.0f);
+  ExpectTwoRanksReduce(server->port(), o);
   EXPECT_GE(server->stats().refused, 2u);
 }
 
@@ -223,16 +228,7 @@ TEST(StoreAuth, WithoutASecretEverythingRunsOpen) {
   (void)!write(raw, get.data(), get.size());
   EXPECT_EQ(ReadFor(raw, 300ms).first, EncodeStoreReply(kStoreOk, "v")) << "the open store did not answer";
   close(raw);
-  const Options o = GroupOptions("");
-  std::string out[2];
-  float sum[2] = {0, 0};
-  std::thread r0([&] { out[0] = JoinAndReduce(server->port(), 0, o, &sum[0]); });
-  std::thread r1([&] { out[1] = JoinAndReduce(server->port(), 1, o, &sum[1]); });
-  r0.join();
-  r1.join();
-  EXPECT_EQ(out[0], "Ok");
-  EXPECT_EQ(out[1], "Ok");
-  EXPECT_EQ(sum[1], 3.0f);
+  ExpectTwoRanksReduce(server->port(), GroupOptions(""));
   // A client with a secret will not trust a store that cannot prove one.
   auto strict = TcpStore::Connect("127.0.0.1", server->port(), 500ms, kSecret);
   ASSERT_FALSE(strict.ok());
