@@ -19,12 +19,28 @@ cd "$(dirname "$0")/.."
 
 DATA=$(mktemp -d /tmp/ringmaster-demo.XXXXXX)
 UP_PID=""
+ID=""
 cleanup() {
+  local rc=$?
+  set +e
   if [ -n "$UP_PID" ] && kill -0 "$UP_PID" 2>/dev/null; then
-    kill -TERM "$UP_PID" 2>/dev/null || true
-    wait "$UP_PID" 2>/dev/null || true
+    # A stopped server leaves running tasks running: a demo cut short ends its job first.
+    [ -n "$ID" ] && timeout 60 "$RM" --data "$DATA" cancel "$ID" > /dev/null 2>&1
+    kill -TERM "$UP_PID" 2>/dev/null
+    wait "$UP_PID" 2>/dev/null
   fi
-  if [ "${DEMO_CLEANUP:-0}" = 1 ]; then rm -rf "$DATA"; else echo "demo: its files stay in $DATA"; fi
+  if [ $rc -ne 0 ] && [ -f "$DATA/up.log" ]; then
+    echo "---- $DATA/up.log (last 40 lines)" >&2
+    tail -n 40 "$DATA/up.log" >&2
+  fi
+  if [ "${DEMO_CLEANUP:-0}" = 1 ]; then
+    # Jobs' network namespaces are mounts under the data dir.
+    findmnt -rn -o TARGET | grep "^$DATA/" | sort -r | while read -r m; do umount -l "$m"; done
+    rm -rf "$DATA"
+  else
+    echo "demo: its files stay in $DATA"
+  fi
+  exit $rc
 }
 trap cleanup EXIT
 

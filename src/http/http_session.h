@@ -484,8 +484,12 @@ class HttpSession : public SessionBase {
   // While a stream waits for its source, a client that hangs up is noticed at
   // once (a follower's place is freed), not at the next write. Bytes that do
   // arrive (a pipelined request) stay in the buffer for after the stream.
+  // The read has no deadline: Beast arms a read's timer when it starts, so
+  // one started under the header write's deadline would end the stream then.
+  // A client gone silent is found by the next keep-alive write's deadline.
   void WatchForHangUp() {
     watching_ = true;
+    Tcp().expires_never();
     self().stream().async_read_some(
         buffer_.prepare(4096), [self = self().shared_from_this()](beast::error_code ec, std::size_t n) {
           self->watching_ = false;

@@ -252,6 +252,56 @@ TEST(ServerSocketTest, ObsFoldIsRefused) {
   server.Stop();
 }
 
+// A streamed answer (a followed log) lasts as long as its source has more: the
+// write deadline bounds each write, never the stream. The hang-up watch's
+// read once kept the deadline armed when the headers went out, so every
+// follow broke after the write timeout (60 s) however lively it was.
+class TickSource final : public BodySource, public std::enable_shared_from_this<TickSource> {
+ public:
+  TickSource(Server& s, int ticks) : s_(s), left_(ticks) {}
+  void Pull(std::function<void(std::string, bool)> next) override {
+    s_.After(std::chrono::milliseconds(400), [self = shared_from_this(), next = std::move(next)] {
+      const int n = --self->left_;
+      next("tick " + std::to_string(n) + "\n", n == 0);
+    });
+  }
+
+ private:
+  Server& s_;
+  std::atomic<int> left_;
+};
+
+TEST(ServerSocketTest, AStreamedAnswerOutlivesTheWriteTimeout) {
+  ServerOptions o;
+  o.write_timeout = std::chrono::seconds(1);
+  Server server(o);
+  RouteOptions open;
+  open.authenticate = false;
+  server.Route("GET", "/follow", open, [&server](Request&, Responder respond) {
+    Response r;
+    r.content_type = "text/plain";
+    r.stream = std::make_shared<TickSource>(server, 6);  // 2.4 s in all
+    respond(std::move(r));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  int fd = Dial(server.port());
+  const std::string req = "GET /follow HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_GT(send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  std::string out;
+  char buf[1024];
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 5000) > 0) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_NE(out.find("tick 5\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("tick 0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\n0\r\n\r\n"), std::string::npos) << "no last chunk: " << out;
+  server.Stop();
+}
+
 // At the connection limit, silent connections make room: a flood of them
 // cannot keep a real client (an agent's heartbeat, say) out.
 TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {
