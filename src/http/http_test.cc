@@ -252,6 +252,23 @@ TEST(ServerSocketTest, ObsFoldIsRefused) {
   server.Stop();
 }
 
+// Sends `req` on a new connection and returns all that comes back until the
+// server closes it (or says nothing for 5 s).
+std::string AskAndReadToClose(int port, const std::string& req) {
+  int fd = Dial(port);
+  EXPECT_GT(send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
+  std::string out;
+  char buf[1024];
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 5000) > 0) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 // A streamed answer (a followed log) lasts as long as its source has more: the
 // write deadline bounds each write, never the stream. The hang-up watch's
 // read once kept the deadline armed when the headers went out, so every
@@ -284,18 +301,7 @@ TEST(ServerSocketTest, AStreamedAnswerOutlivesTheWriteTimeout) {
     respond(std::move(r));
   });
   ASSERT_TRUE(server.Start().ok());
-  int fd = Dial(server.port());
-  const std::string req = "GET /follow HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_GT(send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
-  std::string out;
-  char buf[1024];
-  pollfd p{fd, POLLIN, 0};
-  while (poll(&p, 1, 5000) > 0) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  const std::string out = AskAndReadToClose(server.port(), "GET /follow HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(out.find("tick 5\n"), std::string::npos) << out;
   EXPECT_NE(out.find("tick 0\n"), std::string::npos) << out;
   EXPECT_NE(out.find("\r\n0\r\n\r\n"), std::string::npos) << "no last chunk: " << out;
@@ -319,18 +325,8 @@ TEST(ServerSocketTest, SilentConnectionsMakeRoomAtTheLimit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   for (int round = 0; round < 3; ++round) {
-    int fd = dial();
-    const std::string req = "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    ASSERT_GT(send(fd, req.data(), req.size(), MSG_NOSIGNAL), 0);
-    std::string out;
-    char buf[1024];
-    pollfd p{fd, POLLIN, 0};
-    while (poll(&p, 1, 5000) > 0) {
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    close(fd);
+    const std::string out =
+        AskAndReadToClose(server.port(), "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << "round " << round << ": " << out;
   }
   for (int fd : silent) close(fd);
