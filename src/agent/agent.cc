@@ -89,6 +89,7 @@ Agent::~Agent() { Stop(); }
 void Agent::Start() {
   Open();
   StartLabTunnel();
+  detach_thread_ = std::thread([this] { DetachLoop(); });
   sync_thread_ = std::thread([this] { SyncLoop(); });
   tick_thread_ = std::thread([this] { TickLoop(); });
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
@@ -148,6 +149,14 @@ void Agent::Stop() {
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (sample_thread_.joinable()) sample_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
+  if (detach_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(detach_mu_);
+      detach_stop_ = true;
+      detach_cv_.notify_all();
+    }
+    detach_thread_.join();
+  }
   if (lab_tunnel_) lab_tunnel_->Stop();
   std::map<TaskRef, Worker> workers;
   std::vector<Worker> zombies;
@@ -220,6 +229,7 @@ void Agent::Reconcile(const std::vector<protocol::Assignment>& assignments) {
       ever_assigned_ = true;
       LocalTask t;
       t.ref = ref;
+      t.times.assigned = SteadyMs();
       if (stop) {
         t.exit = TaskExit{-1, 0, "stopped before it started"};
         t.files_done = true;
@@ -277,6 +287,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     if (launch.runtime == "process") launch.env = BaseEnv();
     for (const auto& [k, v] : a.env) launch.env[k] = v;
     if (auto refused = PrepareNetwork(key, a, &launch)) return refused;
+    t->times.network = SteadyMs();
     const protocol::TaskLimits& l = a.limits;
     launch.limits.cpu_milli = l.cpu_milli;
     launch.limits.memory_bytes = l.memory_bytes;
@@ -334,6 +345,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     spdlog::warn("agent: task {}: staging its files failed: {}", key, plan.status().ToString());
     return TaskExit{-1, 0, "staging the job's files: " + plan.status().message()};
   }
+  t->times.planned = SteadyMs();
   t->job_id = plan->job_id;
   t->outputs = plan->outputs;
   t->gpus = a.gpus;
@@ -372,6 +384,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     spdlog::warn("agent: task {} failed to start: {}", key, st.ToString());
     return TaskExit{-1, 0, st.message()};
   }
+  t->times.started = SteadyMs();
   spdlog::info("agent: started task {} (job {} rank {}) as {} with {}{}{}", key, a.job_id, a.rank,
                launch.identity.Describe(), launch.runtime,
                launch.image.name.empty() ? "" : " (image " + launch.image.name + "@" + launch.image.digest.substr(0, 12) + ")",
@@ -429,6 +442,7 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
     it->second.job_id = t.job_id;
     it->second.outputs = t.outputs;
     it->second.gpus = t.gpus;
+    it->second.times = t.times;
     if (!running_) {
       // The agent is stopping: the next one re-adopts what started, and the
       // server assigns again what did not.
@@ -457,8 +471,13 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
   if (auto text = ReadFile(SyncedPath(ref)); text.ok()) synced = *text;
   int failures = 0;
   auto retry_at = std::chrono::steady_clock::now();
-  // The moment it ends, the tick is woken to collect its exit (not a tick later).
+  // The moment it ends, its thread collects its exit and uploads what it
+  // left, then wakes the tick to report it: no tick polls it meanwhile.
   UniqueFd exit_fd(executor_->ExitFd(key));
+  if (exit_fd) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = tasks_.find(ref); it != tasks_.end()) it->second.exit_watched = true;
+  }
   // While it runs: each new checkpoint, as soon as `latest` names it.
   while (true) {
     bool exited = false;
@@ -466,7 +485,15 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
       pollfd p{exit_fd.get(), POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(options_.checkpoint_poll.count())) > 0) {
         exit_fd = UniqueFd();
+        std::optional<TaskExit> exit = executor_->Poll(key);
         std::lock_guard<std::mutex> l(mu_);
+        if (auto it = tasks_.find(ref); it != tasks_.end()) {
+          it->second.exit_watched = false;  // the tick polls it from now on, if it has not ended
+          if (exit && !it->second.exit) {
+            it->second.exit = exit;
+            it->second.times.exited = SteadyMs();
+          }
+        }
         kick_ = true;
         cv_.notify_all();
       }
@@ -509,6 +536,7 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
     it->second.exit->message += (it->second.exit->message.empty() ? "" : "; ") + failed;
   }
   it->second.files_done = true;
+  it->second.times.uploaded = SteadyMs();
   kick_ = true;  // report the exit now, not a tick later: peers' reports race with it
   cv_.notify_all();
 }
@@ -564,68 +592,178 @@ void Agent::TickLoop() {
 void Agent::Tick() {
   int64_t budget = options_.ship_bytes_per_tick;
   std::vector<TaskRef> refs;
+  std::vector<std::pair<TaskRef, std::string>> phases;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const auto& [r, t] : tasks_) refs.push_back(r);
+    phases.swap(phases_);
   }
-  for (const auto& ref : refs) {
-    const std::string key = ref.Key();
+  // Every report of this tick goes in one call: phases first (they happened
+  // before), then starts and exits.
+  enum class Sent { kNothing, kRunning, kExited };
+  struct Round {
+    TaskRef ref;
     LocalTask t;
     uint64_t replies_before = 0;  // replies seen before this round's reports
+    bool had_exit = false;
+    Sent sent = Sent::kNothing;
+    size_t report = 0;  // its place in the batch
+  };
+  std::vector<Round> rounds;
+  protocol::TaskReports batch;
+  const int64_t node = node_id_;
+  if (node != 0) {
+    for (const auto& [ref, phase] : phases) {
+      batch.reports.push_back({ref.task_id, {node, ref.attempt, "", std::nullopt, phase}});
+    }
+  }
+  for (const auto& ref : refs) {
+    Round r{ref};
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = tasks_.find(ref);
       if (it == tasks_.end()) continue;
-      t = it->second;
-      replies_before = replies_;
+      r.t = it->second;
+      r.replies_before = replies_;
     }
+    LocalTask& t = r.t;
     if (!t.launched && !t.exit) continue;  // still staging
-    const bool had_exit = t.exit.has_value();
-    if (!t.exit) t.exit = executor_->Poll(key);
+    r.had_exit = t.exit.has_value();
+    // A task whose thread watches its exit is polled once a second (a safety
+    // net), or on every tick while being stopped (Poll sends the SIGKILL when due).
+    const int64_t now = SteadyMs();
+    if (!t.exit && (!t.exit_watched || t.stop_sent || now - t.polled_ms >= 1000)) {
+      t.exit = executor_->Poll(ref.Key());
+      t.polled_ms = now;
+      if (t.exit) t.times.exited = now;
+    }
     bool all_shipped = true;
     if (t.launched) {
-      all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped, &budget);
-      all_shipped = node_id_ != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped, &budget) && all_shipped;
+      all_shipped = node != 0 && ShipOutput(TaskOutput::kLog, t, &t.shipped, &budget);
+      all_shipped = node != 0 && ShipOutput(TaskOutput::kMetrics, t, &t.metrics_shipped, &budget) && all_shipped;
     }
-    bool stale = false, done = false;
-    if (node_id_ != 0 && !t.reported_running && !t.exit) {
-      t.reported_running = Report(t, "running", &stale);
+    if (node != 0 && !t.reported_running && !t.exit) {
+      r.sent = Sent::kRunning;
+    } else if (node != 0 && t.exit && all_shipped && t.files_done) {
+      // An exit is reported once its output is shipped and its files uploaded.
+      r.sent = Sent::kExited;
+    }
+    if (r.sent != Sent::kNothing) {
+      r.report = batch.reports.size();
+      protocol::TaskStatusReport st{node, ref.attempt, r.sent == Sent::kRunning ? "running" : "exited", std::nullopt, ""};
+      if (r.sent == Sent::kExited) st.exit = protocol::TaskExitInfo{t.exit->exit_code, t.exit->signal, t.exit->message};
+      batch.reports.push_back({ref.task_id, std::move(st)});
+    }
+    rounds.push_back(std::move(r));
+  }
+  const std::vector<protocol::TaskReportResult> results = SendReports(batch);
+  std::vector<std::string> released;
+  for (Round& r : rounds) {
+    LocalTask& t = r.t;
+    const std::string key = r.ref.Key();
+    bool stale = false, accepted = false;
+    if (r.sent != Sent::kNothing && r.report < results.size()) {
+      const protocol::TaskReportResult& res = results[r.report];
+      accepted = res.code.empty();
+      stale = res.code == "FailedPrecondition" || res.code == "NotFound";
+      if (stale) spdlog::info("agent: task {} is stale: {}", key, res.message);
+    }
+    if (r.sent == Sent::kRunning) {
+      t.reported_running = accepted;
       if (stale) {
         (void)executor_->Stop(key, std::chrono::seconds(5));
         t.stop_sent = true;
       }
     }
-    // An exit is reported once its output is shipped and its files uploaded.
-    if (t.exit && all_shipped && t.files_done) done = Report(t, "exited", &stale) || stale;
-    if (t.exit && stale && !done) done = true;
+    const bool done = t.exit && (r.sent == Sent::kExited ? accepted || stale : stale);
     {
       std::lock_guard<std::mutex> l(mu_);
-      auto it = tasks_.find(ref);
+      auto it = tasks_.find(r.ref);
       if (it == tasks_.end()) continue;
       LocalTask& cur = it->second;  // its thread may have changed it meanwhile: only what Tick owns is written
-      if (!cur.exit && t.exit) cur.exit = t.exit;
+      if (!cur.exit && t.exit) {
+        cur.exit = t.exit;
+        cur.times.exited = t.times.exited;
+      }
+      cur.polled_ms = t.polled_ms;
       cur.shipped = t.shipped;
       cur.metrics_shipped = t.metrics_shipped;
       cur.reported_running = t.reported_running;
       cur.metrics_refused = t.metrics_refused;
       cur.stop_sent = cur.stop_sent || t.stop_sent;
       if (done) {
-        executor_->Release(key);
         // A reply that may predate the report could still list the task: guard
         // against restarting it, unless a later reply has already dropped it.
-        if (cur.unlisted_at <= replies_before) released_.insert(ref);
+        if (cur.unlisted_at <= r.replies_before) released_.insert(r.ref);
         tasks_.erase(it);
-        if (auto w = workers_.find(ref); w != workers_.end()) {
+        if (auto w = workers_.find(r.ref); w != workers_.end()) {
           zombies_.push_back(std::move(w->second));  // its thread sees the task gone and returns
           workers_.erase(w);
         }
-        ::unlink(SyncedPath(ref).c_str());
+        ::unlink(SyncedPath(r.ref).c_str());
+        released.push_back(key);
+        LogTimeline(key, cur.times);
       }
     }
-    if (done) Detach(key);  // outside mu_: it runs tools, and may wait on the overlay's lock
-    if ((!had_exit && t.exit) || done) cv_.notify_all();  // its thread uploads what it left, or ends
+    if ((!r.had_exit && t.exit) || done) cv_.notify_all();  // its thread uploads what it left, or ends
+  }
+  // Its files, cgroups, namespace, ports and flows go on the janitor's
+  // thread: removing them takes a while, and no report waits for it.
+  if (!released.empty() && !detach_thread_.joinable()) {
+    for (const std::string& key : released) Release(key);  // stepped by a test: no janitor
+  } else if (!released.empty()) {
+    std::lock_guard<std::mutex> l(detach_mu_);
+    for (std::string& key : released) detach_queue_.push_back(std::move(key));
+    detach_cv_.notify_all();
   }
   ReapWorkers();
+}
+
+// Each step's own length, ms: `bench/node_launch` reads these.
+void Agent::LogTimeline(const std::string& key, const LocalTask::Timeline& t) const {
+  if (t.assigned == 0 || t.started == 0 || !spdlog::should_log(spdlog::level::debug)) return;
+  const int64_t now = SteadyMs();
+  const int64_t exited = t.exited ? t.exited : now, uploaded = std::max(t.uploaded, exited);
+  spdlog::debug("agent: task {} launch timeline: network={} plan={} start={} run={} upload={} report={}", key,
+                t.network - t.assigned, t.planned - t.network, t.started - t.planned, exited - t.started,
+                uploaded - exited, now - uploaded);
+}
+
+std::vector<protocol::TaskReportResult> Agent::SendReports(const protocol::TaskReports& batch) {
+  std::vector<protocol::TaskReportResult> results;
+  if (abandoned_ || batch.reports.empty()) return results;
+  for (size_t from = 0; from < batch.reports.size(); from += protocol::kMaxReportsPerBody) {
+    protocol::TaskReports part;
+    const size_t to = std::min(batch.reports.size(), from + protocol::kMaxReportsPerBody);
+    part.reports.assign(batch.reports.begin() + static_cast<std::ptrdiff_t>(from),
+                        batch.reports.begin() + static_cast<std::ptrdiff_t>(to));
+    auto reply = control_->ReportStatuses(node_id_, part, kCallTimeout);
+    if (!reply.ok()) {
+      // None of these recorded: the starts and exits go again next tick (phases are best effort).
+      spdlog::debug("agent: reports: {}", reply.status().ToString());
+      break;
+    }
+    for (auto& r : reply->results) results.push_back(std::move(r));
+  }
+  return results;
+}
+
+void Agent::Release(const std::string& key) {
+  executor_->Release(key);
+  Detach(key);
+}
+
+void Agent::DetachLoop() {
+  std::unique_lock<std::mutex> l(detach_mu_);
+  while (true) {
+    detach_cv_.wait(l, [this] { return !detach_queue_.empty() || detach_stop_; });
+    if (detach_queue_.empty()) return;  // stopping, with nothing left
+    std::string key = std::move(detach_queue_.front());
+    detach_queue_.pop_front();
+    l.unlock();
+    Release(key);
+    l.lock();
+  }
 }
 
 bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget) {
@@ -667,24 +805,10 @@ bool Agent::ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t*
   return false;
 }
 
-bool Agent::Report(const LocalTask& t, const char* state, bool* stale) {
-  if (abandoned_) return false;
-  protocol::TaskStatusReport report{node_id_.load(), t.ref.attempt, state, std::nullopt, ""};
-  if (t.exit) report.exit = protocol::TaskExitInfo{t.exit->exit_code, t.exit->signal, t.exit->message};
-  Status res = control_->ReportStatus(t.ref.task_id, report, kCallTimeout);
-  if (res.ok()) return true;
-  auto code = res.code();
-  if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound) {
-    *stale = true;
-    spdlog::info("agent: task {} is stale: {}", t.ref.Key(), res.message());
-  }
-  return false;
-}
-
-// An older server refuses it (no state it knows): the task runs all the same.
+// Rides on the next tick's reports; an older server refuses it (no state it knows): the task runs all the same.
 void Agent::ReportPhase(const LocalTask& t, const char* phase) {
-  if (abandoned_) return;
-  (void)control_->ReportStatus(t.ref.task_id, {node_id_.load(), t.ref.attempt, "", std::nullopt, phase}, kCallTimeout);
+  std::lock_guard<std::mutex> l(mu_);
+  phases_.emplace_back(t.ref, phase);
 }
 
 }  // namespace ringmaster::agent

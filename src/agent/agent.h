@@ -177,6 +177,15 @@ class Agent {
     int64_t shipped = 0;           // bytes of the log the server has
     int64_t metrics_shipped = 0;   // bytes of the metrics file the server has
     std::shared_ptr<LayerLease> layers;  // a registry image's layers, held while it runs
+    // Its exit is watched by its thread (the executor's exit fd): the tick
+    // polls it only now and then (polled_ms), or while it is being stopped.
+    bool exit_watched = false;
+    int64_t polled_ms = 0;
+    // The launch's timeline (steady ms; 0: not reached), logged when its exit
+    // is recorded (debug: "launch timeline").
+    struct Timeline {
+      int64_t assigned = 0, network = 0, planned = 0, started = 0, exited = 0, uploaded = 0;
+    } times;
   };
 
   void SyncLoop();
@@ -203,12 +212,18 @@ class Agent {
   // Ships what is new of a task's log or metrics, within *budget bytes (which
   // it lowers); true once everything there is to ship is shipped.
   bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget);
-  // Reports `state` ("running"/"exited"). false: try again later.
-  // Sets *stale when the server no longer wants this attempt.
-  bool Report(const LocalTask& t, const char* state, bool* stale);
+  // A tick's reports in one call (or a few, past protocol::kMaxReportsPerBody):
+  // a result per report, fewer when a call failed (those go again next tick).
+  std::vector<protocol::TaskReportResult> SendReports(const protocol::TaskReports& batch);
+  void LogTimeline(const std::string& key, const LocalTask::Timeline& t) const;
   // Tells the server the task is "staging", "pulling", "starting" or
-  // "uploading" (its timeline); best effort: nothing waits on it.
+  // "uploading" (its timeline), with the next tick's reports; best effort.
   void ReportPhase(const LocalTask& t, const char* phase);
+  // The janitor's thread: what a reported task held (its files and cgroups,
+  // Release; its network, Detach), off the tick's path; drains its queue
+  // before Stop returns.
+  void DetachLoop();
+  void Release(const std::string& key);
   // The monitor's sampling: the node (NodeSampler) and each running task's
   // cgroup, every sample_interval, queued for the next heartbeat.
   void SampleLoop();
@@ -279,6 +294,12 @@ class Agent {
   std::set<TaskRef> released_;
   uint64_t replies_ = 0;  // GUARDED_BY(mu_): assignment replies reconciled
   bool kick_ = false;     // GUARDED_BY(mu_): a task's thread asks for a tick now
+  std::vector<std::pair<TaskRef, std::string>> phases_;  // GUARDED_BY(mu_): for the next tick's reports
+  std::mutex detach_mu_;
+  std::condition_variable detach_cv_;
+  std::deque<std::string> detach_queue_;  // GUARDED_BY(detach_mu_): keys of reported tasks, to release
+  bool detach_stop_ = false;              // GUARDED_BY(detach_mu_)
+  std::thread detach_thread_;
   std::thread sync_thread_, tick_thread_, heartbeat_thread_, sample_thread_, fence_thread_;
   std::mutex net_mu_;
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up

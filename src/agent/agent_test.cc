@@ -71,11 +71,17 @@ class FakeServer {
                           .dump(),
                       "application/json");
     });
-    http_.Post(R"(/api/v1/agent/tasks/(\d+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
+    // A tick's reports, each recorded.
+    http_.Post("/api/v1/agent/nodes/1/reports", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
-      reports_.push_back({std::stoll(req.matches[1]), Read<protocol::TaskStatusReport>(req.body)});
+      protocol::TaskReportsReply reply;
+      for (const protocol::TaskReport& r : Read<protocol::TaskReports>(req.body).reports) {
+        reports_.push_back({r.task_id, r.status});
+        reply.results.emplace_back();
+      }
+      ++report_calls_;
       cv_.notify_all();
-      res.set_content("{}", "application/json");
+      res.set_content(protocol::ToJson(reply).dump(), "application/json");
     });
     port_ = http_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { http_.listen_after_bind(); });
@@ -134,6 +140,7 @@ class FakeServer {
   bool closed_ = false;
   std::vector<protocol::Assignment> tasks_;
   std::vector<Report> reports_;
+  size_t report_calls_ = 0;
 
  public:
   std::vector<int64_t> plans() {

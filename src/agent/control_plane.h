@@ -27,8 +27,10 @@ class ControlPlane {
   // change or `wait` has passed.
   virtual StatusOr<protocol::Assignments> PollAssignments(int64_t node_id, uint64_t index, std::chrono::seconds wait,
                                                           std::chrono::milliseconds timeout) = 0;
-  virtual Status ReportStatus(int64_t task_id, const protocol::TaskStatusReport& report,
-                              std::chrono::milliseconds timeout) = 0;
+  // A tick's reports in one call: a result per report, in order (the
+  // server's code name and message; "" = recorded). An error: none recorded.
+  virtual StatusOr<protocol::TaskReportsReply> ReportStatuses(int64_t node_id, const protocol::TaskReports& reports,
+                                                              std::chrono::milliseconds timeout) = 0;
   virtual StatusOr<protocol::ShipReply> ShipOutput(const protocol::OutputChunk& chunk,
                                                    std::chrono::milliseconds timeout) = 0;
   // Ends the calls in flight (a long poll) and fails later ones: the agent is stopping.

@@ -44,10 +44,16 @@ StatusOr<protocol::Assignments> HttpControlPlane::PollAssignments(int64_t node_i
       fmt::format("/api/v1/agent/nodes/{}/assignments?index={}&wait={}", node_id, index, wait.count()), ReportCall(timeout)));
 }
 
-Status HttpControlPlane::ReportStatus(int64_t task_id, const protocol::TaskStatusReport& report,
-                                      std::chrono::milliseconds timeout) {
-  return api_.Post(fmt::format("/api/v1/agent/tasks/{}/status", task_id), protocol::ToJson(report), ReportCall(timeout))
-      .status();
+StatusOr<protocol::TaskReportsReply> HttpControlPlane::ReportStatuses(int64_t node_id,
+                                                                      const protocol::TaskReports& reports,
+                                                                      std::chrono::milliseconds timeout) {
+  auto reply = Read<protocol::TaskReportsReply>(
+      api_.Post(fmt::format("/api/v1/agent/nodes/{}/reports", node_id), protocol::ToJson(reports), ReportCall(timeout)));
+  if (reply.ok() && reply->results.size() != reports.reports.size()) {
+    return Unavailable(fmt::format("the server answered {} reports with {} results", reports.reports.size(),
+                                   reply->results.size()));
+  }
+  return reply;
 }
 
 StatusOr<protocol::ShipReply> HttpControlPlane::ShipOutput(const protocol::OutputChunk& chunk,

@@ -141,8 +141,11 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
   agent::ProcessExecutorOptions& e = setup.executor;
   e.state_dir = data;
   e.sandbox_root = f.sandbox_root.empty() ? "" : std::filesystem::absolute(f.sandbox_root).lexically_normal().string();
-  e.shim_binary = SelfExe();
-  e.runtime_from = e.shim_binary;
+  // The shim starts once per task: its own small binary when installed beside
+  // this one (it loads a few libraries, not all of ours), else `ringmaster shim`.
+  e.runtime_from = SelfExe();
+  const std::string small_shim = (std::filesystem::path(e.runtime_from).parent_path() / "ringmaster-shim").string();
+  e.shim_binary = access(small_shim.c_str(), X_OK) == 0 ? small_shim : e.runtime_from;
   auto cap = ParseBytes(f.max_log_size);
   if (!cap || *cap < 0) Die("--max-log-size: \"" + f.max_log_size + "\" is not a size (e.g. 64Mi; 0 = no cap)");
   e.max_log_bytes = *cap;
@@ -189,7 +192,7 @@ AgentSetup MakeAgentOptions(const NodeFlags& f, const std::string& server, const
       if (!runc.ok()) Die("--executors: " + runc.status().message());
       e.runtimes["runc"] = std::make_shared<agent::RuncRuntime>(*runc, data + "/runc", scratch);
     } else if (name == "docker") {
-      auto d = std::make_shared<agent::DockerRuntime>(f.docker_socket, e.shim_binary);
+      auto d = std::make_shared<agent::DockerRuntime>(f.docker_socket, e.runtime_from);
       if (Status st = d->Check(); !st.ok()) Die("--executors: " + st.message() + " (--docker-socket " + f.docker_socket + ")");
       e.runtimes["docker"] = d;
     } else {

@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/crypto.h"
 
 namespace ringmaster {
 
@@ -34,10 +34,33 @@ Status WriteAll(int fd, const char* data, size_t n, const std::string& what) {
   return Status::Ok();
 }
 
+namespace {
+
+// A temp name's random part, from the kernel: no crypto library, so the
+// shim (which writes files on every task's start) never loads one.
+std::string TempTag() {
+  unsigned char b[6] = {};
+  size_t got = 0;
+  while (got < sizeof b) {
+    const ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR) break;  // O_EXCL below still refuses a name in use
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : b) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<NewTempFile> CreateTempBeside(const std::string& path, const std::string& suffix, int mode) {
   for (int attempt = 0;; ++attempt) {
     NewTempFile t;
-    t.path = path + suffix + RandomHex(6);
+    t.path = path + suffix + TempTag();
     t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (t.fd >= 0) return t;
     if (errno != EEXIST || attempt >= 8) return FileError("create " + t.path, errno);

@@ -306,6 +306,49 @@ Status FromJson(const json& j, TaskStatusReport* out, const std::string& path) {
   return f.String("phase", &out->phase);
 }
 
+json ToJson(const TaskReports& m) {
+  json reports = json::array();
+  for (const TaskReport& r : m.reports) {
+    json one = ToJson(r.status);
+    one["task_id"] = r.task_id;
+    reports.push_back(std::move(one));
+  }
+  return {{"reports", std::move(reports)}};
+}
+
+Status FromJson(const json& j, TaskReports* out, const std::string& path) {
+  RM_RETURN_IF_ERROR(ExpectObject(j, path));
+  FieldReader f(j, path);
+  RM_RETURN_IF_ERROR(ReadList(f, "reports", Need::kRequired, &out->reports,
+                              [](const json& e, const std::string& p, TaskReport* r) {
+                                RM_RETURN_IF_ERROR(FromJson(e, &r->status, p));
+                                return FieldReader(e, p).Int("task_id", &r->task_id, Need::kRequired);
+                              }));
+  if (out->reports.size() > kMaxReportsPerBody) {
+    return InvalidArgument(fmt::format("{}.reports: at most {} in one body", path, kMaxReportsPerBody));
+  }
+  return Status::Ok();
+}
+
+json ToJson(const TaskReportsReply& m) {
+  json results = json::array();
+  for (const TaskReportResult& r : m.results) {
+    results.push_back(r.code.empty() ? json::object() : json{{"code", r.code}, {"message", r.message}});
+  }
+  return {{"results", std::move(results)}};
+}
+
+Status FromJson(const json& j, TaskReportsReply* out, const std::string& path) {
+  RM_RETURN_IF_ERROR(ExpectObject(j, path));
+  return ReadList(FieldReader(j, path), "results", Need::kRequired, &out->results,
+                  [](const json& e, const std::string& p, TaskReportResult* r) {
+                    RM_RETURN_IF_ERROR(ExpectObject(e, p));
+                    FieldReader f(e, p);
+                    RM_RETURN_IF_ERROR(f.String("code", &r->code));
+                    return f.String("message", &r->message);
+                  });
+}
+
 json ToJson(const ShipReply& m) { return {{"size", m.size}}; }
 
 Status FromJson(const json& j, ShipReply* out, const std::string& path) {

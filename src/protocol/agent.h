@@ -23,7 +23,9 @@ namespace ringmaster::protocol {
 // never ahead of it (docs/install.md, "Versions").
 // 1: agents send no version and fence at 70% of the register reply's lease_ms.
 // 2: agents fence at its fence_after_ms, and list the tasks they hold when they register.
-inline constexpr int kAgentProtocol = 2;
+// 3: agents send a tick's reports together (TaskReports), and skip the staging
+//    plan of a task whose assignment says it has no files (Assignment::files).
+inline constexpr int kAgentProtocol = 3;
 inline constexpr int kMinAgentProtocol = 1;
 
 // A GPU as the agent registers it; the server keeps the fields given.
@@ -169,6 +171,33 @@ struct TaskStatusReport {
   bool operator==(const TaskStatusReport&) const = default;
 };
 
+// POST /api/v1/agent/nodes/{id}/reports: every report of one agent tick, in
+// the order they happened (a task's phases before its start, its start
+// before its exit), recorded in one transaction. The answer has one result
+// per report, in the same order. Agents of protocol 3 send these; the
+// per-task route above stays for agents one release behind.
+inline constexpr size_t kMaxReportsPerBody = 1000;
+struct TaskReport {
+  int64_t task_id = 0;
+  TaskStatusReport status;
+  bool operator==(const TaskReport&) const = default;
+};
+struct TaskReports {
+  std::vector<TaskReport> reports;
+  bool operator==(const TaskReports&) const = default;
+};
+// code "": recorded; else the error's code name (FailedPrecondition: not this
+// node's attempt any more; NotFound: no such task) and its message.
+struct TaskReportResult {
+  std::string code;
+  std::string message;
+  bool operator==(const TaskReportResult&) const = default;
+};
+struct TaskReportsReply {
+  std::vector<TaskReportResult> results;
+  bool operator==(const TaskReportsReply&) const = default;
+};
+
 // POST /api/v1/agent/tasks/{id}/{logs,metrics}?attempt=A&offset=O: bytes of
 // a task's output appended at an offset (safe to resend); the body is raw.
 enum class OutputKind { kLogs, kMetrics };
@@ -195,6 +224,8 @@ nlohmann::json ToJson(const HeartbeatReply& m);
 nlohmann::json ToJson(const Assignment& m);
 nlohmann::json ToJson(const Assignments& m);
 nlohmann::json ToJson(const TaskStatusReport& m);
+nlohmann::json ToJson(const TaskReports& m);
+nlohmann::json ToJson(const TaskReportsReply& m);
 nlohmann::json ToJson(const ShipReply& m);
 
 // Each reads a message; InvalidArgument naming the field ("<path>.field: ...").
@@ -207,6 +238,8 @@ Status FromJson(const nlohmann::json& j, HeartbeatReply* out, const std::string&
 Status FromJson(const nlohmann::json& j, Assignment* out, const std::string& path = "assignment");
 Status FromJson(const nlohmann::json& j, Assignments* out, const std::string& path = "assignments");
 Status FromJson(const nlohmann::json& j, TaskStatusReport* out, const std::string& path = "status");
+Status FromJson(const nlohmann::json& j, TaskReports* out, const std::string& path = "reports");
+Status FromJson(const nlohmann::json& j, TaskReportsReply* out, const std::string& path = "reports_reply");
 Status FromJson(const nlohmann::json& j, ShipReply* out, const std::string& path = "ship_reply");
 
 // FromJson into a fresh T.

@@ -284,6 +284,45 @@ StatusOr<protocol::Assignments> AgentService::WaitAssignments(int64_t node_id, u
 }
 
 Status AgentService::ReportStatus(const store::Task& task, const protocol::TaskStatusReport& b) {
+  RM_ASSIGN_OR_RETURN(TaskReport r, ReadReport(task, b));
+  return d_.jobs->ReportTask(task.id, r);
+}
+
+protocol::TaskReportsReply AgentService::ReportStatuses(const store::Node& node, const protocol::TaskReports& batch) {
+  protocol::TaskReportsReply reply;
+  reply.results.resize(batch.reports.size());
+  std::vector<std::pair<int64_t, TaskReport>> valid;
+  std::vector<size_t> where;  // valid[i] answers batch.reports[where[i]]
+  auto refuse = [&](size_t i, const Status& st) { reply.results[i] = {StatusCodeName(st.code()), st.message()}; };
+  for (size_t i = 0; i < batch.reports.size(); ++i) {
+    const protocol::TaskReport& one = batch.reports[i];
+    auto task = d_.store->GetTask(one.task_id);
+    if (!task.ok()) {
+      refuse(i, task.status());
+      continue;
+    }
+    // Each report is fenced by its node as the single route's are: a node
+    // reports on its own tasks only.
+    if (task->node_id != node.id) {
+      refuse(i, FailedPrecondition(fmt::format("task {} is not assigned to node {}", task->id, node.name)));
+      continue;
+    }
+    auto r = ReadReport(*task, one.status);
+    if (!r.ok()) {
+      refuse(i, r.status());
+      continue;
+    }
+    valid.emplace_back(task->id, std::move(*r));
+    where.push_back(i);
+  }
+  std::vector<Status> done = d_.jobs->ReportTasks(valid);
+  for (size_t k = 0; k < done.size(); ++k) {
+    if (!done[k].ok()) refuse(where[k], done[k]);
+  }
+  return reply;
+}
+
+StatusOr<TaskReport> AgentService::ReadReport(const store::Task& task, const protocol::TaskStatusReport& b) {
   TaskReport r;
   r.node_id = task.node_id;
   RM_RETURN_IF_ERROR(InRange("attempt", b.attempt, 0, INT32_MAX));
@@ -300,7 +339,7 @@ Status AgentService::ReportStatus(const store::Task& task, const protocol::TaskS
                                        b.phase.substr(0, 40)));
   }
   r.phase = b.phase;
-  return d_.jobs->ReportTask(task.id, r);
+  return r;
 }
 
 StatusOr<protocol::ShipReply> AgentService::ShipOutput(const store::Task& task, const protocol::OutputChunk& c,

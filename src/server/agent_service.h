@@ -43,6 +43,9 @@ class AgentService {
   StatusOr<protocol::Assignments> WaitAssignments(int64_t node_id, uint64_t index, std::chrono::milliseconds wait);
   // REQUIRES: `task` is on the caller's node.
   Status ReportStatus(const store::Task& task, const protocol::TaskStatusReport& report);
+  // A node's reports of one tick (REQUIRES: `node` is the caller's), in one
+  // transaction; a result per report. A report on another node's task is refused.
+  protocol::TaskReportsReply ReportStatuses(const store::Node& node, const protocol::TaskReports& batch);
   // Appends a piece of output for the task's current attempt (FailedPrecondition
   // for another attempt, or once the task has ended).
   // `chunk.data` is left empty by the routes: the bytes are `data` (not copied).
@@ -54,6 +57,8 @@ class AgentService {
 
  private:
   StatusOr<std::optional<protocol::Overlay>> OverlayOf(int64_t node_id);
+  // A report as the job service takes it; InvalidArgument naming the field.
+  StatusOr<TaskReport> ReadReport(const store::Task& task, const protocol::TaskStatusReport& report);
 
   const AgentServiceDeps d_;
 };

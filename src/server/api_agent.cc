@@ -42,6 +42,9 @@ struct Poll {
 
 // A heartbeat's body: the samples of up to two minutes (protocol::kMaxSamplesPerBody).
 constexpr size_t kMaxHeartbeatBytes = 4 << 20;
+// A tick's reports: up to protocol::kMaxReportsPerBody, each with an exit
+// message of at most 4 KiB kept (longer ones are cut, not refused).
+constexpr size_t kMaxReportsBytes = 8 << 20;
 
 }  // namespace
 
@@ -128,6 +131,15 @@ void AddAgentRoutes(Api& api) {
     RM_RETURN_IF_ERROR(svc()->ReportStatus(task, b));
     return Reply{200, json::object()};
   }));
+
+  // A tick's reports together (protocol 3): one transaction, a result each.
+  http::RouteOptions reports{kMaxReportsBytes, http::Pool::kAgent, true, access::kAgent};
+  api.http->Route("POST", "/api/v1/agent/nodes/{id}/reports", reports,
+                  Json([&api, svc](const http::Request& req, const Caller& c) -> StatusOr<Reply> {
+                    RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(api, req, c));
+                    RM_ASSIGN_OR_RETURN(auto b, BodyMessage<protocol::TaskReports>(req));
+                    return Reply{200, protocol::ToJson(svc()->ReportStatuses(node, b))};
+                  }));
 
   // Logs and metrics arrive the same way: bytes appended at an offset, for the task's current attempt.
   for (const auto kind : {protocol::OutputKind::kLogs, protocol::OutputKind::kMetrics}) {

@@ -200,8 +200,10 @@ TEST_F(ControlPlaneTest, AGangWhoseNodeIsLostRestartsOnTheOthersAndTheOldAttempt
   // Fencing by attempt: a report of the old attempt is refused, wherever it comes from.
   protocol::TaskStatusReport stale{0, before[1].attempt, "exited", protocol::TaskExitInfo{0, 0, ""}, ""};
   const store::Task moved = *store_->GetTask(before[1].id);
-  Status st = NodeOf(moved).plane->ReportStatus(before[1].id, stale, kGuard);
-  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  auto st = NodeOf(moved).plane->ReportStatuses(moved.node_id, {{{before[1].id, stale}}}, kGuard);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_EQ(st->results.size(), 1u);
+  EXPECT_EQ(st->results[0].code, "FailedPrecondition") << st->results[0].message;
   EXPECT_EQ(store_->GetTask(before[1].id)->state, State::kRunning);
   // The cut-off agent comes back: the server no longer lists its old attempt,
   // so it stops it, and the exit it reports is refused as stale.

@@ -283,6 +283,36 @@ Status JobService::Cancel(int64_t job_id, const std::string& by) {
 
 Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   std::lock_guard<std::mutex> l(mu_);
+  Status st = ReportTaskLocked(task_id, r);
+  Wake();
+  return st;
+}
+
+std::vector<Status> JobService::ReportTasks(const std::vector<std::pair<int64_t, TaskReport>>& reports) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<Status> out;
+  // One transaction, so one commit (and one log sync) for the whole tick. A
+  // report refused on its own (another attempt's, an unknown task) is that
+  // report's answer; any other failure is the store's, and undoes them all.
+  Status st = store_->InTransaction([&]() -> Status {
+    out.clear();
+    for (const auto& [task_id, r] : reports) {
+      Status one = ReportTaskLocked(task_id, r);
+      const StatusCode code = one.code();
+      if (!one.ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kNotFound &&
+          code != StatusCode::kInvalidArgument) {
+        return one;
+      }
+      out.push_back(std::move(one));
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) out.assign(reports.size(), st);
+  Wake();
+  return out;
+}
+
+Status JobService::ReportTaskLocked(int64_t task_id, const TaskReport& r) {
   RM_ASSIGN_OR_RETURN(Task task, store_->GetTask(task_id));
   if (task.node_id != r.node_id || task.attempt != r.attempt) {
     return FailedPrecondition(fmt::format("task {} attempt {} is not assigned to node {} (current: attempt {} on node {})",
@@ -336,7 +366,6 @@ Status JobService::ReportTask(int64_t task_id, const TaskReport& r) {
   // Its agent learns at once that the server no longer lists it (a Slurm
   // step, whose one task this was, exits then).
   if (st.ok()) BumpNodeLocked(task.node_id);
-  Wake();
   return st;
 }
 

@@ -222,6 +222,8 @@ class JobService {
   // Forgets a watch that has not fired; a no-op once it has.
   void Unwatch(uint64_t watch_id);
   Status ReportTask(int64_t task_id, const TaskReport& report);
+  // A node's reports of one tick, in order, in one transaction: a result each.
+  std::vector<Status> ReportTasks(const std::vector<std::pair<int64_t, TaskReport>>& reports);
 
   // Node lifecycle, an admin's (node_lifecycle.cc). `name`: a node's name (or id).
   StatusOr<store::Node> FindNode(const std::string& name);
@@ -271,6 +273,7 @@ class JobService {
   void ApplyLive(store::Node* node) const;
 
  private:
+  Status ReportTaskLocked(int64_t task_id, const TaskReport& report);
   Status SetJobState(store::Job& job, store::State to, const std::string& reason);
   Status SetTaskState(store::Task& task, store::State to, const std::string& reason);
   // After a task ended: stop the rest if it failed; finish or restart the job once all ended.

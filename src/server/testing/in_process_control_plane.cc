@@ -47,11 +47,12 @@ StatusOr<protocol::Assignments> InProcessControlPlane::PollAssignments(int64_t n
   return svc_->WaitAssignments(node.id, index, std::min<std::chrono::milliseconds>(wait, timeout));
 }
 
-Status InProcessControlPlane::ReportStatus(int64_t task_id, const protocol::TaskStatusReport& report,
-                                           std::chrono::milliseconds) {
+StatusOr<protocol::TaskReportsReply> InProcessControlPlane::ReportStatuses(int64_t node_id,
+                                                                           const protocol::TaskReports& reports,
+                                                                           std::chrono::milliseconds) {
   RM_RETURN_IF_ERROR(Reachable());
-  RM_ASSIGN_OR_RETURN(store::Task task, OwnTask(task_id));
-  return svc_->ReportStatus(task, report);
+  RM_ASSIGN_OR_RETURN(store::Node node, OwnNode(node_id));
+  return svc_->ReportStatuses(node, reports);
 }
 
 StatusOr<protocol::ShipReply> InProcessControlPlane::ShipOutput(const protocol::OutputChunk& chunk,

@@ -26,8 +26,8 @@ class InProcessControlPlane final : public agent::ControlPlane {
                                                std::chrono::milliseconds timeout) override;
   StatusOr<protocol::Assignments> PollAssignments(int64_t node_id, uint64_t index, std::chrono::seconds wait,
                                                   std::chrono::milliseconds timeout) override;
-  Status ReportStatus(int64_t task_id, const protocol::TaskStatusReport& report,
-                      std::chrono::milliseconds timeout) override;
+  StatusOr<protocol::TaskReportsReply> ReportStatuses(int64_t node_id, const protocol::TaskReports& reports,
+                                                      std::chrono::milliseconds timeout) override;
   StatusOr<protocol::ShipReply> ShipOutput(const protocol::OutputChunk& chunk,
                                            std::chrono::milliseconds timeout) override;
   void Cancel() override {}
