@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace ringmaster::agent {
@@ -124,6 +125,15 @@ class FakeServer {
     });
     EXPECT_TRUE(found.has_value()) << "no report #" << n << " of state " << state;
     return found.value_or(Report{});
+  }
+  // The tasks with an exit reported.
+  std::set<int64_t> Exited() {
+    std::lock_guard<std::mutex> l(mu_);
+    std::set<int64_t> out;
+    for (const Report& r : reports_) {
+      if (r.body.state == "exited") out.insert(r.task_id);
+    }
+    return out;
   }
   size_t ReportCount(const std::string& state) {
     std::lock_guard<std::mutex> l(mu_);
@@ -308,6 +318,60 @@ TEST_F(AgentTest, AbandonIsBoundedByTheGraceAndItsSlack) {
   EXPECT_LT(took, std::chrono::milliseconds(200) + Agent::kAbandonSlack + std::chrono::seconds(2));
   EXPECT_EQ(exec_->stopped(), (std::vector<std::string>{"5.1"}));
   EXPECT_EQ(server_.ReportCount("exited"), 0u);
+}
+
+// A node starts tasks side by side: one whose staging is slow (a large
+// input, here a plan that does not come until the test lets it) holds up
+// none of the 50 trivial tasks assigned with it. They all start, end and are
+// reported before the slow one starts; it starts once its files are there.
+class AgentSlowStagingTest : public AgentTest {
+ protected:
+  void Options(AgentOptions& o) override {
+    o.stage_plan = [this](int64_t task_id, int) -> StatusOr<StagePlan> {
+      if (task_id == kSlow) {
+        std::unique_lock<std::mutex> l(mu_);
+        staging_ = true;
+        cv_.notify_all();
+        cv_.wait_for(l, std::chrono::seconds(60), [&] { return released_; });  // a hang guard
+      }
+      return StagePlan{task_id, {}, {}, {}, ""};
+    };
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  bool WaitStaging() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(20), [&] { return staging_; });
+  }
+  void TearDown() override {
+    Release();  // whatever the test did: the slow task's thread is not left waiting
+    AgentTest::TearDown();
+  }
+  static constexpr int64_t kSlow = 1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool staging_ = false, released_ = false;
+};
+
+TEST_F(AgentSlowStagingTest, FiftyTrivialTasksFinishWhileASlowOneIsStillStaging) {
+  std::vector<protocol::Assignment> tasks = {Assignment(kSlow, 1, 2, "alice")};
+  for (int64_t id = 2; id <= 51; ++id) tasks.push_back(Assignment(id, 1, 2, "alice"));
+  server_.Assign(tasks);
+  ASSERT_TRUE(WaitStaging());
+  server_.WaitReport("exited", 50);  // every trivial one, reported
+  for (const TaskLaunch& l : exec_->launches()) EXPECT_NE(l.key, "1.1") << "the slow task started before the others ended";
+  EXPECT_EQ(exec_->launches().size(), 50u);
+  std::set<int64_t> want;
+  for (int64_t id = 2; id <= 51; ++id) want.insert(id);
+  EXPECT_EQ(server_.Exited(), want);
+  // Its files arrive: it starts, and ends like the rest.
+  Release();
+  ASSERT_TRUE(exec_->WaitStarted("1.1"));
+  Report last = server_.WaitReport("exited", 51);
+  EXPECT_EQ(last.task_id, kSlow);
 }
 
 // The node's GPUs as a Slurm step gives them (SLURM_STEP_GPUS=2,3): the

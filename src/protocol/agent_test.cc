@@ -214,6 +214,32 @@ TEST(AgentProtocolGolden, TaskStatusReport) {
   EXPECT_EQ(staging.phase, "staging");
 }
 
+// A tick's reports: each one a status report with its task's id; the answer
+// one result per report, {} for a recorded one.
+TEST(AgentProtocolGolden, TaskReports) {
+  const auto batch = Golden<TaskReports>(
+      R"({"reports":[{"attempt":1,"node_id":7,"phase":"starting","state":"","task_id":3},)"
+      R"({"attempt":1,"exit_code":0,"message":"","node_id":7,"signal":0,"state":"exited","task_id":3}]})");
+  ASSERT_EQ(batch.reports.size(), 2u);
+  EXPECT_EQ(batch.reports[0].task_id, 3);
+  EXPECT_EQ(batch.reports[0].status.phase, "starting");
+  EXPECT_EQ(*batch.reports[1].status.exit, (TaskExitInfo{0, 0, ""}));
+  const auto reply = Golden<TaskReportsReply>(R"({"results":[{},{"code":"FailedPrecondition","message":"stale"}]})");
+  ASSERT_EQ(reply.results.size(), 2u);
+  EXPECT_EQ(reply.results[0], TaskReportResult{});
+  EXPECT_EQ(reply.results[1], (TaskReportResult{"FailedPrecondition", "stale"}));
+}
+
+TEST(AgentProtocol, TooManyReportsInOneBodyAreRefused) {
+  json many = {{"reports", json::array()}};
+  for (size_t i = 0; i <= kMaxReportsPerBody; ++i) many["reports"].push_back({{"task_id", i}, {"attempt", 1}});
+  TaskReports out;
+  EXPECT_EQ(FromJson(many, &out).message(), "reports.reports: at most 1000 in one body");
+  many["reports"].erase(0);
+  EXPECT_TRUE(FromJson(many, &out).ok());
+  EXPECT_EQ(FromJson(json::parse(R"({"reports":[{"attempt":1}]})"), &out).message(), "reports.reports[0].task_id: required");
+}
+
 TEST(AgentProtocolGolden, ShipReply) {
   EXPECT_EQ(Golden<ShipReply>(R"({"size":4096})").size, 4096);
   EXPECT_STREQ(OutputRoute(OutputKind::kLogs), "logs");
@@ -251,6 +277,9 @@ TEST(AgentProtocol, EveryMessageRoundTrips) {
   ExpectRoundTrip(TaskStatusReport{1, 2, "running", std::nullopt, ""});
   ExpectRoundTrip(TaskStatusReport{1, 2, "running", std::nullopt, "uploading"});
   ExpectRoundTrip(ShipReply{5});
+  ExpectRoundTrip(TaskReports{{{3, TaskStatusReport{1, 2, "exited", TaskExitInfo{1, 0, "x"}, ""}},
+                               {4, TaskStatusReport{1, 1, "", std::nullopt, "staging"}}}});
+  ExpectRoundTrip(TaskReportsReply{{{}, {"NotFound", "no task 4"}}});
   Heartbeat beat;
   beat.fence_after_ms = 10;
   beat.samples.resize(2);

@@ -108,6 +108,48 @@ TEST_F(ServerTest, TokenScopesSeparateAgentsAdminsReadersAndSubmitters) {
   EXPECT_EQ(Call("POST", "/api/v1/tokens", admin_, R"({"user":"bob","scope":"admin"})")->status, 403);
 }
 
+// A tick's reports (POST /api/v1/agent/nodes/{id}/reports): a node reports
+// through its own node's route only, and on its own tasks only, each report
+// answered on its own: a forged one for another node's task is refused, the
+// node's own beside it recorded, and nothing of the other task changes.
+TEST_F(ServerTest, BatchedReportsAreTheNodesOwnEachAnsweredAlone) {
+  std::string bob = MakeUser("bob"), a1, a2;
+  const int64_t n1 = RegisterAgent("n1", &a1, 1000);
+  RegisterAgent("n2", &a2, 1000);
+  int64_t j1 = SubmitAs(bob, "command: x\nresources: {cpu: 1}\n");
+  int64_t j2 = SubmitAs(bob, "command: x\nresources: {cpu: 1}\n");
+  json t1 = PlacedTask(bob, j1), t2 = PlacedTask(bob, j2);  // one on each node: one cpu each
+  if (t1["node"] != "n1") {
+    std::swap(t1, t2);
+    std::swap(j1, j2);
+  }
+  ASSERT_EQ(t1["node"], "n1");
+  ASSERT_EQ(t2["node"], "n2");
+  const std::string route = fmt::format("/api/v1/agent/nodes/{}/reports", n1);
+  auto report = [](const json& t, const char* state) {
+    return json{{"task_id", t["id"]}, {"attempt", t["attempt"]}, {"node_id", 0}, {"state", state}};
+  };
+  json body = {{"reports", {report(t1, "running"), report(t2, "running"), {{"task_id", 999999}, {"attempt", 1}}}}};
+  // Not n2's route, and not an admin's.
+  EXPECT_EQ(Call("POST", route, a2, body.dump())->status, 403);
+  EXPECT_EQ(Call("POST", route, admin_, body.dump())->status, 403);
+  auto r = Call("POST", route, a1, body.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  json results = json::parse(r->body)["results"];
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0], json::object());
+  EXPECT_EQ(results[1]["code"], "FailedPrecondition");
+  EXPECT_NE(results[1]["message"].get<std::string>().find("not assigned to node n1"), std::string::npos) << results[1];
+  EXPECT_EQ(results[2]["code"], "NotFound");
+  auto state = [&](int64_t job) { return json::parse(Call("GET", fmt::format("/api/v1/jobs/{}", job), bob)->body)["state"]; };
+  EXPECT_EQ(state(j1), "RUNNING");
+  EXPECT_EQ(state(j2), "SCHEDULED");
+  // A body of junk is refused whole, naming the field.
+  r = Call("POST", route, a1, R"({"reports":[{"task_id":"x","attempt":1}]})");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(ErrorMessage(r).find("reports.reports[0].task_id"), std::string::npos) << r->body;
+}
+
 // What an agent says of its node is shown on admins' terminals (`nodes`):
 // text only, no control characters; so is an admin's cordon reason.
 TEST_F(ServerTest, NodeFieldsAndReasonsAreTextWithoutControlCharacters) {
