@@ -15,6 +15,7 @@
 #include "protocol/image_ref.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 namespace ringmaster::agent {
 namespace {
@@ -89,13 +90,29 @@ Agent::~Agent() { Stop(); }
 void Agent::Start() {
   Open();
   StartLabTunnel();
-  detach_thread_ = std::thread([this] { DetachLoop(); });
-  sync_thread_ = std::thread([this] { SyncLoop(); });
-  tick_thread_ = std::thread([this] { TickLoop(); });
-  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
-  sample_thread_ = std::thread([this] { SampleLoop(); });
+  detach_thread_ = std::thread([this] {
+    NameThisThread("agent-janitor");
+    DetachLoop();
+  });
+  sync_thread_ = std::thread([this] {
+    NameThisThread("agent-sync");
+    SyncLoop();
+  });
+  tick_thread_ = std::thread([this] {
+    NameThisThread("agent-tick");
+    TickLoop();
+  });
+  heartbeat_thread_ = std::thread([this] {
+    NameThisThread("agent-beat");
+    HeartbeatLoop();
+  });
+  sample_thread_ = std::thread([this] {
+    NameThisThread("agent-sample");
+    SampleLoop();
+  });
   // Fencing has a thread of its own: every other one may wait on the network.
   fence_thread_ = std::thread([this] {
+    NameThisThread("agent-fence");
     while (running_) {
       FenceOnce();
       SleepFor(std::chrono::milliseconds(250));
@@ -399,7 +416,10 @@ void Agent::StartWorkerLocked(const TaskRef& ref, std::optional<protocol::Assign
   }
   Worker w;
   w.finished = std::make_shared<std::atomic<bool>>(false);
-  w.thread = std::thread([this, ref, a = std::move(assignment), f = w.finished] { RunTask(ref, a, f); });
+  w.thread = std::thread([this, ref, a = std::move(assignment), f = w.finished] {
+    NameThisThread("agent-task");
+    RunTask(ref, a, f);
+  });
   workers_[ref] = std::move(w);
 }
 

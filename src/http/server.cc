@@ -2,10 +2,25 @@
 
 #include <sys/resource.h>
 
+#include <latch>
+
+#include "common/thread_name.h"
 #include "http/server_impl.h"
 
 namespace ringmaster::http {
 namespace {
+
+// Names each of a pool's `n` threads: one task each, held until all have run.
+void NamePool(net::thread_pool& pool, int n, const char* name) {
+  std::latch named(n);
+  for (int i = 0; i < n; ++i) {
+    net::post(pool, [&named, name] {
+      NameThisThread(name);
+      named.arrive_and_wait();
+    });
+  }
+  named.wait();
+}
 
 // Mozilla's "intermediate" TLS 1.2 list: ECDHE with AES-GCM or ChaCha20-Poly1305.
 constexpr const char* kTls12Ciphers =
@@ -100,6 +115,8 @@ Status Server::Start() {
   port_ = I.acceptor.local_endpoint().port();
   I.api_pool = std::make_unique<net::thread_pool>(std::max(1, I.opt.api_threads));
   I.agent_pool = std::make_unique<net::thread_pool>(std::max(1, I.opt.agent_threads));
+  NamePool(*I.api_pool, std::max(1, I.opt.api_threads), "http-api");
+  NamePool(*I.agent_pool, std::max(1, I.opt.agent_threads), "http-agent");
   I.Accept();
   for (int i = 0; i < std::max(1, I.opt.io_threads); ++i) {
     // A throw out of a connection's handler (Beast throws for a few malformed
@@ -107,6 +124,7 @@ Status Server::Start() {
     // handlers and session are destroyed as the exception leaves run(); the
     // server goes on.
     I.io_threads.emplace_back([&I] {
+      NameThisThread("http-io");
       while (true) {
         try {
           I.ioc.run();

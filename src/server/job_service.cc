@@ -14,6 +14,7 @@
 
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "scheduler/scheduler.h"
 #include "server/control/state_machine.h"
 #include "server/privileges.h"
@@ -71,7 +72,10 @@ JobService::~JobService() { Stop(); }
 
 void JobService::Start() {
   LearnCheckpointTimes();
-  loop_ = std::thread([this] { Loop(); });
+  loop_ = std::thread([this] {
+    NameThisThread("server-sched");
+    Loop();
+  });
 }
 
 void JobService::LearnCheckpointTimes() {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace ringmaster::server {
 
 const char* RoleName(ServerRole role) {
@@ -30,6 +32,7 @@ Election::~Election() { Stop(); }
 void Election::Start() {
   leadership_->SetFence(0);
   loop_ = std::thread([this] {
+    NameThisThread("server-leader");
     std::unique_lock<std::mutex> l(mu_);
     while (!stopping_ && view_.role != ServerRole::kSteppedDown) {
       l.unlock();

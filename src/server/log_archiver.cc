@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/thread_name.h"
+
 namespace ringmaster::server {
 
 void LogArchiver::Start() {
@@ -29,7 +31,10 @@ void LogArchiver::Start() {
       if (store::IsTerminal(j.state)) Enqueue(j.id);
     }
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("server-logs");
+    Loop();
+  });
 }
 
 void LogArchiver::Stop() {

@@ -14,6 +14,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "http/tls_cert.h"
 
 namespace ringmaster::server {
@@ -365,6 +366,7 @@ Status Server::Lead() {
   jobs_->Start();
   if (slurm_) slurm_->Start();
   monitor_saver_ = std::thread([this] {
+    NameThisThread("server-monitor");
     std::unique_lock<std::mutex> l(saver_mu_);
     while (!stopping_) {
       saver_cv_.wait_for(l, std::chrono::milliseconds(options_.monitor_save_interval_ms));

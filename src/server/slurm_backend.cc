@@ -7,6 +7,7 @@
 
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace ringmaster::server {
 namespace {
@@ -103,7 +104,10 @@ SlurmBackend::~SlurmBackend() { Stop(); }
 
 void SlurmBackend::Start() {
   Open();
-  loop_ = std::thread([this] { Loop(); });
+  loop_ = std::thread([this] {
+    NameThisThread("server-slurm");
+    Loop();
+  });
 }
 
 void SlurmBackend::Open() {
