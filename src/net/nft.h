@@ -22,8 +22,9 @@ class Nft {
   StatusOr<std::string> Run(const std::string& commands, const std::string& what);
 
  private:
-  explicit Nft(nft_ctx* ctx) : ctx_(ctx) {}
+  Nft(nft_ctx* ctx, int socket) : ctx_(ctx), socket_(socket) {}
   nft_ctx* ctx_;
+  int socket_;  // its netlink socket (-1: not found)
 };
 
 }  // namespace ringmaster::net
