@@ -96,6 +96,9 @@ StatusOr<std::unique_ptr<Nft>> Nft::Create() {
   for (int fd : NetfilterSockets()) {
     if (!before.count(fd)) socket = fd;
   }
+  // libnftables opens it without O_CLOEXEC: the agent's children (tasks)
+  // must not inherit the node's netfilter socket.
+  if (socket >= 0) ::fcntl(socket, F_SETFD, FD_CLOEXEC);
   return std::unique_ptr<Nft>(new Nft(ctx, socket));
 }
 
