@@ -26,9 +26,7 @@ uint32_t Gateway(const Ipv4Net& subnet) { return subnet.addr + 1; }
 
 }  // namespace
 
-JobNetwork::JobNetwork(JobNetworkOptions options, ToolRunner run) : o_(std::move(options)), run_(std::move(run)) {
-  if (o_.host_pid == 0) o_.host_pid = getpid();
-}
+JobNetwork::JobNetwork(JobNetworkOptions options, ToolRunner run) : o_(std::move(options)), run_(std::move(run)) {}
 
 std::string JobNetwork::Name(int64_t job, int attempt) { return fmt::format("rmj-{}-{}", job, attempt); }
 

@@ -1,18 +1,14 @@
-// A job's own network on a node of the host's network (docs/cluster.md, "A
-// job's network"): one namespace per job attempt on bridge rmtask0, the node's
-// address on its loopback, its ports forwarded from the node's address, the
-// filter of task_filter.h inside. Built in-process (netlink, libnftables), as
-// root; only Setup and Recover run tools. Thread-safe: jobs' namespaces are
-// made and removed concurrently, the lock covers only the bookkeeping.
+// A job's own network on a node (docs/cluster.md, "A job's network"): one
+// namespace per job attempt on bridge rmtask0, the node's address on its
+// loopback, its ports forwarded there, task_filter.h's filter inside. Built
+// in-process as root (only Setup and Recover run tools). Thread-safe: jobs'
+// namespaces are made and removed concurrently, outside the lock.
 #pragma once
-
-#include <sys/types.h>
 
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,7 +32,6 @@ struct JobNetworkOptions {
   // Ephemeral ports handed out in blocks, one per namespace, forwarded to it
   // (listeners on port 0: ringcomm's pairs, gloo's). Outside the node's task range.
   int ephemeral_lo = 40000, ephemeral_hi = 47999, ephemeral_block = 256;
-  pid_t host_pid = 0;  // a process in the host's namespace (the agent); 0 = this one
   // Addresses and port blocks are claimed here, one file each (O_EXCL), so
   // agents sharing a host's bridge (tests run several) never pick the same.
   std::string registry_dir = "/run/ringmaster/task-network";

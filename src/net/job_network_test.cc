@@ -271,6 +271,22 @@ TEST_F(JobNetworkTest, OneNamespacePerJobAttemptWithItsPortsForwarded) {
   EXPECT_EQ(Leftovers(), "");
 }
 
+TEST_F(JobNetworkTest, ALateLeaveKeepsAPortTheServerHasHandedToANewerTask) {
+  auto a = net_->Join(1, 1, "1.1", 31000, {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // The port's next holder starts before the first one's Leave has run.
+  auto b = net_->Join(2, 1, "2.1", 31000, {});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::string map = Map();
+  EXPECT_NE(map.find("tcp . 31000 : 10.213.0.3"), std::string::npos) << map;
+  net_->Leave("1.1");
+  map = Map();
+  EXPECT_NE(map.find("tcp . 31000 : 10.213.0.3"), std::string::npos) << map;
+  EXPECT_NE(map.find("udp . 31000 : 10.213.0.3"), std::string::npos) << map;
+  net_->Leave("2.1");
+  EXPECT_EQ(Leftovers(), "");
+}
+
 TEST_F(JobNetworkTest, ASysctlAndAFilterWrittenFromTheNamespacesThreadAreItsOwn) {
   const std::string path = dir_ + "/probe";
   ASSERT_TRUE(WriteFileAtomic(path, "", 0600).ok());

@@ -76,7 +76,6 @@ TEST(JobNetwork, SetupMakesTheBridgeAndTheNodesTable) {
   o.node_address = "192.168.0.1";
   o.state_dir = dir;
   o.registry_dir = dir + "-registry";
-  o.host_pid = 77;
   JobNetwork jn(o, rec.runner());
   ASSERT_TRUE(jn.Setup().ok());
   EXPECT_TRUE(rec.Has("ip link add rmtask0 type bridge"));
