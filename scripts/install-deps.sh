@@ -25,8 +25,9 @@ PACKAGES=(
   python3-cloudpickle python3-psutil python3-yaml python3-packaging
   # tools the tests and demo call
   curl jq procps psmisc iproute2 bc tmux
-  # the agent's task networks: each job's namespace has an nftables filter
-  nftables
+  # the agent's task networks: each job's namespace has an nftables filter,
+  # written in-process through libnftables
+  nftables libnftables-dev
   # Prometheus and promtool: e2e.prometheus scrapes /metrics with a real
   # Prometheus; promtool checks our exposition text (monitor_promtool_test)
   prometheus

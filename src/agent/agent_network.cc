@@ -75,16 +75,20 @@ Status Agent::SetUpJobNetworkLocked() {
 
 void Agent::AdoptJobNetworks(const std::vector<std::pair<std::string, std::string>>& key_and_name) {
   if (options_.task_network != "isolated") return;
-  std::lock_guard<std::mutex> l(net_mu_);
-  if (Status st = SetUpJobNetworkLocked(); !st.ok()) {
-    job_network_error_ = st.message();
-    spdlog::error("agent: the task network: {}", job_network_error_);
-    return;
+  net::JobNetwork* jn = nullptr;
+  {
+    std::lock_guard<std::mutex> l(net_mu_);
+    if (Status st = SetUpJobNetworkLocked(); !st.ok()) {
+      job_network_error_ = st.message();
+      spdlog::error("agent: the task network: {}", job_network_error_);
+      return;
+    }
+    jn = job_network_.get();
   }
   for (const auto& [key, path] : key_and_name) {
-    if (!path.empty()) job_network_->Adopt(key, path.substr(path.rfind('/') + 1));
+    if (!path.empty()) jn->Adopt(key, path.substr(path.rfind('/') + 1));
   }
-  job_network_->Sweep();
+  jn->Sweep();
 }
 
 std::optional<TaskExit> Agent::PrepareNetwork(const std::string& key, const protocol::Assignment& a,
@@ -114,17 +118,23 @@ std::optional<TaskExit> Agent::PrepareNetwork(const std::string& key, const prot
   }
   int port = 0;
   if (auto p = a.env.find("RINGMASTER_PORT"); p != a.env.end()) port = std::atoi(p->second.c_str());
-  std::lock_guard<std::mutex> nl(net_mu_);
-  if (Status st = SetUpJobNetworkLocked(); !st.ok()) {
-    job_network_error_ = st.message();
-    return TaskExit{-1, 0, "this node's task network is not up: " + job_network_error_};
+  net::JobNetwork* jn = nullptr;
+  {
+    std::lock_guard<std::mutex> nl(net_mu_);
+    if (Status st = SetUpJobNetworkLocked(); !st.ok()) {
+      job_network_error_ = st.message();
+      return TaskExit{-1, 0, "this node's task network is not up: " + job_network_error_};
+    }
+    jn = job_network_.get();  // once made, it lives as long as the agent
   }
   // One namespace per generation of the gang (RINGMASTER_GENERATION, its
   // highest attempt), not per task attempt: a worker an elastic job grows by
   // starts at attempt 1 beside ranks on their second, and must meet them.
   int generation = a.attempt;
   if (auto g = a.env.find("RINGMASTER_GENERATION"); g != a.env.end()) generation = std::atoi(g->second.c_str());
-  auto path = job_network_->Join(a.job_id, generation, key, port, a.peers);
+  // Without net_mu_: JobNetwork is thread-safe, and other jobs' namespaces
+  // are made at the same time.
+  auto path = jn->Join(a.job_id, generation, key, port, a.peers);
   if (!path.ok()) return TaskExit{-1, 0, "joining the job's network on this node: " + path.status().message()};
   launch->network = "job";
   launch->netns = *path;
@@ -132,9 +142,13 @@ std::optional<TaskExit> Agent::PrepareNetwork(const std::string& key, const prot
 }
 
 void Agent::Detach(const std::string& key) {
-  std::lock_guard<std::mutex> l(net_mu_);
-  if (job_network_) job_network_->Leave(key);
-  if (overlay_) overlay_->Detach(key);
+  net::JobNetwork* jn = nullptr;
+  {
+    std::lock_guard<std::mutex> l(net_mu_);
+    jn = job_network_.get();
+    if (overlay_) overlay_->Detach(key);
+  }
+  if (jn) jn->Leave(key);
 }
 
 }  // namespace ringmaster::agent

@@ -2,8 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <regex>
 #include <sstream>
 
@@ -12,6 +16,8 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "net/netlink.h"
+#include "net/netns.h"
 
 namespace ringmaster::net {
 namespace {
@@ -20,9 +26,7 @@ uint32_t Gateway(const Ipv4Net& subnet) { return subnet.addr + 1; }
 
 }  // namespace
 
-JobNetwork::JobNetwork(JobNetworkOptions options, ToolRunner run) : o_(std::move(options)), run_(std::move(run)) {
-  if (o_.host_pid == 0) o_.host_pid = getpid();
-}
+JobNetwork::JobNetwork(JobNetworkOptions options, ToolRunner run) : o_(std::move(options)), run_(std::move(run)) {}
 
 std::string JobNetwork::Name(int64_t job, int attempt) { return fmt::format("rmj-{}-{}", job, attempt); }
 
@@ -114,8 +118,15 @@ Status JobNetwork::Setup() {
   }
   RM_RETURN_IF_ERROR(run_({"mount", "--make-private", o_.state_dir}).status());
   {
+    std::lock_guard<std::mutex> h(host_mu_);
+    if (!host_nft_) {
+      RM_ASSIGN_OR_RETURN(host_nft_, Nft::Create());
+    }
+  }
+  {
     std::lock_guard<std::mutex> l(mu_);
     mounted_ = true;
+    bridge_ = static_cast<int>(::if_nametoindex(kTaskBridge));
   }
   std::vector<std::string> names;
   if (DIR* d = opendir(o_.state_dir.c_str())) {
@@ -133,7 +144,9 @@ Status JobNetwork::Setup() {
 }
 
 void JobNetwork::Recover(const std::string& name) {
-  Namespace ns;
+  auto made = std::make_shared<Namespace>();
+  Namespace& ns = *made;
+  ns.state = Namespace::State::kReady;
   ns.path = o_.state_dir + "/" + name;
   ns.recovered = true;
   const std::vector<std::string> in_ns = {"nsenter", "--net=" + ns.path, "--"};
@@ -157,40 +170,41 @@ void JobNetwork::Recover(const std::string& name) {
   }
   if (ns.address == 0 || ns.block < 0) {
     spdlog::warn("task network: {} is not one of ours any more; removed", name);
-    Remove(name, ns);
+    Teardown(ns);
+    Release(name, made);
     return;
   }
-  nets_.emplace(name, std::move(ns));
+  nets_.emplace(name, made);
 }
 
 void JobNetwork::Adopt(const std::string& key, const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nets_.find(name);
   if (it == nets_.end()) return;
-  it->second.keys.insert(key);
+  it->second->keys.insert(key);
   owner_[key] = name;
 }
 
 void JobNetwork::Sweep() {
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto it = nets_.begin(); it != nets_.end();) {
-    if (!it->second.keys.empty()) {
-      ++it;
-      continue;
+  std::vector<std::pair<std::string, NamespacePtr>> gone;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [name, ns] : nets_) {
+      if (ns->recovered && ns->keys.empty() && ns->state == Namespace::State::kReady) {
+        ns->state = Namespace::State::kRemoving;
+        gone.emplace_back(name, ns);
+      }
     }
-    spdlog::info("task network: {} has no task left; removed", it->first);
-    Remove(it->first, it->second);
-    it = nets_.erase(it);
+  }
+  for (auto& [name, ns] : gone) {
+    spdlog::info("task network: {} has no task left; removed", name);
+    Teardown(*ns);
+    std::lock_guard<std::mutex> l(mu_);
+    Release(name, ns);
   }
 }
 
-Status JobNetwork::Forward(const char* op, const std::string& ports, std::optional<uint32_t> address) {
-  const std::string to = address ? " : " + FormatIpv4(*address) : "";
-  return run_({"nft", op, "element", "ip", kTaskTable, "ports", fmt::format("{{ tcp . {0}{1}, udp . {0}{1} }}", ports, to)})
-      .status();
-}
-
-Status JobNetwork::Filter(const Namespace& ns) {
+FilterRules JobNetwork::Rules(const Namespace& ns) const {
   FilterRules rules;
   rules.peers.assign(ns.peers.begin(), ns.peers.end());
   rules.deny = o_.deny;
@@ -198,140 +212,234 @@ Status JobNetwork::Filter(const Namespace& ns) {
   rules.allow = o_.allow;
   rules.own = FormatIpv4(ns.address);
   rules.node = o_.node_address;
-  return ApplyFilter(ns.path, rules, ns.path + ".nft", run_);
+  return rules;
 }
 
-StatusOr<JobNetwork::Namespace> JobNetwork::Create(const std::string& name) {
-  Namespace ns;
-  ns.path = o_.state_dir + "/" + name;
+StatusOr<std::string> JobNetwork::HostNft(const std::string& commands, const std::string& what) {
+  if (!host_nft_) return FailedPrecondition("task network: not set up");
+  return host_nft_->Run(commands, what);
+}
+
+Status JobNetwork::Forward(const std::string& ports, uint32_t address, const std::string& key) {
+  const std::string elements = fmt::format("{{ tcp . {0} : {1}, udp . {0} : {1} }}", ports, FormatIpv4(address));
+  const std::string add = fmt::format("add element ip {} ports {}", kTaskTable, elements);
+  std::lock_guard<std::mutex> l(host_mu_);
+  if (!key.empty()) forwarded_[ports] = key;
+  // Adding what is there already succeeds; only an element left pointing
+  // elsewhere (an agent that ended uncleanly) costs a delete.
+  if (HostNft(add, "").ok()) return Status::Ok();
+  (void)HostNft(fmt::format("delete element ip {0} ports {{ tcp . {1}, udp . {1} }}", kTaskTable, ports), "");
+  return HostNft(add, "forwarding ports " + ports).status();
+}
+
+void JobNetwork::Unforward(const std::string& ports, uint32_t address, const std::string& key) {
+  std::lock_guard<std::mutex> l(host_mu_);
+  if (!key.empty()) {
+    auto f = forwarded_.find(ports);
+    if (f == forwarded_.end() || f->second != key) return;
+    forwarded_.erase(f);
+  }
+  (void)HostNft(fmt::format("delete element ip {0} ports {{ tcp . {1} : {2}, udp . {1} : {2} }}", kTaskTable, ports,
+                            FormatIpv4(address)),
+                "");
+}
+
+void JobNetwork::UnforwardAll(uint32_t address) {
+  static const std::regex kElement(R"(((?:tcp|udp) \. [0-9]+(?:-[0-9]+)?) : ([0-9.]+))");
+  const std::string addr = FormatIpv4(address);
+  std::lock_guard<std::mutex> l(host_mu_);
+  auto map = HostNft(fmt::format("list map ip {} ports", kTaskTable), "listing the forwarded ports");
+  const std::string text = map.ok() ? *map : "";
+  std::string elements;
+  for (std::sregex_iterator m(text.begin(), text.end(), kElement), end; m != end; ++m) {
+    if ((*m)[2] == addr) elements += (elements.empty() ? "" : ", ") + fmt::format("{} : {}", (*m)[1].str(), addr);
+  }
+  if (!elements.empty()) {
+    (void)HostNft(fmt::format("delete element ip {} ports {{ {} }}", kTaskTable, elements), "");
+  }
+}
+
+StatusOr<JobNetwork::NamespacePtr> JobNetwork::Reserve(const std::string& name) {
+  auto ns = std::make_shared<Namespace>();
+  ns->path = o_.state_dir + "/" + name;
   // The lowest free address and port block, here and in the registry.
   std::set<uint32_t> used_addrs;
   std::set<int> used_blocks;
   for (const auto& [n, other] : nets_) {
-    used_addrs.insert(other.address);
-    used_blocks.insert(other.block);
+    used_addrs.insert(other->address);
+    used_blocks.insert(other->block);
   }
-  for (int i = 2; !ns.address; ++i) {
+  for (int i = 2; !ns->address; ++i) {
     auto a = TaskAddress(o_.subnet, i);
     if (!a) return ResourceExhausted("task network: no free address in " + FormatCidr(o_.subnet));
-    if (!used_addrs.count(*a) && Claim("addr", *a, ns.path)) ns.address = *a;
+    if (!used_addrs.count(*a) && Claim("addr", *a, ns->path)) ns->address = *a;
   }
   const int blocks = (o_.ephemeral_hi - o_.ephemeral_lo + 1) / o_.ephemeral_block;
-  for (int b = 0; b < blocks && ns.block < 0; ++b) {
-    if (!used_blocks.count(b) && Claim("ports", BlockPorts(b).first, ns.path)) ns.block = b;
+  for (int b = 0; b < blocks && ns->block < 0; ++b) {
+    if (!used_blocks.count(b) && Claim("ports", BlockPorts(b).first, ns->path)) ns->block = b;
   }
-  if (ns.block < 0) {
-    Unclaim("addr", ns.address, ns.path);
+  if (ns->block < 0) {
+    Unclaim("addr", ns->address, ns->path);
     return ResourceExhausted(fmt::format("task network: all {} ephemeral port blocks are in use", blocks));
   }
-  const std::string veth = VethName(ns.path), addr = FormatIpv4(ns.address);
-  const std::string net = "--net=" + ns.path;
-  auto in_ns = [&](std::vector<std::string> argv) {
-    argv.insert(argv.begin(), {"nsenter", net, "--"});
-    return run_(argv).status();
-  };
-  // A leftover of an attempt that failed half-way.
-  (void)run_({"umount", ns.path});
-  (void)run_({"ip", "link", "del", veth});
-  RM_RETURN_IF_ERROR(WriteFileAtomic(ns.path, "", 0600));
-  RM_RETURN_IF_ERROR(run_({"unshare", net, "true"}).status());
-  RM_RETURN_IF_ERROR(in_ns({"ip", "link", "add", "eth0", "type", "veth", "peer", "name", veth, "netns",
-                            std::to_string(o_.host_pid)}));
-  RM_RETURN_IF_ERROR(run_({"ip", "link", "set", veth, "master", kTaskBridge, "up"}).status());
-  RM_RETURN_IF_ERROR(in_ns({"ip", "link", "set", "lo", "up"}));
-  RM_RETURN_IF_ERROR(in_ns({"ip", "addr", "add", o_.node_address + "/32", "dev", "lo"}));
-  RM_RETURN_IF_ERROR(in_ns({"ip", "addr", "add", fmt::format("{}/{}", addr, o_.subnet.prefix), "dev", "eth0"}));
-  RM_RETURN_IF_ERROR(in_ns({"ip", "link", "set", "eth0", "up"}));
-  RM_RETURN_IF_ERROR(in_ns({"ip", "route", "add", "default", "via", FormatIpv4(Gateway(o_.subnet)), "src", addr}));
-  const auto [lo, hi] = BlockPorts(ns.block);
-  RM_RETURN_IF_ERROR(in_ns({"sysctl", "-q", "-w", fmt::format("net.ipv4.ip_local_port_range={} {}", lo, hi)}));
-  RM_RETURN_IF_ERROR(Filter(ns));
-  (void)Forward("delete", fmt::format("{}-{}", lo, hi), std::nullopt);  // as for a task's port (Join)
-  RM_RETURN_IF_ERROR(Forward("add", fmt::format("{}-{}", lo, hi), ns.address));
-  spdlog::info("task network: {} at {} (ports {}-{} forwarded)", name, addr, lo, hi);
+  nets_.emplace(name, ns);
   return ns;
+}
+
+Status JobNetwork::Build(const Namespace& ns, int bridge, const FilterRules& rules) {
+  const std::string veth = VethName(ns.path);
+  RM_ASSIGN_OR_RETURN(RtNetlink host, RtNetlink::Open());
+  // A leftover of an attempt that failed half-way.
+  ::umount2(ns.path.c_str(), MNT_DETACH);
+  (void)host.DeleteLink(veth);
+  const int fd = ::open(ns.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Internal(fmt::format("task network: creating {}: {}", ns.path, std::strerror(errno)));
+  ::close(fd);
+  const auto [lo, hi] = BlockPorts(ns.block);
+  RM_RETURN_IF_ERROR(InNewNamespace(ns.path, [&]() -> Status {
+    const int self = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0) return Internal(fmt::format("opening the new namespace: {}", std::strerror(errno)));
+    Status st = host.AddVeth(veth, bridge, "eth0", self);
+    ::close(self);
+    RM_RETURN_IF_ERROR(st);
+    RM_ASSIGN_OR_RETURN(RtNetlink in, RtNetlink::Open());
+    RM_RETURN_IF_ERROR(in.SetUp("lo"));
+    RM_RETURN_IF_ERROR(in.AddAddress(::if_nametoindex("lo"), *ParseIpv4(o_.node_address), 32));
+    RM_RETURN_IF_ERROR(in.AddAddress(::if_nametoindex("eth0"), ns.address, o_.subnet.prefix));
+    RM_RETURN_IF_ERROR(in.SetUp("eth0"));
+    RM_RETURN_IF_ERROR(in.AddDefaultRoute(Gateway(o_.subnet), ns.address));
+    // /proc/sys/net is the namespace's of the thread that opens it.
+    RM_RETURN_IF_ERROR(WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)));
+    return InstallFilter(rules);
+  }));
+  RM_RETURN_IF_ERROR(Forward(fmt::format("{}-{}", lo, hi), ns.address, ""));
+  spdlog::info("task network: {} at {} (ports {}-{} forwarded)", ns.path, FormatIpv4(ns.address), lo, hi);
+  return Status::Ok();
+}
+
+void JobNetwork::Teardown(const Namespace& ns) {
+  if (ns.recovered && ns.address != 0) {
+    UnforwardAll(ns.address);  // its tasks' ports are not known here
+  } else if (ns.block >= 0) {
+    const auto [lo, hi] = BlockPorts(ns.block);
+    Unforward(fmt::format("{}-{}", lo, hi), ns.address, "");
+  }
+  // The namespace ends with its last process and this mount; its veth with
+  // it, later: deleted now, its name is free for a new attempt at once.
+  ::umount2(ns.path.c_str(), MNT_DETACH);
+  ::unlink(ns.path.c_str());
+  if (auto host = RtNetlink::Open(); host.ok()) (void)host->DeleteLink(VethName(ns.path));
+}
+
+void JobNetwork::Release(const std::string& name, const NamespacePtr& ns) {
+  if (ns->address != 0) Unclaim("addr", ns->address, ns->path);
+  if (ns->block >= 0) Unclaim("ports", BlockPorts(ns->block).first, ns->path);
+  if (auto it = nets_.find(name); it != nets_.end() && it->second == ns) nets_.erase(it);
+  ns->state = Namespace::State::kGone;
+  ns->changed.notify_all();
+}
+
+Status JobNetwork::Refilter(Namespace& ns) {
+  std::lock_guard<std::mutex> f(ns.filter_mu);
+  FilterRules rules;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    rules = Rules(ns);
+  }
+  return InNamespace(ns.path, [&] { return InstallFilter(rules); });
 }
 
 StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::string& key, int port,
                                        const std::vector<std::string>& peers) {
-  std::lock_guard<std::mutex> l(mu_);
   const std::string name = Name(job, attempt);
-  if (auto o = owner_.find(key); o != owner_.end() && o->second != name) {
-    return FailedPrecondition(fmt::format("task {} is in {} already", key, o->second));
-  }
-  auto it = nets_.find(name);
-  if (it == nets_.end()) {
-    auto made = Create(name);
-    if (!made.ok()) {
-      Namespace partial;
-      partial.path = o_.state_dir + "/" + name;
-      Remove(name, partial);
-      return made.status();
+  NamespacePtr ns;
+  bool refilter = false, forward = false;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    if (auto o = owner_.find(key); o != owner_.end() && o->second != name) {
+      return FailedPrecondition(fmt::format("task {} is in {} already", key, o->second));
     }
-    it = nets_.emplace(name, std::move(*made)).first;
-  }
-  Namespace& ns = it->second;
-  const size_t before = ns.peers.size();
-  ns.peers.insert(peers.begin(), peers.end());
-  if (ns.peers.size() != before) RM_RETURN_IF_ERROR(Filter(ns));
-  ns.keys.insert(key);
-  owner_[key] = name;
-  if (port > 0 && !ns.ports.count(key)) {
-    // The server hands a port of this node to one task at a time: one still
-    // forwarded is a leftover of an agent that ended uncleanly.
-    (void)Forward("delete", std::to_string(port), std::nullopt);
-    RM_RETURN_IF_ERROR(Forward("add", std::to_string(port), ns.address));
-    ns.ports[key] = port;
-  }
-  return ns.path;
-}
-
-void JobNetwork::Remove(const std::string& name, Namespace& ns) {
-  if (ns.recovered && ns.address != 0) {
-    // Every port still forwarded to it (its tasks' ports are not known here).
-    static const std::regex kElement(R"(((?:tcp|udp) \. [0-9]+(?:-[0-9]+)?) : ([0-9.]+))");
-    auto map = run_({"nft", "list", "map", "ip", kTaskTable, "ports"});
-    const std::string text = map.ok() ? *map : "", addr = FormatIpv4(ns.address);
-    for (std::sregex_iterator m(text.begin(), text.end(), kElement), end; m != end; ++m) {
-      if ((*m)[2] == addr) {
-        (void)run_({"nft", "delete", "element", "ip", kTaskTable, "ports", fmt::format("{{ {} : {} }}", (*m)[1].str(), addr)});
+    for (;;) {
+      auto it = nets_.find(name);
+      if (it != nets_.end()) {
+        ns = it->second;
+        if (ns->state == Namespace::State::kReady) break;
+        // Being made (then joined) or removed (then made afresh).
+        ns->changed.wait(l, [&] { return ns->state == Namespace::State::kReady || ns->state == Namespace::State::kGone; });
+        continue;
       }
+      RM_ASSIGN_OR_RETURN(ns, Reserve(name));
+      ns->peers.insert(peers.begin(), peers.end());
+      const FilterRules rules = Rules(*ns);
+      const int bridge = bridge_;
+      l.unlock();
+      Status st = Build(*ns, bridge, rules);
+      if (!st.ok()) Teardown(*ns);
+      l.lock();
+      if (!st.ok()) {
+        Release(name, ns);
+        return st;
+      }
+      ns->state = Namespace::State::kReady;
+      ns->changed.notify_all();
+      break;
     }
-  } else if (ns.block >= 0) {
-    const auto [lo, hi] = BlockPorts(ns.block);
-    (void)Forward("delete", fmt::format("{}-{}", lo, hi), ns.address);
+    const size_t before = ns->peers.size();
+    ns->peers.insert(peers.begin(), peers.end());
+    refilter = ns->peers.size() != before;
+    ns->keys.insert(key);
+    owner_[key] = name;
+    // The server hands a port of this node to one task at a time.
+    if (port > 0 && !ns->ports.count(key)) {
+      ns->ports[key] = port;
+      forward = true;
+    }
   }
-  // The namespace ends with its last process and this mount; its veth with it.
-  (void)run_({"umount", ns.path});
-  ::unlink(ns.path.c_str());
-  (void)run_({"ip", "link", "del", VethName(ns.path)});
-  if (ns.address != 0) Unclaim("addr", ns.address, ns.path);
-  if (ns.block >= 0) Unclaim("ports", BlockPorts(ns.block).first, ns.path);
+  // The task is in the namespace's keys: no Leave removes it meanwhile.
+  Status st = refilter ? Refilter(*ns) : Status::Ok();
+  if (st.ok() && forward) st = Forward(std::to_string(port), ns->address, key);
+  if (!st.ok()) {
+    Leave(key);
+    return st;
+  }
+  return ns->path;
 }
 
 JobNetwork::~JobNetwork() {
   std::lock_guard<std::mutex> l(mu_);
   if (!nets_.empty() || !mounted_) return;
-  (void)run_({"umount", o_.state_dir});
+  ::umount2(o_.state_dir.c_str(), 0);
 }
 
 void JobNetwork::Leave(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto o = owner_.find(key);
-  if (o == owner_.end()) return;
-  auto it = nets_.find(o->second);
-  owner_.erase(o);
-  if (it == nets_.end()) return;
-  Namespace& ns = it->second;
-  if (auto p = ns.ports.find(key); p != ns.ports.end()) {
-    (void)Forward("delete", std::to_string(p->second), ns.address);
-    ns.ports.erase(p);
+  std::string name;
+  NamespacePtr ns;
+  int port = 0;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto o = owner_.find(key);
+    if (o == owner_.end()) return;
+    name = o->second;
+    owner_.erase(o);
+    auto it = nets_.find(name);
+    if (it == nets_.end()) return;
+    ns = it->second;
+    if (auto p = ns->ports.find(key); p != ns->ports.end()) {
+      port = p->second;
+      ns->ports.erase(p);
+    }
+    ns->keys.erase(key);
+    if (ns->keys.empty() && ns->state == Namespace::State::kReady) {
+      ns->state = Namespace::State::kRemoving;
+      last = true;
+    }
   }
-  ns.keys.erase(key);
-  if (!ns.keys.empty()) return;
-  Remove(it->first, ns);
-  spdlog::info("task network: {} removed", it->first);
-  nets_.erase(it);
+  if (port > 0) Unforward(std::to_string(port), ns->address, key);
+  if (!last) return;
+  Teardown(*ns);
+  std::lock_guard<std::mutex> l(mu_);
+  Release(name, ns);
+  spdlog::info("task network: {} removed", name);
 }
-
 }  // namespace ringmaster::net

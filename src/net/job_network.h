@@ -1,20 +1,21 @@
-// A job's own network on a node of the host's network (docs/cluster.md, "A
-// job's network"): one namespace per job attempt on bridge rmtask0, the node's
-// address on its loopback, its ports forwarded from the node's address, the
-// filter of task_filter.h inside. Runs tools through a ToolRunner, as root. Thread-safe.
+// A job's own network on a node (docs/cluster.md, "A job's network"): one
+// namespace per job attempt on bridge rmtask0, the node's address on its
+// loopback, its ports forwarded there, task_filter.h's filter inside. Built
+// in-process as root (only Setup and Recover run tools). Thread-safe: jobs'
+// namespaces are made and removed concurrently, outside the lock.
 #pragma once
 
-#include <sys/types.h>
-
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "net/ipv4.h"
+#include "net/nft.h"
 #include "net/task_filter.h"
 
 namespace ringmaster::net {
@@ -31,7 +32,6 @@ struct JobNetworkOptions {
   // Ephemeral ports handed out in blocks, one per namespace, forwarded to it
   // (listeners on port 0: ringcomm's pairs, gloo's). Outside the node's task range.
   int ephemeral_lo = 40000, ephemeral_hi = 47999, ephemeral_block = 256;
-  pid_t host_pid = 0;  // a process in the host's namespace (the agent); 0 = this one
   // Addresses and port blocks are claimed here, one file each (O_EXCL), so
   // agents sharing a host's bridge (tests run several) never pick the same.
   std::string registry_dir = "/run/ringmaster/task-network";
@@ -68,33 +68,66 @@ class JobNetwork {
 
  private:
   struct Namespace {
+    // Made (and removed) outside the lock; a task of its job arriving
+    // meanwhile waits on `changed` for it (or for it to be gone), not for
+    // other jobs. GUARDED_BY(mu_).
+    enum class State { kCreating, kReady, kRemoving, kGone } state = State::kCreating;
+    std::condition_variable changed;
+    // Fixed once reserved: read without the lock.
     std::string path;
     uint32_t address = 0;
     int block = -1;  // index of its ephemeral port block
+    // GUARDED_BY(mu_):
     std::set<std::string> keys;
     std::set<std::string> peers;
     std::map<std::string, int> ports;  // key -> its forwarded port
     bool recovered = false;            // an earlier agent's: its forwarded ports are unknown
+    // Held while its filter is rewritten, so that the last write has every peer.
+    std::mutex filter_mu;
   };
+  using NamespacePtr = std::shared_ptr<Namespace>;
+  // REQUIRES: mu_ held.
   void Recover(const std::string& name);
-  StatusOr<Namespace> Create(const std::string& name);
+  // Chooses the namespace's address and port block and enters it in nets_
+  // as being created. REQUIRES: mu_ held.
+  StatusOr<NamespacePtr> Reserve(const std::string& name);
+  // The kernel's part, without mu_.
+  Status Build(const Namespace& ns, int bridge, const FilterRules& rules);
+  void Teardown(const Namespace& ns);
+  // Forgets a namespace removed (or never built): its claims, its entry.
+  // REQUIRES: mu_ held.
+  void Release(const std::string& name, const NamespacePtr& ns);
+  // Its filter, as the peers are now. REQUIRES: mu_ held.
+  FilterRules Rules(const Namespace& ns) const;
+  Status Refilter(Namespace& ns);
   // Claims "<what>-<index>" in the registry for namespace `path`; false
   // when another live namespace holds it.
   bool Claim(const std::string& what, int64_t index, const std::string& path);
   void Unclaim(const std::string& what, int64_t index, const std::string& path);
-  Status Filter(const Namespace& ns);
-  // Adds (or deletes) the forwarding of `ports` ("P" or "LO-HI"), TCP and
-  // UDP, to `address` (a delete may leave it out).
-  Status Forward(const char* op, const std::string& ports, std::optional<uint32_t> address);
+  // The node's map: `ports` ("P" or "LO-HI"), TCP and UDP, to `address`,
+  // for task `key` ("" for a port block). An element left by an agent that
+  // ended uncleanly is replaced. Unforward leaves a port another key holds.
+  Status Forward(const std::string& ports, uint32_t address, const std::string& key);
+  void Unforward(const std::string& ports, uint32_t address, const std::string& key);
+  // Every port forwarded to `address` (a recovered namespace's).
+  void UnforwardAll(uint32_t address);
+  // REQUIRES: host_mu_ held.
+  StatusOr<std::string> HostNft(const std::string& commands, const std::string& what);
   std::pair<int, int> BlockPorts(int block) const;
-  void Remove(const std::string& name, Namespace& ns);
 
   JobNetworkOptions o_;
   ToolRunner run_;
   std::mutex mu_;
-  std::map<std::string, Namespace> nets_;  // GUARDED_BY(mu_), by name
+  std::map<std::string, NamespacePtr> nets_;  // GUARDED_BY(mu_), by name
   std::map<std::string, std::string> owner_;  // GUARDED_BY(mu_): task key -> namespace name
-  bool mounted_ = false;                     // GUARDED_BY(mu_): Setup made the state dir's private mount
+  bool mounted_ = false;                      // GUARDED_BY(mu_): Setup made the state dir's private mount
+  int bridge_ = 0;                            // GUARDED_BY(mu_): the bridge's ifindex
+  // The node's table through one context (not thread-safe); it is also
+  // where a port's holder is known, so a late Leave never unforwards a port
+  // the server has handed to a newer task.
+  std::mutex host_mu_;
+  std::unique_ptr<Nft> host_nft_;          // GUARDED_BY(host_mu_)
+  std::map<std::string, std::string> forwarded_;  // GUARDED_BY(host_mu_): node port -> task key
 };
 
 }  // namespace ringmaster::net

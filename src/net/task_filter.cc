@@ -7,6 +7,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "common/subprocess.h"
+#include "net/nft.h"
 
 namespace ringmaster::net {
 namespace {
@@ -78,6 +79,13 @@ StatusOr<std::string> FilterRuleset(const FilterRules& r) {
   }
   s += "}\n";
   return s;
+}
+
+Status InstallFilter(const FilterRules& rules) {
+  RM_ASSIGN_OR_RETURN(std::string text, FilterRuleset(rules));
+  // A context works on the namespace of the thread that made it.
+  RM_ASSIGN_OR_RETURN(auto nft, Nft::Create());
+  return nft->Run(text, "installing the task network's filter").status();
 }
 
 Status ApplyFilter(const std::string& netns, const FilterRules& rules, const std::string& script,

@@ -41,8 +41,11 @@ struct FilterRules {
 // The `nft -f` script: one table (inet ringmaster), replaced whole.
 // InvalidArgument naming the field for an address that is not IPv4.
 StatusOr<std::string> FilterRuleset(const FilterRules& rules);
+// Installs it in the calling thread's network namespace, in-process.
+Status InstallFilter(const FilterRules& rules);
 // Installs it in the namespace at `netns` (a path: /proc/PID/ns/net or a
-// bind mount), through `script` (a file written for nft, then removed).
+// bind mount), through `script` (a file written for nft, then removed): for
+// a hook process, off any per-job path.
 Status ApplyFilter(const std::string& netns, const FilterRules& rules, const std::string& script,
                    const ToolRunner& run);
 
