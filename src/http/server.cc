@@ -10,16 +10,17 @@
 namespace ringmaster::http {
 namespace {
 
-// Names each of a pool's `n` threads: one task each, held until all have run.
+// Names each of a pool's `n` threads: one task each, held until all have run
+// (the latch is shared: a thread may still be inside it after the last arrives).
 void NamePool(net::thread_pool& pool, int n, const char* name) {
-  std::latch named(n);
+  auto named = std::make_shared<std::latch>(n);
   for (int i = 0; i < n; ++i) {
-    net::post(pool, [&named, name] {
+    net::post(pool, [named, name] {
       NameThisThread(name);
-      named.arrive_and_wait();
+      named->arrive_and_wait();
     });
   }
-  named.wait();
+  named->wait();
 }
 
 // Mozilla's "intermediate" TLS 1.2 list: ECDHE with AES-GCM or ChaCha20-Poly1305.
