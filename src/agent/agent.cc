@@ -90,10 +90,13 @@ Agent::~Agent() { Stop(); }
 void Agent::Start() {
   Open();
   StartLabTunnel();
-  detach_thread_ = std::thread([this] {
-    NameThisThread("agent-janitor");
-    DetachLoop();
-  });
+  // Several: removing a job's network waits on the kernel (tens of ms) more than it works.
+  for (int i = 0; i < kJanitors; ++i) {
+    janitors_.emplace_back([this] {
+      NameThisThread("agent-janitor");
+      DetachLoop();
+    });
+  }
   sync_thread_ = std::thread([this] {
     NameThisThread("agent-sync");
     SyncLoop();
@@ -166,14 +169,13 @@ void Agent::Stop() {
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (sample_thread_.joinable()) sample_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
-  if (detach_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> l(detach_mu_);
-      detach_stop_ = true;
-      detach_cv_.notify_all();
-    }
-    detach_thread_.join();
+  {
+    std::lock_guard<std::mutex> l(detach_mu_);
+    detach_stop_ = true;
+    detach_cv_.notify_all();
   }
+  for (std::thread& t : janitors_) t.join();
+  janitors_.clear();
   if (lab_tunnel_) lab_tunnel_->Stop();
   std::map<TaskRef, Worker> workers;
   std::vector<Worker> zombies;
@@ -729,7 +731,7 @@ void Agent::Tick() {
   }
   // Its files, cgroups, namespace, ports and flows go on the janitor's
   // thread: removing them takes a while, and no report waits for it.
-  if (!released.empty() && !detach_thread_.joinable()) {
+  if (!released.empty() && janitors_.empty()) {
     for (const std::string& key : released) Release(key);  // stepped by a test: no janitor
   } else if (!released.empty()) {
     std::lock_guard<std::mutex> l(detach_mu_);

@@ -219,7 +219,7 @@ class Agent {
   // Tells the server the task is "staging", "pulling", "starting" or
   // "uploading" (its timeline), with the next tick's reports; best effort.
   void ReportPhase(const LocalTask& t, const char* phase);
-  // The janitor's thread: what a reported task held (its files and cgroups,
+  // A janitor's thread: what a reported task held (its files and cgroups,
   // Release; its network, Detach), off the tick's path; drains its queue
   // before Stop returns.
   void DetachLoop();
@@ -299,13 +299,15 @@ class Agent {
   std::condition_variable detach_cv_;
   std::deque<std::string> detach_queue_;  // GUARDED_BY(detach_mu_): keys of reported tasks, to release
   bool detach_stop_ = false;              // GUARDED_BY(detach_mu_)
-  std::thread detach_thread_;
+  static constexpr int kJanitors = 4;
+  std::vector<std::thread> janitors_;  // set by Start, cleared by Stop (the tick thread reads it between)
   std::thread sync_thread_, tick_thread_, heartbeat_thread_, sample_thread_, fence_thread_;
   std::mutex net_mu_;
   std::unique_ptr<net::Overlay> overlay_;  // GUARDED_BY(net_mu_); null until set up
   std::string overlay_error_;              // GUARDED_BY(net_mu_): why it is not
   std::optional<std::vector<protocol::OverlayPeer>> peers_applied_;  // GUARDED_BY(net_mu_)
-  std::unique_ptr<net::JobNetwork> job_network_;  // GUARDED_BY(net_mu_); null until set up
+  // Set under net_mu_, never reset once set; used without it (JobNetwork is thread-safe).
+  std::unique_ptr<net::JobNetwork> job_network_;
   std::string job_network_error_;                 // GUARDED_BY(net_mu_): why it is not
   // Fencing: the server's window, and when it last answered (steady clock, ms).
   std::atomic<int64_t> fence_after_ms_{0};

@@ -165,10 +165,14 @@ void JobNetwork::Recover(const std::string& name) {
   }
   if (auto range = with({"sysctl", "-n", "net.ipv4.ip_local_port_range"}); range.ok()) {
     std::istringstream in(*range);
-    int lo = 0;
-    if (in >> lo && lo >= o_.ephemeral_lo) ns.block = (lo - o_.ephemeral_lo) / o_.ephemeral_block;
+    // One of our blocks, exactly; else the kernel's default (a job on this node alone has no block).
+    int lo = 0, hi = 0;
+    if (in >> lo >> hi && lo >= o_.ephemeral_lo && (lo - o_.ephemeral_lo) % o_.ephemeral_block == 0 &&
+        hi == lo + o_.ephemeral_block - 1) {
+      ns.block = (lo - o_.ephemeral_lo) / o_.ephemeral_block;
+    }
   }
-  if (ns.address == 0 || ns.block < 0) {
+  if (ns.address == 0) {
     spdlog::warn("task network: {} is not one of ours any more; removed", name);
     Teardown(ns);
     Release(name, made);
@@ -259,31 +263,45 @@ void JobNetwork::UnforwardAll(uint32_t address) {
   }
 }
 
-StatusOr<JobNetwork::NamespacePtr> JobNetwork::Reserve(const std::string& name) {
+StatusOr<JobNetwork::NamespacePtr> JobNetwork::Reserve(const std::string& name, bool block) {
   auto ns = std::make_shared<Namespace>();
   ns->path = o_.state_dir + "/" + name;
-  // The lowest free address and port block, here and in the registry.
+  // The lowest free address, here and in the registry.
   std::set<uint32_t> used_addrs;
-  std::set<int> used_blocks;
-  for (const auto& [n, other] : nets_) {
-    used_addrs.insert(other->address);
-    used_blocks.insert(other->block);
-  }
+  for (const auto& [n, other] : nets_) used_addrs.insert(other->address);
   for (int i = 2; !ns->address; ++i) {
     auto a = TaskAddress(o_.subnet, i);
     if (!a) return ResourceExhausted("task network: no free address in " + FormatCidr(o_.subnet));
     if (!used_addrs.count(*a) && Claim("addr", *a, ns->path)) ns->address = *a;
   }
-  const int blocks = (o_.ephemeral_hi - o_.ephemeral_lo + 1) / o_.ephemeral_block;
-  for (int b = 0; b < blocks && ns->block < 0; ++b) {
-    if (!used_blocks.count(b) && Claim("ports", BlockPorts(b).first, ns->path)) ns->block = b;
-  }
-  if (ns->block < 0) {
+  if (block && !ClaimBlock(*ns)) {
     Unclaim("addr", ns->address, ns->path);
-    return ResourceExhausted(fmt::format("task network: all {} ephemeral port blocks are in use", blocks));
+    return ResourceExhausted(fmt::format("task network: all {} ephemeral port blocks are in use",
+                                         (o_.ephemeral_hi - o_.ephemeral_lo + 1) / o_.ephemeral_block));
   }
   nets_.emplace(name, ns);
   return ns;
+}
+
+bool JobNetwork::ClaimBlock(Namespace& ns) {
+  std::set<int> used;
+  for (const auto& [n, other] : nets_) used.insert(other->block);
+  const int blocks = (o_.ephemeral_hi - o_.ephemeral_lo + 1) / o_.ephemeral_block;
+  for (int b = 0; b < blocks; ++b) {
+    if (!used.count(b) && Claim("ports", BlockPorts(b).first, ns.path)) {
+      ns.block = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status JobNetwork::OpenBlock(const Namespace& ns) {
+  const auto [lo, hi] = BlockPorts(ns.block);
+  // /proc/sys/net is the namespace's of the thread that opens it.
+  RM_RETURN_IF_ERROR(InNamespace(
+      ns.path, [&] { return WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)); }));
+  return Forward(fmt::format("{}-{}", lo, hi), ns.address, "");
 }
 
 Status JobNetwork::Build(const Namespace& ns, int bridge, const FilterRules& rules) {
@@ -295,7 +313,6 @@ Status JobNetwork::Build(const Namespace& ns, int bridge, const FilterRules& rul
   const int fd = ::open(ns.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Internal(fmt::format("task network: creating {}: {}", ns.path, std::strerror(errno)));
   ::close(fd);
-  const auto [lo, hi] = BlockPorts(ns.block);
   RM_RETURN_IF_ERROR(InNewNamespace(ns.path, [&]() -> Status {
     const int self = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self < 0) return Internal(fmt::format("opening the new namespace: {}", std::strerror(errno)));
@@ -308,10 +325,18 @@ Status JobNetwork::Build(const Namespace& ns, int bridge, const FilterRules& rul
     RM_RETURN_IF_ERROR(in.AddAddress(::if_nametoindex("eth0"), ns.address, o_.subnet.prefix));
     RM_RETURN_IF_ERROR(in.SetUp("eth0"));
     RM_RETURN_IF_ERROR(in.AddDefaultRoute(Gateway(o_.subnet), ns.address));
-    // /proc/sys/net is the namespace's of the thread that opens it.
-    RM_RETURN_IF_ERROR(WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)));
+    if (ns.block >= 0) {
+      // /proc/sys/net is the namespace's of the thread that opens it.
+      const auto [lo, hi] = BlockPorts(ns.block);
+      RM_RETURN_IF_ERROR(WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)));
+    }
     return InstallFilter(rules);
   }));
+  if (ns.block < 0) {
+    spdlog::debug("task network: {} at {}", ns.path, FormatIpv4(ns.address));
+    return Status::Ok();
+  }
+  const auto [lo, hi] = BlockPorts(ns.block);
   RM_RETURN_IF_ERROR(Forward(fmt::format("{}-{}", lo, hi), ns.address, ""));
   spdlog::info("task network: {} at {} (ports {}-{} forwarded)", ns.path, FormatIpv4(ns.address), lo, hi);
   return Status::Ok();
@@ -353,7 +378,7 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
                                        const std::vector<std::string>& peers) {
   const std::string name = Name(job, attempt);
   NamespacePtr ns;
-  bool refilter = false, forward = false;
+  bool refilter = false, forward = false, open_block = false;
   {
     std::unique_lock<std::mutex> l(mu_);
     if (auto o = owner_.find(key); o != owner_.end() && o->second != name) {
@@ -368,7 +393,7 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
         ns->changed.wait(l, [&] { return ns->state == Namespace::State::kReady || ns->state == Namespace::State::kGone; });
         continue;
       }
-      RM_ASSIGN_OR_RETURN(ns, Reserve(name));
+      RM_ASSIGN_OR_RETURN(ns, Reserve(name, !peers.empty()));
       ns->peers.insert(peers.begin(), peers.end());
       const FilterRules rules = Rules(*ns);
       const int bridge = bridge_;
@@ -387,6 +412,11 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
     const size_t before = ns->peers.size();
     ns->peers.insert(peers.begin(), peers.end());
     refilter = ns->peers.size() != before;
+    // Peers on other nodes now: its listeners need a forwarded block.
+    if (refilter && ns->block < 0) {
+      if (!ClaimBlock(*ns)) return ResourceExhausted("task network: all ephemeral port blocks are in use");
+      open_block = true;
+    }
     ns->keys.insert(key);
     owner_[key] = name;
     // The server hands a port of this node to one task at a time.
@@ -396,7 +426,8 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
     }
   }
   // The task is in the namespace's keys: no Leave removes it meanwhile.
-  Status st = refilter ? Refilter(*ns) : Status::Ok();
+  Status st = open_block ? OpenBlock(*ns) : Status::Ok();
+  if (st.ok() && refilter) st = Refilter(*ns);
   if (st.ok() && forward) st = Forward(std::to_string(port), ns->address, key);
   if (!st.ok()) {
     Leave(key);

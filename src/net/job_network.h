@@ -88,9 +88,15 @@ class JobNetwork {
   using NamespacePtr = std::shared_ptr<Namespace>;
   // REQUIRES: mu_ held.
   void Recover(const std::string& name);
-  // Chooses the namespace's address and port block and enters it in nets_
-  // as being created. REQUIRES: mu_ held.
-  StatusOr<NamespacePtr> Reserve(const std::string& name);
+  // Chooses the namespace's address (and a port block when `block`: only a
+  // job that spans nodes needs its listeners forwarded) and enters it in
+  // nets_ as being created. REQUIRES: mu_ held.
+  StatusOr<NamespacePtr> Reserve(const std::string& name, bool block);
+  // Claims a free ephemeral port block for `ns`; false when all are in use.
+  // REQUIRES: mu_ held.
+  bool ClaimBlock(Namespace& ns);
+  // Forwards `ns`'s block to it and makes it the namespace's own port range.
+  Status OpenBlock(const Namespace& ns);
   // The kernel's part, without mu_.
   Status Build(const Namespace& ns, int bridge, const FilterRules& rules);
   void Teardown(const Namespace& ns);

@@ -249,7 +249,13 @@ TEST_F(JobNetworkTest, OneNamespacePerJobAttemptWithItsPortsForwarded) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b, dir_ + "/rmj-6-1");
   EXPECT_NE(In(*b, {"ip", "-o", "-4", "addr", "show"}).find("10.213.0.3/16"), std::string::npos);
+  // A job on this node alone has no block forwarded: nothing from another node dials its listeners.
+  EXPECT_EQ(In(*b, {"sysctl", "-n", "net.ipv4.ip_local_port_range"}), "32768\t60999\n");
+  EXPECT_EQ(Map().find("40256-40511"), std::string::npos);
+  // Until a task of it brings a peer on another node: then it gets one.
+  ASSERT_EQ(*net_->Join(6, 1, "14.1", 31004, {"192.168.0.9"}), *b);
   EXPECT_EQ(In(*b, {"sysctl", "-n", "net.ipv4.ip_local_port_range"}), "40256\t40511\n");
+  EXPECT_NE(Map().find("tcp . 40256-40511 : 10.213.0.3"), std::string::npos) << Map();
   // A new attempt is a new namespace.
   EXPECT_EQ(*net_->Join(5, 2, "10.2", 31003, {}), dir_ + "/rmj-5-2");
   // The last task to leave removes it.
@@ -267,7 +273,7 @@ TEST_F(JobNetworkTest, OneNamespacePerJobAttemptWithItsPortsForwarded) {
   auto c = net_->Join(7, 1, "13.1", 0, {});
   ASSERT_TRUE(c.ok());
   EXPECT_NE(In(*c, {"ip", "-o", "-4", "addr", "show"}).find("10.213.0.2/16"), std::string::npos);
-  for (const char* key : {"12.1", "10.2", "13.1"}) net_->Leave(key);
+  for (const char* key : {"12.1", "14.1", "10.2", "13.1"}) net_->Leave(key);
   EXPECT_EQ(Leftovers(), "");
 }
 

@@ -28,6 +28,15 @@ std::mutex& LibraryMutex() {
   return mu;
 }
 
+// Whether `fd` is a NETLINK_NETFILTER socket.
+bool IsNetfilterSocket(int fd) {
+  int domain = 0, protocol = 0;
+  socklen_t len = sizeof domain;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_NETLINK) return false;
+  len = sizeof protocol;
+  return ::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == NETLINK_NETFILTER;
+}
+
 // The process's NETLINK_NETFILTER sockets: only contexts open them (under
 // LibraryMutex), so the one a new context adds is its own.
 std::set<int> NetfilterSockets() {
@@ -38,13 +47,7 @@ std::set<int> NetfilterSockets() {
   while (dirent* e = ::readdir(d)) {
     const int fd = std::atoi(e->d_name);
     if (e->d_name[0] == '.' || fd == skip) continue;
-    int domain = 0, protocol = 0;
-    socklen_t len = sizeof domain;
-    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_NETLINK) continue;
-    len = sizeof protocol;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == NETLINK_NETFILTER) {
-      out.insert(fd);
-    }
+    if (IsNetfilterSocket(fd)) out.insert(fd);
   }
   ::closedir(d);
   return out;
@@ -81,11 +84,22 @@ void CloseLater(int fd) {
   closer->cv.notify_one();
 }
 
+// The lowest free descriptor now: where the kernel puts the next socket,
+// unless another thread takes it first.
+int LowestFreeFd() {
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  return fd;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Nft>> Nft::Create() {
   std::lock_guard<std::mutex> l(LibraryMutex());
-  const std::set<int> before = NetfilterSockets();
+  // The context's socket is, almost always, the lowest descriptor free
+  // before it: checked, and found by a scan of every descriptor (slow with
+  // the hundreds an agent holds) only when another thread took that one.
+  const int guess = LowestFreeFd();
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
   if (ctx == nullptr) return Internal("nftables: no context (libnftables)");
   if (nft_ctx_buffer_output(ctx) != 0 || nft_ctx_buffer_error(ctx) != 0) {
@@ -93,8 +107,12 @@ StatusOr<std::unique_ptr<Nft>> Nft::Create() {
     return Internal("nftables: cannot buffer a context's output");
   }
   int socket = -1;
-  for (int fd : NetfilterSockets()) {
-    if (!before.count(fd)) socket = fd;
+  if (guess >= 0 && IsNetfilterSocket(guess) && !(::fcntl(guess, F_GETFD) & FD_CLOEXEC)) {
+    socket = guess;
+  } else {
+    for (int fd : NetfilterSockets()) {
+      if (!(::fcntl(fd, F_GETFD) & FD_CLOEXEC)) socket = fd;  // the others' are close-on-exec already
+    }
   }
   // libnftables opens it without O_CLOEXEC: the agent's children (tasks)
   // must not inherit the node's netfilter socket.
