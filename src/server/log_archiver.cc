@@ -134,27 +134,16 @@ Status LogArchiver::Archive(int64_t job_id) {
   auto job = api_->store->GetJob(job_id);
   if (!job.ok()) return job.status().code() == StatusCode::kNotFound ? Status::Ok() : job.status();
   if (!store::IsTerminal(job->state)) return Status::Ok();
-  std::set<std::pair<int, int>> logged;  // (rank, attempt)
   for (const LogFile& f : api_->logs->List(job_id)) {
     RM_RETURN_IF_ERROR(ArchiveFile(*job, f.path, fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, f.rank, f.attempt)));
-    logged.insert({f.rank, f.attempt});
   }
   for (const LogFile& f : api_->metrics->List(job_id)) {
     RM_RETURN_IF_ERROR(ArchiveFile(*job, f.path,
                                    fmt::format("jobs/{}/logs/rank-{}.attempt-{}.metrics.jsonl", job_id, f.rank, f.attempt)));
   }
-  // A task that printed nothing still has its (empty) log: every rank's last
-  // attempt is there to download.
-  RM_ASSIGN_OR_RETURN(auto tasks, api_->store->ListTasks(job_id));
-  for (const auto& t : tasks) {
-    if (t.attempt < 1 || logged.count({t.rank, t.attempt})) continue;
-    const std::string key = fmt::format("jobs/{}/logs/rank-{}.attempt-{}.log", job_id, t.rank, t.attempt);
-    if (api_->files->Head(key).ok()) continue;
-    RM_ASSIGN_OR_RETURN(auto writer, api_->files->Create(key, {}));
-    std::lock_guard<std::mutex> lock(api_->FileUsageLock(job->user_id));
-    RM_RETURN_IF_ERROR(writer->Commit().status());
-    RM_RETURN_IF_ERROR(api_->store->AddUserFileBytes(job->user_id, Charge(*api_, key, 0)));  // an object costs, empty or not
-  }
+  // A task that printed nothing has no log archived: nothing to download,
+  // nothing stored or charged (a sweep of thousands of quiet jobs leaves no
+  // empty objects behind); `ringmaster logs` shows it empty all the same.
   // The archive is now the one copy of the logs (`ringmaster logs` reads it):
   // the server's goes, so no log is kept, or counted, twice.
   api_->logs->DeleteJob(job_id);
@@ -170,6 +159,7 @@ Status LogArchiver::ArchiveFile(const store::Job& job, const std::string& path, 
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Internal(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (st.st_size == 0) return Status::Ok();  // nothing written: nothing archived
   if (auto head = api_->files->Head(key); head.ok() && head->size == static_cast<uint64_t>(st.st_size)) {
     return Status::Ok();  // archived before
   }
