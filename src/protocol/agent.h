@@ -18,13 +18,12 @@
 
 namespace ringmaster::protocol {
 
-// The protocol's version: a server speaks kAgentProtocol and the one before
-// it, so agents may run one release behind their server during an upgrade,
-// never ahead of it (docs/install.md, "Versions").
+// The protocol's version: a server speaks kAgentProtocol and those before it
+// down to kMinAgentProtocol, so agents may run a release behind their server
+// during an upgrade, never ahead of it (docs/install.md, "Versions").
 // 1: agents send no version and fence at 70% of the register reply's lease_ms.
 // 2: agents fence at its fence_after_ms, and list the tasks they hold when they register.
-// 3: agents send a tick's reports together (TaskReports), and skip the staging
-//    plan of a task whose assignment says it has no files (Assignment::files).
+// 3: agents send a tick's reports together (TaskReports; since 0.3.0).
 inline constexpr int kAgentProtocol = 3;
 inline constexpr int kMinAgentProtocol = 1;
 

@@ -100,7 +100,7 @@ grep -qx 'ExecStart=/usr/bin/ringmaster server --config /etc/ringmaster/server.t
   fail "ringmaster-server.service: $(grep ExecStart "$ROOT/usr/lib/systemd/system/ringmaster-server.service")"
 grep -qx 'ExecStart=/usr/bin/ringmaster agent --config /etc/ringmaster/agent.toml' "$ROOT/usr/lib/systemd/system/ringmaster-agent.service" ||
   fail "ringmaster-agent.service: $(grep ExecStart "$ROOT/usr/lib/systemd/system/ringmaster-agent.service")"
-for f in usr/bin/ringmaster-sim usr/share/doc/ringmaster/examples/server.toml usr/share/doc/ringmaster/examples/agent.toml \
+for f in usr/bin/ringmaster-sim usr/bin/ringmaster-shim usr/share/doc/ringmaster/examples/server.toml usr/share/doc/ringmaster/examples/agent.toml \
          usr/share/doc/ringmaster/docs/install.md usr/lib/ringmaster/scripts/images/build.sh \
          usr/lib/ringmaster/scripts/images/pip-target.sh usr/lib/ringmaster/scripts/images/requirements/mxnet.txt \
          usr/lib/python3/dist-packages/ringmaster/__init__.py; do
