@@ -678,7 +678,7 @@ void Agent::Tick() {
     }
     rounds.push_back(std::move(r));
   }
-  const std::vector<protocol::TaskReportResult> results = SendReports(batch);
+  const std::vector<protocol::TaskReportResult> results = SendReports(node, batch);
   std::vector<std::string> released;
   for (Round& r : rounds) {
     LocalTask& t = r.t;
@@ -689,6 +689,12 @@ void Agent::Tick() {
       accepted = res.code.empty();
       stale = res.code == "FailedPrecondition" || res.code == "NotFound";
       if (stale) spdlog::info("agent: task {} is stale: {}", key, res.message);
+      // Refused as it is: sending it again would be refused again, every tick.
+      if (res.code == "InvalidArgument") {
+        spdlog::error("agent: task {}: the server refused its {} report: {}", key,
+                      r.sent == Sent::kRunning ? "running" : "exit", res.message);
+        accepted = true;
+      }
     }
     if (r.sent == Sent::kRunning) {
       t.reported_running = accepted;
@@ -751,7 +757,7 @@ void Agent::LogTimeline(const std::string& key, const LocalTask::Timeline& t) co
                 uploaded - exited, now - uploaded);
 }
 
-std::vector<protocol::TaskReportResult> Agent::SendReports(const protocol::TaskReports& batch) {
+std::vector<protocol::TaskReportResult> Agent::SendReports(int64_t node, const protocol::TaskReports& batch) {
   std::vector<protocol::TaskReportResult> results;
   if (abandoned_ || batch.reports.empty()) return results;
   for (size_t from = 0; from < batch.reports.size(); from += protocol::kMaxReportsPerBody) {
@@ -759,7 +765,7 @@ std::vector<protocol::TaskReportResult> Agent::SendReports(const protocol::TaskR
     const size_t to = std::min(batch.reports.size(), from + protocol::kMaxReportsPerBody);
     part.reports.assign(batch.reports.begin() + static_cast<std::ptrdiff_t>(from),
                         batch.reports.begin() + static_cast<std::ptrdiff_t>(to));
-    auto reply = control_->ReportStatuses(node_id_, part, kCallTimeout);
+    auto reply = control_->ReportStatuses(node, part, kCallTimeout);
     if (!reply.ok()) {
       // None of these recorded: the starts and exits go again next tick (phases are best effort).
       spdlog::debug("agent: reports: {}", reply.status().ToString());

@@ -214,7 +214,7 @@ class Agent {
   bool ShipOutput(TaskOutput what, LocalTask& t, int64_t* shipped, int64_t* budget);
   // A tick's reports in one call (or a few, past protocol::kMaxReportsPerBody):
   // a result per report, fewer when a call failed (those go again next tick).
-  std::vector<protocol::TaskReportResult> SendReports(const protocol::TaskReports& batch);
+  std::vector<protocol::TaskReportResult> SendReports(int64_t node, const protocol::TaskReports& batch);
   void LogTimeline(const std::string& key, const LocalTask::Timeline& t) const;
   // Tells the server the task is "staging", "pulling", "starting" or
   // "uploading" (its timeline), with the next tick's reports; best effort.

@@ -325,11 +325,11 @@ Status JobNetwork::Build(const Namespace& ns, int bridge, const FilterRules& rul
     RM_RETURN_IF_ERROR(in.AddAddress(::if_nametoindex("eth0"), ns.address, o_.subnet.prefix));
     RM_RETURN_IF_ERROR(in.SetUp("eth0"));
     RM_RETURN_IF_ERROR(in.AddDefaultRoute(Gateway(o_.subnet), ns.address));
-    if (ns.block >= 0) {
-      // /proc/sys/net is the namespace's of the thread that opens it.
-      const auto [lo, hi] = BlockPorts(ns.block);
-      RM_RETURN_IF_ERROR(WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)));
-    }
+    // Its own ephemeral ports, never the node's task ports: its block, or the
+    // whole range (forwarded nowhere). /proc/sys/net is the namespace's of the
+    // thread that opens it.
+    const auto [lo, hi] = ns.block >= 0 ? BlockPorts(ns.block) : std::pair<int, int>{o_.ephemeral_lo, o_.ephemeral_hi};
+    RM_RETURN_IF_ERROR(WriteSysctl("net/ipv4/ip_local_port_range", fmt::format("{} {}", lo, hi)));
     return InstallFilter(rules);
   }));
   if (ns.block < 0) {
@@ -388,9 +388,12 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
       auto it = nets_.find(name);
       if (it != nets_.end()) {
         ns = it->second;
-        if (ns->state == Namespace::State::kReady) break;
-        // Being made (then joined) or removed (then made afresh).
-        ns->changed.wait(l, [&] { return ns->state == Namespace::State::kReady || ns->state == Namespace::State::kGone; });
+        if (ns->state == Namespace::State::kReady && !ns->opening) break;
+        // Being made (then joined), opened to new peers (then joined), or
+        // removed (then made afresh).
+        ns->changed.wait(l, [&] {
+          return (ns->state == Namespace::State::kReady && !ns->opening) || ns->state == Namespace::State::kGone;
+        });
         continue;
       }
       RM_ASSIGN_OR_RETURN(ns, Reserve(name, !peers.empty()));
@@ -409,14 +412,21 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
       ns->changed.notify_all();
       break;
     }
+    const std::set<std::string> had = ns->peers;
     const size_t before = ns->peers.size();
     ns->peers.insert(peers.begin(), peers.end());
     refilter = ns->peers.size() != before;
     // Peers on other nodes now: its listeners need a forwarded block.
     if (refilter && ns->block < 0) {
-      if (!ClaimBlock(*ns)) return ResourceExhausted("task network: all ephemeral port blocks are in use");
+      if (!ClaimBlock(*ns)) {
+        for (const std::string& p : peers) {
+          if (!had.count(p)) ns->peers.erase(p);  // as it was: a later join tries again
+        }
+        return ResourceExhausted("task network: all ephemeral port blocks are in use");
+      }
       open_block = true;
     }
+    ns->opening = refilter;
     ns->keys.insert(key);
     owner_[key] = name;
     // The server hands a port of this node to one task at a time.
@@ -428,6 +438,11 @@ StatusOr<std::string> JobNetwork::Join(int64_t job, int attempt, const std::stri
   // The task is in the namespace's keys: no Leave removes it meanwhile.
   Status st = open_block ? OpenBlock(*ns) : Status::Ok();
   if (st.ok() && refilter) st = Refilter(*ns);
+  if (refilter) {
+    std::lock_guard<std::mutex> l(mu_);
+    ns->opening = false;
+    ns->changed.notify_all();
+  }
   if (st.ok() && forward) st = Forward(std::to_string(port), ns->address, key);
   if (!st.ok()) {
     Leave(key);

@@ -76,8 +76,14 @@ class JobNetwork {
     // Fixed once reserved: read without the lock.
     std::string path;
     uint32_t address = 0;
-    int block = -1;  // index of its ephemeral port block
+    // Index of its forwarded ephemeral port block; -1: none (its tasks use the
+    // whole ephemeral range, forwarded nowhere). Set at Reserve, or under mu_
+    // when a peer on another node first appears (then `opening`).
+    int block = -1;
     // GUARDED_BY(mu_):
+    // A join is opening its block or rewriting its filter for new peers: the
+    // job's other tasks wait on `changed` before they start.
+    bool opening = false;
     std::set<std::string> keys;
     std::set<std::string> peers;
     std::map<std::string, int> ports;  // key -> its forwarded port

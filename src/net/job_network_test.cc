@@ -249,8 +249,9 @@ TEST_F(JobNetworkTest, OneNamespacePerJobAttemptWithItsPortsForwarded) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b, dir_ + "/rmj-6-1");
   EXPECT_NE(In(*b, {"ip", "-o", "-4", "addr", "show"}).find("10.213.0.3/16"), std::string::npos);
-  // A job on this node alone has no block forwarded: nothing from another node dials its listeners.
-  EXPECT_EQ(In(*b, {"sysctl", "-n", "net.ipv4.ip_local_port_range"}), "32768\t60999\n");
+  // A job on this node alone has no block forwarded (nothing from another node dials its listeners),
+  // and the whole ephemeral range, kept off the node's task ports, for its own.
+  EXPECT_EQ(In(*b, {"sysctl", "-n", "net.ipv4.ip_local_port_range"}), "40000\t47999\n");  // its own: never a task port
   EXPECT_EQ(Map().find("40256-40511"), std::string::npos);
   // Until a task of it brings a peer on another node: then it gets one.
   ASSERT_EQ(*net_->Join(6, 1, "14.1", 31004, {"192.168.0.9"}), *b);

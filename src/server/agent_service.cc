@@ -294,8 +294,16 @@ protocol::TaskReportsReply AgentService::ReportStatuses(const store::Node& node,
   std::vector<std::pair<int64_t, TaskReport>> valid;
   std::vector<size_t> where;  // valid[i] answers batch.reports[where[i]]
   auto refuse = [&](size_t i, const Status& st) { reply.results[i] = {StatusCodeName(st.code()), st.message()}; };
+  // Each task's state once, and each of its phases once, in a body: a tick
+  // has no more to say, and a body of repeats must not make a thousand events.
+  std::set<std::pair<int64_t, std::string>> seen;
   for (size_t i = 0; i < batch.reports.size(); ++i) {
     const protocol::TaskReport& one = batch.reports[i];
+    const std::string what = one.status.phase.empty() ? "state" : "phase " + one.status.phase.substr(0, 16);
+    if (!seen.insert({one.task_id, what}).second) {
+      refuse(i, InvalidArgument(fmt::format("reports[{}]: task {}'s {} is already in this body", i, one.task_id, what)));
+      continue;
+    }
     auto task = d_.store->GetTask(one.task_id);
     if (!task.ok()) {
       refuse(i, task.status());
@@ -333,7 +341,10 @@ StatusOr<TaskReport> AgentService::ReadReport(const store::Task& task, const pro
   r.exit_code = static_cast<int>(exit.exit_code);
   RM_RETURN_IF_ERROR(InRange("signal", exit.signal, 0, 128));
   r.signal = static_cast<int>(exit.signal);
-  r.message = exit.message.substr(0, 4096);
+  // Cut at a character's start: half of one is not text the store keeps.
+  size_t cut = std::min<size_t>(exit.message.size(), 4096);
+  while (cut > 0 && cut < exit.message.size() && (static_cast<unsigned char>(exit.message[cut]) & 0xC0) == 0x80) --cut;
+  r.message = exit.message.substr(0, cut);
   if (!b.phase.empty() && !IsAgentPhase(b.phase)) {
     return InvalidArgument(fmt::format("phase: \"{}\" is not one of staging, pulling, starting, uploading",
                                        b.phase.substr(0, 40)));

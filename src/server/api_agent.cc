@@ -44,7 +44,7 @@ struct Poll {
 constexpr size_t kMaxHeartbeatBytes = 4 << 20;
 // A tick's reports: up to protocol::kMaxReportsPerBody, each with an exit
 // message of at most 4 KiB kept (longer ones are cut, not refused).
-constexpr size_t kMaxReportsBytes = 8 << 20;
+constexpr size_t kMaxReportsBytes = 5 << 20;
 
 }  // namespace
 

@@ -144,6 +144,15 @@ TEST_F(ServerTest, BatchedReportsAreTheNodesOwnEachAnsweredAlone) {
   auto state = [&](int64_t job) { return json::parse(Call("GET", fmt::format("/api/v1/jobs/{}", job), bob)->body)["state"]; };
   EXPECT_EQ(state(j1), "RUNNING");
   EXPECT_EQ(state(j2), "SCHEDULED");
+  // A task's state, or one of its phases, twice in a body: the repeat is refused on its own.
+  json repeat = report(t1, "running");
+  repeat["phase"] = "staging";
+  r = Call("POST", route, a1, json{{"reports", {repeat, repeat}}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  results = json::parse(r->body)["results"];
+  EXPECT_EQ(results[0], json::object());
+  EXPECT_EQ(results[1]["code"], "InvalidArgument");
+  EXPECT_NE(results[1]["message"].get<std::string>().find("reports[1]: task"), std::string::npos) << results[1];
   // A body of junk is refused whole, naming the field.
   r = Call("POST", route, a1, R"({"reports":[{"task_id":"x","attempt":1}]})");
   EXPECT_EQ(r->status, 400);
