@@ -379,7 +379,7 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.image = img->image;
     t->layers = img->lease;
   } else if (!launch.image.name.empty()) {
-    auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped);
+    auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped, &t->image_tar);
     if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
     if (!img.ok()) {
       spdlog::warn("agent: task {}: pulling its image: {}", key, img.status().ToString());

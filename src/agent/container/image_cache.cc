@@ -65,7 +65,7 @@ std::string ImagePath(const std::string& name, const std::string& digest) {
 }  // namespace
 
 StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const std::string& digest, bool unpack,
-                                               const std::function<bool()>& cancelled) {
+                                               const std::function<bool()>& cancelled, std::shared_ptr<void>* tar_hold) {
   if (!IsHex64(digest)) return InvalidArgument(fmt::format("image {}: \"{}\" is not a sha256 digest", name, digest));
   std::shared_ptr<std::mutex> lock;
   {
@@ -90,18 +90,32 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
   // The tar is shared by every name with its digest; the manifest (env, ...)
   // is the name's own: another name pushed with the same rootfs may say otherwise.
   const std::string manifest = dir + "/manifest-" + Sha256Hex(name).substr(0, 32) + ".json";
-  if (access((dir + "/rootfs.tar").c_str(), R_OK) != 0) RM_RETURN_IF_ERROR(FetchTar(name, digest, dir, cancelled));
+  const bool unpacked = access((dir + "/rootfs/.ringmaster-unpacked").c_str(), F_OK) == 0;
+  const bool need_tar = !unpack || !unpacked;
+  if (need_tar && access((dir + "/rootfs.tar").c_str(), R_OK) != 0) {
+    RM_RETURN_IF_ERROR(FetchTar(name, digest, dir, cancelled));
+  }
   if (access(manifest.c_str(), R_OK) != 0) {
     RM_RETURN_IF_ERROR(DownloadTo(api_, ImagePath(name, digest) + ".json", manifest, cancelled).status());
-  }
-  if (unpack && access((dir + "/rootfs/.ringmaster-unpacked").c_str(), F_OK) != 0) {
-    RM_RETURN_IF_ERROR(Unpack(dir));
   }
   TaskLaunch::Image image;
   image.name = name;
   image.digest = digest;
-  image.tar = dir + "/rootfs.tar";
-  if (unpack) image.layers = {dir + "/rootfs"};  // a site image is one layer
+  if (unpack) {
+    if (!unpacked) RM_RETURN_IF_ERROR(Unpack(dir));
+    DropTar(dir);
+    image.layers = {dir + "/rootfs"};  // a site image is one layer
+  } else {
+    image.tar = dir + "/rootfs.tar";
+    if (tar_hold) {
+      auto fd = std::make_shared<UniqueFd>(open((dir + "/tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+      if (!*fd) return Internal(fmt::format("{}/tar.lock: {}", dir, std::strerror(errno)));
+      while (flock(fd->get(), LOCK_SH) != 0) {
+        if (errno != EINTR) return Internal(fmt::format("flock {}/tar.lock: {}", dir, std::strerror(errno)));
+      }
+      *tar_hold = fd;
+    }
+  }
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(manifest));
   try {
     const auto m = nlohmann::json::parse(text);
@@ -128,6 +142,14 @@ Status ImageCache::FetchTar(const std::string& name, const std::string& digest, 
     return Internal(fmt::format("rename: {}", std::strerror(errno)));
   }
   return Status::Ok();
+}
+
+void ImageCache::DropTar(const std::string& dir) {
+  const std::string tar = dir + "/rootfs.tar";
+  if (access(tar.c_str(), F_OK) != 0) return;
+  UniqueFd fd(open((dir + "/tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return;  // a Docker task holds it: kept for now
+  if (unlink(tar.c_str()) == 0) spdlog::info("agent: image {} is unpacked: its tar is deleted", dir);
 }
 
 Status ImageCache::Unpack(const std::string& dir) {
