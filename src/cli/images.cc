@@ -120,18 +120,41 @@ std::string ReadRemote(client::ApiClient& api, const std::string& key) {
   return out;
 }
 
-// A temporary directory, removed with what it holds.
+// The temporary directories alive now. Die() ends the process with
+// std::exit, which skips the destructors of locals: what a refused push had
+// unpacked (a whole image) would stay in /tmp. This static's destructor runs
+// at exit and removes whatever is still listed.
+struct LiveTempDirs {
+  std::set<std::string> paths;
+  ~LiveTempDirs() {
+    for (const std::string& p : paths) {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  }
+};
+LiveTempDirs& Live() {
+  static LiveTempDirs live;
+  return live;
+}
+
+// A temporary directory, removed with what it holds (at exit too).
 struct TempDir {
   std::string path;
   TempDir() {
+    Live();  // constructed first, so destroyed after any exit's other statics
     std::string tmpl = (fs::temp_directory_path() / "ringmaster-image-XXXXXX").string();
     if (!mkdtemp(tmpl.data())) Die(fmt::format("images push: a temporary directory: {}", std::strerror(errno)));
     path = tmpl;
+    Live().paths.insert(path);
   }
   ~TempDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
+    Live().paths.erase(path);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
 };
 
 void PutText(const Connection& c, const std::string& dir, const std::string& text, const std::string& key) {

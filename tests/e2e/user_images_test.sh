@@ -96,8 +96,10 @@ LAYER=$(jq -r '.[0].Layers[0]' "$TARS/t/manifest.json")
 chmod u+w "$TARS/t/$LAYER" && printf 'x' >> "$TARS/t/$LAYER"
 tar -cf "$TARS/tampered.tar" -C "$TARS/t" .
 USED=$(usage alice)
-if ERR=$(as_alice images push tampered:v1 --from "$TARS/tampered.tar" 2>&1); then fail "a tampered tar was pushed"; fi
+mkdir "$TARS/tmp"
+if ERR=$(TMPDIR=$TARS/tmp as_alice images push tampered:v1 --from "$TARS/tampered.tar" 2>&1); then fail "a tampered tar was pushed"; fi
 [ "$(wc -l <<<"$ERR")" -le 2 ] && grep -q "sha256" <<<"$ERR" || fail "the tampered tar's refusal: $ERR"
+[ -z "$(ls -A "$TARS/tmp")" ] || fail "the refused push left $(ls "$TARS/tmp") in its TMPDIR"
 [ "$(usage alice)" = "$USED" ] || fail "the tampered push stored bytes"
 as_alice images ls | grep -q "tampered" && fail "images ls shows the tampered image"
 pass "a tampered tar is refused: $ERR"
