@@ -83,7 +83,9 @@ class JobServiceTest : public ::testing::Test {
   // Every task of the job still alive ends, as its agent reports a stop.
   void EndAll(int64_t job) {
     for (const auto& t : Tasks(job)) {
-      if (!store::IsTerminal(t.state)) ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+      if (!store::IsTerminal(t.state)) {
+        ASSERT_TRUE(Report(t, "exited", -1, 15).ok());
+      }
     }
   }
 
