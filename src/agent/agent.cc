@@ -379,13 +379,26 @@ std::optional<TaskExit> Agent::Launch(const TaskRef& ref, const protocol::Assign
     launch.image = img->image;
     t->layers = img->lease;
   } else if (!launch.image.name.empty()) {
-    auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped, &t->image_tar);
+    auto img = images_.Ensure(launch.image.name, launch.image.digest, launch.runtime == "runc", stopped);
     if (stopped()) return TaskExit{-1, 0, "stopped before it started"};
     if (!img.ok()) {
       spdlog::warn("agent: task {}: pulling its image: {}", key, img.status().ToString());
       return TaskExit{-1, 0, "pulling image " + launch.image.name + ": " + img.status().message()};
     }
     launch.image = *img;
+    if (launch.runtime != "runc") {
+      // Docker asks for the tar only when its dockerd lacks the image; the
+      // hold keeps the tar while the launch (and so the import) lasts.
+      auto hold = std::make_shared<std::shared_ptr<void>>();
+      launch.image.fetch_tar = [this, ref, hold, name = launch.image.name, digest = launch.image.digest] {
+        const auto cancelled = [this, ref] {
+          std::lock_guard<std::mutex> l(mu_);
+          auto it = tasks_.find(ref);
+          return !running_ || it == tasks_.end() || it->second.stop_sent;
+        };
+        return images_.EnsureTar(name, digest, cancelled, hold.get());
+      };
+    }
   }
   const TaskIdentity who = launch.identity;
   launch.prepare = [this, &plan, who](int work_fd) { return files_.Place(*plan, work_fd, who.uid, who.gid); };
@@ -462,6 +475,7 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
     it->second.outputs = t.outputs;
     it->second.gpus = t.gpus;
     it->second.times = t.times;
+    it->second.layers = t.layers;  // held while the task runs (the layer store's LRU spares them)
     if (!running_) {
       // The agent is stopping: the next one re-adopts what started, and the
       // server assigns again what did not.

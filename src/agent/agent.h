@@ -177,7 +177,6 @@ class Agent {
     int64_t shipped = 0;           // bytes of the log the server has
     int64_t metrics_shipped = 0;   // bytes of the metrics file the server has
     std::shared_ptr<LayerLease> layers;  // a registry image's layers, held while it runs
-    std::shared_ptr<void> image_tar;     // a site image's tar for Docker, kept on the node while it runs
     // Its exit is watched by its thread (the executor's exit fd): the tick
     // polls it only now and then (polled_ms), or while it is being stopped.
     bool exit_watched = false;

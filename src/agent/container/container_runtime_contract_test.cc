@@ -196,6 +196,36 @@ TEST_P(ContainerRuntimeContract, ReleaseEndsAndRemovesWhatPrepareMade) {
   EXPECT_NE(Output(r.out).find("again"), std::string::npos);
 }
 
+// runc never asks for the image's tar (it runs the unpacked layers); Docker
+// asks only while its dockerd lacks the image, so a node whose tar runc has
+// deleted does not pull the image again for every Docker task.
+TEST_P(ContainerRuntimeContract, TheImagesTarIsAskedForOnlyWhileTheRuntimeLacksTheImage) {
+  int asked = 0;
+  image_.fetch_tar = [&asked] {
+    ++asked;
+    return Status::Ok();
+  };
+  auto first = Prepare("4.1", "true");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_LE(asked, GetParam() == "docker" ? 1 : 0);
+  const int after_first = asked;
+  auto second = Prepare("4.2", "true");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(asked, after_first);  // the image is there now
+  if (GetParam() != "docker") return;
+  // An image this dockerd never had, whose tar cannot be fetched: the task
+  // does not start, and says why.
+  image_.digest = std::string(64, 'e');
+  image_.fetch_tar = [&asked] {
+    ++asked;
+    return Unavailable("the files service is away");
+  };
+  auto third = Prepare("4.3", "true");
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.status().message().find("the files service is away"), std::string::npos) << third.status().ToString();
+  EXPECT_EQ(asked, after_first + 1);
+}
+
 TEST_P(ContainerRuntimeContract, RemoveOrphansRemovesOnlyUnknownKeysOfThisAgent) {
   for (const std::string key : {"1.1", "2.1"}) {
     auto c = Prepare(key, "echo ready; while :; do sleep 0.05; done");

@@ -64,35 +64,40 @@ std::string ImagePath(const std::string& name, const std::string& digest) {
 
 }  // namespace
 
-StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const std::string& digest, bool unpack,
-                                               const std::function<bool()>& cancelled, std::shared_ptr<void>* tar_hold) {
+StatusOr<ImageCache::Entry> ImageCache::Lock(const std::string& name, const std::string& digest) {
   if (!IsHex64(digest)) return InvalidArgument(fmt::format("image {}: \"{}\" is not a sha256 digest", name, digest));
-  std::shared_ptr<std::mutex> lock;
+  Entry e;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto& slot = locks_[digest];
     if (!slot) slot = std::make_shared<std::mutex>();
-    lock = slot;
+    e.mutex = slot;
   }
-  std::lock_guard<std::mutex> l(*lock);
+  e.thread_lock = std::unique_lock<std::mutex>(*e.mutex);
   // The cache must be root's alone: root unpacks and deletes in it.
   if (auto trusted = OpenTrustedDir(dir_, /*create=*/true, 0700); !trusted.ok()) {
     return trusted.status().Annotate("--image-cache " + dir_);
   }
-  const std::string dir = dir_ + "/" + digest;
-  RM_RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  e.dir = dir_ + "/" + digest;
+  RM_RETURN_IF_ERROR(MakeDirs(e.dir, 0700));
   // Agents of one host may share the cache (--image-cache): one pulls, the others wait.
-  UniqueFd flock_fd(open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!flock_fd) return Internal(fmt::format("{}.lock: {}", dir, std::strerror(errno)));
-  while (flock(flock_fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return Internal(fmt::format("flock {}.lock: {}", dir, std::strerror(errno)));
+  e.flock_fd = UniqueFd(open((e.dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!e.flock_fd) return Internal(fmt::format("{}.lock: {}", e.dir, std::strerror(errno)));
+  while (flock(e.flock_fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Internal(fmt::format("flock {}.lock: {}", e.dir, std::strerror(errno)));
   }
+  return e;
+}
+
+StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const std::string& digest, bool unpack,
+                                               const std::function<bool()>& cancelled) {
+  RM_ASSIGN_OR_RETURN(Entry e, Lock(name, digest));
+  const std::string& dir = e.dir;
   // The tar is shared by every name with its digest; the manifest (env, ...)
   // is the name's own: another name pushed with the same rootfs may say otherwise.
   const std::string manifest = dir + "/manifest-" + Sha256Hex(name).substr(0, 32) + ".json";
   const bool unpacked = access((dir + "/rootfs/.ringmaster-unpacked").c_str(), F_OK) == 0;
-  const bool need_tar = !unpack || !unpacked;
-  if (need_tar && access((dir + "/rootfs.tar").c_str(), R_OK) != 0) {
+  if (unpack && !unpacked && access((dir + "/rootfs.tar").c_str(), R_OK) != 0) {
     RM_RETURN_IF_ERROR(FetchTar(name, digest, dir, cancelled));
   }
   if (access(manifest.c_str(), R_OK) != 0) {
@@ -106,15 +111,7 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
     DropTar(dir);
     image.layers = {dir + "/rootfs"};  // a site image is one layer
   } else {
-    image.tar = dir + "/rootfs.tar";
-    if (tar_hold) {
-      auto fd = std::make_shared<UniqueFd>(open((dir + "/tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-      if (!*fd) return Internal(fmt::format("{}/tar.lock: {}", dir, std::strerror(errno)));
-      while (flock(fd->get(), LOCK_SH) != 0) {
-        if (errno != EINTR) return Internal(fmt::format("flock {}/tar.lock: {}", dir, std::strerror(errno)));
-      }
-      *tar_hold = fd;
-    }
+    image.tar = dir + "/rootfs.tar";  // fetched by EnsureTar when Docker needs it
   }
   RM_ASSIGN_OR_RETURN(std::string text, ReadFile(manifest));
   try {
@@ -128,6 +125,19 @@ StatusOr<TaskLaunch::Image> ImageCache::Ensure(const std::string& name, const st
     return Internal(fmt::format("image {}: unreadable manifest: {}", name, e.what()));
   }
   return image;
+}
+
+Status ImageCache::EnsureTar(const std::string& name, const std::string& digest, const std::function<bool()>& cancelled,
+                             std::shared_ptr<void>* hold) {
+  RM_ASSIGN_OR_RETURN(Entry e, Lock(name, digest));
+  if (access((e.dir + "/rootfs.tar").c_str(), R_OK) != 0) RM_RETURN_IF_ERROR(FetchTar(name, digest, e.dir, cancelled));
+  auto fd = std::make_shared<UniqueFd>(open((e.dir + "/tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!*fd) return Internal(fmt::format("{}/tar.lock: {}", e.dir, std::strerror(errno)));
+  while (flock(fd->get(), LOCK_SH) != 0) {
+    if (errno != EINTR) return Internal(fmt::format("flock {}/tar.lock: {}", e.dir, std::strerror(errno)));
+  }
+  if (hold) *hold = fd;
+  return Status::Ok();
 }
 
 Status ImageCache::FetchTar(const std::string& name, const std::string& digest, const std::string& dir,

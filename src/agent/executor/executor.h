@@ -61,6 +61,10 @@ struct TaskLaunch {
     // the reference as the job wrote it). Docker runs it by this reference,
     // pulled already; "" = one of the site's images (tar).
     std::string reference;
+    // Docker: brings `tar` onto the node, called only when dockerd lacks the
+    // image (runc deletes the tar once it has unpacked the image); the tar
+    // stays while the launch that called it lives. Unset: `tar` is there.
+    std::function<Status()> fetch_tar;
   } image;
   // "host", "none", "overlay" (containers) or "job": the job's own
   // namespace on the node (net/job_network.h), at `netns`, which a process

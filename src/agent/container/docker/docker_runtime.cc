@@ -48,6 +48,7 @@ Status DockerRuntime::EnsureImage(const TaskLaunch::Image& image) {
   if (have.status().code() != StatusCode::kNotFound) return have.status().Annotate("docker: image " + ref);
   // A registry's image is pulled (with its owner's login) before the task starts.
   if (!image.reference.empty()) return FailedPrecondition("docker: image " + ref + " was not pulled to this node");
+  if (image.fetch_tar) RM_RETURN_IF_ERROR(image.fetch_tar().Annotate("docker: image " + ref));
   if (image.tar.empty()) return FailedPrecondition("docker: the task's image has no tar on this node");
   spdlog::info("agent: importing image {} into docker", ref);
   std::vector<std::string> changes;
