@@ -185,10 +185,12 @@ void Agent::Stop() {
   for (Worker& w : zombies) w.thread.join();
 }
 
-bool Agent::WaitLaunched(std::chrono::milliseconds guard) {
+bool Agent::WaitSettled(std::chrono::milliseconds guard) {
   std::unique_lock<std::mutex> l(mu_);
   return cv_.wait_for(l, guard, [this] {
-    return std::all_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return t.second.launched || t.second.exit; });
+    return std::all_of(tasks_.begin(), tasks_.end(), [](const auto& t) {
+      return (t.second.launched || t.second.exit) && (!t.second.exit || t.second.files_done);
+    });
   });
 }
 
@@ -498,6 +500,7 @@ void Agent::RunTask(TaskRef ref, std::optional<protocol::Assignment> a, std::sha
   if (t.job_id == 0) {  // adopted from an agent that kept no job id: nothing to upload
     std::lock_guard<std::mutex> l(mu_);
     if (auto it = tasks_.find(ref); it != tasks_.end()) it->second.files_done = true;
+    cv_.notify_all();
     return;
   }
   std::string synced;

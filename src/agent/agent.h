@@ -78,6 +78,10 @@ struct AgentOptions {
   UnpackLimits unpack_limits;
   // How often a running task's checkpoints/latest is looked at.
   std::chrono::milliseconds checkpoint_poll{250};
+  // A task whose own thread watches its exit (the executor's exit fd) is
+  // polled by the tick only this often, as a safety net; 0: on every tick
+  // (tests that step the agent by hand, so an exit is seen on the next tick).
+  std::chrono::milliseconds watched_exit_poll{1000};
   // How long an ended task's uploads are retried before its exit is
   // reported without them (the message says what was not uploaded).
   std::chrono::milliseconds upload_deadline{10 * 60 * 1000};
@@ -131,8 +135,10 @@ class Agent {
   void FenceOnce();
   int64_t node_id() const { return node_id_; }
   // Waits until every task it holds has started or failed to (each starts
-  // on a thread of its own); false if `guard` passed first. For tests.
-  bool WaitLaunched(std::chrono::milliseconds guard);
+  // on a thread of its own), and each that has ended has had its files
+  // uploaded by its thread (so the next tick reports it); false if `guard`
+  // passed first. For tests that step the agent by hand.
+  bool WaitSettled(std::chrono::milliseconds guard);
 
   // For a one-task agent (a Slurm step, agent_step.cc). Whether a task was
   // ever assigned here, and how many it holds: staging, running, or ended

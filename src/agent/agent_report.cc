@@ -70,9 +70,10 @@ void Agent::Tick() {
     if (!t.launched && !t.exit) continue;  // still staging
     r.had_exit = t.exit.has_value();
     // A task whose thread watches its exit is polled once a second (a safety
-    // net), or on every tick while being stopped (Poll sends the SIGKILL when due).
+    // net; watched_exit_poll), or on every tick while being stopped (Poll
+    // sends the SIGKILL when due).
     const int64_t now = SteadyMs();
-    if (!t.exit && (!t.exit_watched || t.stop_sent || now - t.polled_ms >= 1000)) {
+    if (!t.exit && (!t.exit_watched || t.stop_sent || now - t.polled_ms >= options_.watched_exit_poll.count())) {
       t.exit = executor_->Poll(ref.Key());
       t.polled_ms = now;
       if (t.exit) t.times.exited = now;

@@ -75,6 +75,8 @@ class ControlPlaneTest : public ::testing::Test {
     o.task_users = agent::TaskUsers::Create({"300000-300099", {}}, /*agent_uid=*/0).value();
     // No files API here: every task stages nothing (and, of job 0, uploads nothing).
     o.stage_plan = [](int64_t, int) -> StatusOr<agent::StagePlan> { return agent::StagePlan{}; };
+    // Each tick polls every task (ScriptedExecutor has no exit fd to watch).
+    o.watched_exit_poll = std::chrono::milliseconds(0);
     auto exec = std::make_unique<agent::ScriptedExecutor>();
     exec->set_exit(std::nullopt);  // tasks run until stopped
     exec->set_exit_on_stop(true);
@@ -105,8 +107,11 @@ class ControlPlaneTest : public ::testing::Test {
   void Round() {
     for (Node& n : nodes_) {
       (void)n.agent->SyncOnce(std::chrono::seconds(0));
-      ASSERT_TRUE(n.agent->WaitLaunched(kGuard));
+      ASSERT_TRUE(n.agent->WaitSettled(kGuard));
       n.agent->Tick();
+      // An exit the tick saw is uploaded for by the task's own thread: done
+      // before the next tick, which reports it.
+      ASSERT_TRUE(n.agent->WaitSettled(kGuard));
       n.agent->HeartbeatOnce();
     }
   }
