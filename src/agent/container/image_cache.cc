@@ -158,7 +158,7 @@ void ImageCache::DropTar(const std::string& dir) {
   const std::string tar = dir + "/rootfs.tar";
   if (access(tar.c_str(), F_OK) != 0) return;
   UniqueFd fd(open((dir + "/tar.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return;  // a Docker task holds it: kept for now
+  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return;  // a Docker import holds it: kept for now
   if (unlink(tar.c_str()) == 0) spdlog::info("agent: image {} is unpacked: its tar is deleted", dir);
 }
 

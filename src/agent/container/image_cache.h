@@ -55,7 +55,7 @@ class ImageCache {
   Status FetchTar(const std::string& name, const std::string& digest, const std::string& dir,
                   const std::function<bool()>& cancelled);
   Status Unpack(const std::string& dir);
-  // Deletes dir's tar once rootfs/ is unpacked, unless a tar_hold holds it.
+  // Deletes dir's tar once rootfs/ is unpacked, unless an EnsureTar hold holds it.
   void DropTar(const std::string& dir);
 
   const client::ApiClient* api_;
